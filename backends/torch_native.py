@@ -1,0 +1,133 @@
+"""Shared child-side machinery for stacks that run torch modules on a torch device.
+
+Eager, dynamo backends, PyTorch/XLA lazy tensor and openxla all place the module on a
+torch device, optionally wrap it, and run the same eval or train step; they differ in the
+device, the wrapper and how they synchronize.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+
+from backends.base import PreparedModel
+from models.base import BenchmarkModel, ModelInputs
+from runner.config import ExperimentConfig
+from runner.precision import amp_dtype, autocast, cast_floating, parameter_dtype
+
+
+def call_module(module: Callable, inputs: ModelInputs) -> Any:
+    return module(*inputs.args, **inputs.kwargs)
+
+
+class TorchPreparedModel(PreparedModel):
+    """A torch module on `device`, called through `wrap(module)`."""
+
+    def __init__(
+        self,
+        bench: BenchmarkModel,
+        experiment: ExperimentConfig,
+        device: torch.device,
+        wrap: Optional[Callable[[torch.nn.Module], Callable]] = None,
+    ) -> None:
+        self.bench = bench
+        self.experiment = experiment
+        self.device = device
+        self.dtype = parameter_dtype(experiment.precision)
+        self.autocast_dtype = amp_dtype(
+            experiment.precision, experiment.accelerator, experiment.amp_dtype
+        )
+        self.module = bench.module.to(device=device, dtype=self.dtype)
+        self.training = experiment.test == "train"
+        self.module.train(self.training)
+        self.parameters = [p for p in self.module.parameters() if p.requires_grad]
+        self.optimizer = self._make_optimizer(experiment.optimizer)
+        self.callable = wrap(self.module) if wrap else self.module
+
+    def _make_optimizer(self, name: Optional[str]):
+        if not self.training or not name:
+            return None
+        if name == "sgd":
+            return torch.optim.SGD(self.parameters, lr=1e-3)
+        if name == "adam":
+            return torch.optim.Adam(self.parameters, lr=1e-3)
+        raise ValueError(f"unknown optimizer {name!r}; expected none, sgd or adam")
+
+    def inputs_to_device(self, inputs: ModelInputs) -> ModelInputs:
+        return ModelInputs(
+            args=cast_floating(inputs.args, self.device, self.dtype),
+            kwargs=cast_floating(inputs.kwargs, self.device, self.dtype),
+        )
+
+    def _autocast(self):
+        return autocast(self.device.type, self.autocast_dtype)
+
+    def step(self, device_inputs: ModelInputs) -> Any:
+        if not self.training:
+            with torch.no_grad(), self._autocast():
+                return call_module(self.callable, device_inputs)
+        for parameter in self.parameters:
+            parameter.grad = None
+        with self._autocast():
+            output = call_module(self.callable, device_inputs)
+            loss = self.bench.loss_fn(output, device_inputs)
+        loss.backward()
+        if self.optimizer is not None:
+            self.optimizer.step()
+        return loss
+
+    def sync_run(self, last_result: Any) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def gradients(self) -> dict[str, Any]:
+        """Gradients by parameter name (training), for the verifier."""
+        return {
+            name: p.grad
+            for name, p in self.module.named_parameters()
+            if p.requires_grad
+        }
+
+    def result_to_host(self, result: Any) -> Any:
+        if self.training:
+            result = {"loss": result, "gradients": self.gradients()}
+        return to_cpu(result)
+
+    def final_metrics(self) -> dict[str, Any]:
+        if self.device.type == "cuda":
+            return {"peak_device_memory_bytes": int(torch.cuda.max_memory_allocated(self.device))}
+        return {}
+
+    def accelerator_model(self) -> str:
+        if self.device.type == "cuda":
+            return torch.cuda.get_device_name(self.device)
+        return cpu_model_name()
+
+
+def to_cpu(value: Any) -> Any:
+    """Detach and move every tensor of a nested value (outputs objects included) to CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu")
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(to_cpu(v) for v in value)
+    if isinstance(value, dict):
+        converted = {k: to_cpu(v) for k, v in value.items()}
+        try:
+            return type(value)(converted)
+        except Exception:  # output classes with a special constructor
+            return converted
+    return value
+
+
+def cpu_model_name() -> str:
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -1,0 +1,29 @@
+"""Model suites. `get_suite(name)` builds one; nothing here imports torch."""
+
+from __future__ import annotations
+
+from models.base import Suite
+
+
+class UnknownSuiteError(ValueError):
+    """A suite name that does not exist."""
+
+
+def suite_names() -> tuple[str, ...]:
+    return tuple(_factories())
+
+
+def _factories():
+    from models.builtin import BuiltinSuite
+    from models.faults import FaultsSuite
+
+    return {"builtin": BuiltinSuite, "faults": FaultsSuite}
+
+
+def get_suite(name: str) -> Suite:
+    factories = _factories()
+    if name not in factories:
+        raise UnknownSuiteError(
+            f"unknown suite {name!r}; available suites: {', '.join(factories)}"
+        )
+    return factories[name]()

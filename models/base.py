@@ -1,0 +1,73 @@
+"""The contract between suites and the rest of the runner.
+
+A suite lists its models without importing torch (the parent uses it) and builds a
+`BenchmarkModel` in the child. Weights are random and inputs seeded: nothing downloads.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:  # torch is imported only by children
+    import torch
+
+
+class UnknownModelError(ValueError):
+    """A model name the suite does not have."""
+
+
+class SuiteUnavailableError(RuntimeError):
+    """A suite whose library is missing; the message says how to get it."""
+
+
+@dataclass
+class ModelInputs:
+    """Positional and keyword arguments of one forward call, and the loss's targets."""
+
+    args: tuple
+    kwargs: dict[str, Any]
+    targets: Any = None
+
+
+@dataclass
+class BenchmarkModel:
+    """A model ready to run: module, seeded input factory and training loss."""
+
+    name: str
+    module: "torch.nn.Module"
+    make_inputs: Callable[[int], ModelInputs]
+    loss_fn: Callable[[Any, ModelInputs], "torch.Tensor"]
+    batch_size: int
+    # Names that make a result known to differ between two eager runs (verifier).
+    nondeterministic_reason: Optional[str] = None
+
+
+class Suite(ABC):
+    """A named collection of models."""
+
+    name: str = ""
+
+    @abstractmethod
+    def model_names(self) -> list[str]:
+        """Every model of the suite, in a stable order (no torch import)."""
+
+    @abstractmethod
+    def default_batch_size(self, model_name: str) -> int:
+        """The batch size used when the user sets none."""
+
+    @abstractmethod
+    def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
+        """Build the model on the CPU in fp32 with random weights (child only)."""
+
+    def skip_reason(self, model_name: str, test: str) -> Optional[str]:
+        """Why this model cannot run this test, or None when it can."""
+        return None
+
+    def check_model(self, model_name: str) -> None:
+        if model_name not in self.model_names():
+            raise UnknownModelError(
+                f"model {model_name!r} is not in suite {self.name!r}; "
+                f"its models are: {', '.join(self.model_names())}"
+            )

@@ -1,0 +1,48 @@
+"""Precision handling in the child: dtypes, casting and autocast."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Optional
+
+import torch
+
+_CAST_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+_AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "bfloat16": torch.bfloat16,
+               "float16": torch.float16}
+
+
+def parameter_dtype(precision: str) -> torch.dtype:
+    """The dtype parameters and floating inputs are cast to (amp keeps fp32)."""
+    return _CAST_DTYPES.get(precision, torch.float32)
+
+
+def amp_dtype(precision: str, accelerator: str, override: Optional[str]) -> Optional[torch.dtype]:
+    """The autocast dtype for amp: bf16 on CPU and TPU, fp16 on CUDA, unless overridden."""
+    if precision != "amp":
+        return None
+    if override:
+        return _AMP_DTYPES[override]
+    return torch.float16 if accelerator == "cuda" else torch.bfloat16
+
+
+def autocast(device_type: str, dtype: Optional[torch.dtype]):
+    """An autocast context for `device_type`, or a no-op when dtype is None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device_type, dtype=dtype)
+
+
+def cast_floating(value: Any, device: Any, dtype: torch.dtype) -> Any:
+    """Move every tensor of a nested value to `device`, casting floating ones to `dtype`."""
+    if isinstance(value, torch.Tensor):
+        if value.is_floating_point():
+            return value.to(device=device, dtype=dtype)
+        return value.to(device=device)
+    if isinstance(value, tuple):
+        return tuple(cast_floating(v, device, dtype) for v in value)
+    if isinstance(value, list):
+        return [cast_floating(v, device, dtype) for v in value]
+    if isinstance(value, dict):
+        return {k: cast_floating(v, device, dtype) for k, v in value.items()}
+    return value
