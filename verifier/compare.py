@@ -227,7 +227,7 @@ def _check_leaf(
     if r is None:
         _cosine_check(check, e, a, tolerance)
         if ref_given:
-            check.numbers["method"] = "cosine"
+            check.numbers["leaf_method"] = "cosine (no usable fp64 leaf)"
         return check
     _fp64_check(check, e, a, r, tolerance)
     return check
