@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 from typing import Any, Callable
 
@@ -70,7 +71,10 @@ def to_cpu(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(to_cpu(v) for v in value)
     if isinstance(value, dict):
-        return {k: to_cpu(v) for k, v in value.items()}
+        converted = copy.copy(value)  # keeps OrderedDict and ModelOutput classes
+        for key, item in value.items():
+            converted[key] = to_cpu(item)
+        return converted
     if dataclasses.is_dataclass(value):
         return dataclasses.replace(value, **{f.name: to_cpu(getattr(value, f.name))
                                              for f in dataclasses.fields(value)})
@@ -91,8 +95,12 @@ def eval_run(factory: Callable[[], nn.Module], dtype: torch.dtype = torch.float3
 
 
 def train_run(factory: Callable[[], nn.Module], dtype: torch.dtype = torch.float32,
-              hook: Callable[[nn.Module], None] | None = None) -> Callable[[], Any]:
-    """A callable returning {"loss", "gradients"} of one training step of a fresh model."""
+              hook: Callable[[nn.Module], None] | None = None,
+              halves: bool = False) -> Callable[[], Any]:
+    """A callable returning {"loss", "gradients"} of one training step of a fresh model.
+
+    With `halves`, the batch runs as two halves whose gradients add up (other rounding).
+    """
     x = inputs()
     targets = torch.randint(0, 8, (x.shape[0],), generator=torch.Generator().manual_seed(2))
 
@@ -100,8 +108,15 @@ def train_run(factory: Callable[[], nn.Module], dtype: torch.dtype = torch.float
         model = build(factory).to(dtype).train()
         if hook:
             hook(model)
-        loss = nn.functional.cross_entropy(model(x.to(dtype)).float(), targets)
-        loss.backward()
+        if halves:
+            loss = 0
+            for xs, ts in zip(x.chunk(2), targets.chunk(2)):
+                part = nn.functional.cross_entropy(model(xs.to(dtype)).float(), ts) / 2
+                part.backward()
+                loss = loss + part.detach()
+        else:
+            loss = nn.functional.cross_entropy(model(x.to(dtype)).float(), targets)
+            loss.backward()
         return {"loss": loss.detach(),
                 "gradients": {n: p.grad.detach().clone() for n, p in model.named_parameters()}}
 
