@@ -194,3 +194,15 @@ def test_eager_mismatch():
     message = eager_mismatch(first, nudge(second, "[2]['deep']['scores']", 1e-5), FP32)
     assert message.startswith("output[2]['deep']['scores']: relative difference between the runs")
     assert eager_mismatch((1, "a"), (1, "b"), FP32).startswith("output[1]: 'b' in the second run")
+
+
+def test_verdicts_are_strict_json(many_outputs_runs):
+    import json
+
+    reference, eager, _ = many_outputs_runs
+    nan_eager = (torch.tensor([math.nan, 1.0]),)
+    for verdict in (compare(reference, eager, eager, FP32),
+                    compare(reference, eager, nudge(eager, "[1]"), FP32),
+                    compare_cosine(nan_eager, (torch.tensor([1.0, math.nan]),), FP32),
+                    compare(None, (torch.zeros(20),), (torch.ones(20),), FP32)):
+        json.dumps(verdict.to_dict(), allow_nan=False)
