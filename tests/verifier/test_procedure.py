@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.verifier.conftest import MLP, ManyOutputs, build, eval_run, inputs, train_run
+from tests.verifier.conftest import MLP, ManyOutputs, eval_run, train_run
 from verifier import procedure
 from verifier.codes import Code
 from verifier.compare import tolerance_for
