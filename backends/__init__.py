@@ -10,10 +10,12 @@ from runner.config import ExperimentConfig
 
 def all_backends() -> tuple[Backend, ...]:
     """Every backend, in the order they are asked whether they own a combination."""
+    from backends.debug_perturb import DebugPerturbBackend, debug_stacks_enabled
     from backends.dynamo import DynamoBackend
     from backends.eager import EagerBackend
 
-    return (EagerBackend(), DynamoBackend())
+    debug = (DebugPerturbBackend(),) if debug_stacks_enabled() else ()
+    return (EagerBackend(), *debug, DynamoBackend())
 
 
 def backend_for(experiment: ExperimentConfig) -> Optional[Backend]:
