@@ -136,11 +136,12 @@ def build_rows(records: list[Record], baseline: str) -> list[Row]:
 
 
 def summarise(rows: list[Row]) -> list[ConfigSummary]:
+    """One summary per configuration, in the order configurations first appear in `rows`."""
     groups: dict[ConfigKey, list[Row]] = {}
     for row in rows:
         groups.setdefault(row.record.config, []).append(row)
     summaries = []
-    for config in sorted(groups):
+    for config in groups:
         members = groups[config]
         speedups = [r.speedup for r in members if r.speedup_counts]
         compiles = [r.record.compile_time for r in members if r.record.ran and r.record.compile_time is not None]
@@ -165,6 +166,7 @@ def summarise(rows: list[Row]) -> list[ConfigSummary]:
 def build_report(records: list[Record], baseline: Optional[str] = None) -> Report:
     """Rows and summaries of the records against the baseline stack."""
     chosen = resolve_baseline(baseline, records)
+    records = sorted(records, key=lambda r: (r.config.stack != chosen, r.config, r.model_label))
     rows = build_rows(records, chosen)
     notes = []
     if records and chosen not in stacks(records):

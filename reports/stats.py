@@ -4,7 +4,8 @@
   statistics (the binomial argument: the k-th smallest and k-th largest of n samples bracket
   the true median with a probability computable from Binomial(n, 1/2)).
 - `geomean`: the geometric mean of positive values.
-- `permutation_p_value`: one-sided significance of a shift between two samples of repeats.
+- `permutation_p_value`: one-sided significance of a shift between two samples of repeats
+  (an exact or sampled rank-sum permutation test).
 """
 
 from __future__ import annotations
@@ -85,6 +86,21 @@ def geomean(values: Iterable[float]) -> Optional[float]:
     return math.exp(math.fsum(logs) / len(logs))
 
 
+def _mid_ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing the mean of their ranks."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = (start + end) / 2.0 + 1.0
+        start = end + 1
+    return ranks
+
+
 def permutation_p_value(
     base: Sequence[float],
     new: Sequence[float],
@@ -95,35 +111,34 @@ def permutation_p_value(
 ) -> Optional[float]:
     """One-sided p-value that `new` is shifted from `base` in the direction observed.
 
-    The statistic is the difference of medians (new - base). Every split of the pooled
-    repeats into groups of the original sizes is enumerated when there are at most
-    `exact_limit` of them, otherwise `samples` random splits are drawn from a private,
-    seeded generator. Returns None when either side has fewer than 2 repeats.
+    A rank-sum (Mann-Whitney) permutation test: the statistic is the sum of NEW's ranks in
+    the pooled repeats. Every split of the pooled repeats into groups of the original sizes
+    is enumerated when there are at most `exact_limit` of them, otherwise `samples` random
+    splits are drawn from a private, seeded generator. Returns None when either side has
+    fewer than 2 repeats.
     """
     if len(base) < 2 or len(new) < 2:
         return None
-    pooled = list(base) + list(new)
-    n_base = len(base)
-    observed = statistics.median(new) - statistics.median(base)
-    sign = 1.0 if observed >= 0 else -1.0
-    target = sign * observed
-    tolerance = 1e-12 * max(abs(v) for v in pooled) if pooled else 0.0
+    ranks = _mid_ranks(list(base) + list(new))
+    n_new = len(new)
+    total_ranks = len(ranks)
+    expected = n_new * (total_ranks + 1) / 2.0
+    observed = sum(ranks[len(base):])
+    sign = 1.0 if observed >= expected else -1.0
+    target = sign * (observed - expected) - 1e-9
 
-    def extreme(base_idx: Sequence[int]) -> bool:
-        chosen = set(base_idx)
-        b = [pooled[i] for i in base_idx]
-        w = [pooled[i] for i in range(len(pooled)) if i not in chosen]
-        return sign * (statistics.median(w) - statistics.median(b)) >= target - tolerance
+    def extreme(new_idx: Sequence[int]) -> bool:
+        return sign * (sum(ranks[i] for i in new_idx) - expected) >= target
 
-    total = math.comb(len(pooled), n_base)
+    total = math.comb(total_ranks, n_new)
     if total <= exact_limit:
-        hits = sum(extreme(idx) for idx in itertools.combinations(range(len(pooled)), n_base))
+        hits = sum(extreme(idx) for idx in itertools.combinations(range(total_ranks), n_new))
         return hits / total
     rng = random.Random(seed)
-    indices = list(range(len(pooled)))
+    indices = list(range(total_ranks))
     hits = 0
     for _ in range(samples):
         rng.shuffle(indices)
-        hits += extreme(indices[:n_base])
+        hits += extreme(indices[:n_new])
     # Count the observed split itself so the estimate is never 0.
     return (hits + 1) / (samples + 1)
