@@ -99,9 +99,11 @@ def _warnings(row: Row) -> list[str]:
     if record.status == STATUS_FAILED:
         first = record.error.strip().splitlines()[-1] if record.error.strip() else "no error message"
         found.append(f"failed: {first[:160]}")
-    elif record.status != STATUS_SKIPPED and record.verification_code != "PASS":
-        if record.verification_code not in VERIFICATION_NOT_RUN:
+    elif record.status != STATUS_SKIPPED:
+        if record.verification_code != "PASS" and record.verification_code not in VERIFICATION_NOT_RUN:
             found.append(f"verification {record.verification_code}")
+        if not record.ran:
+            found.append("no per-iteration times")
     if row.speedup is not None and row.speedup < SPEEDUP_WARNING:
         found.append(f"speedup {row.speedup:.2f} < {SPEEDUP_WARNING}")
     if record.compile_time is not None and record.compile_time > COMPILE_TIME_WARNING_S:

@@ -119,6 +119,7 @@ def _compile_time(report: Report) -> bytes:
         means = [s.mean_compile_time for s in report.summaries if s.mean_compile_time is not None]
         ax.scatter(means, range(len(configs)), marker="|", s=400, color="black", label="mean")
         ax.set_yticks(range(len(configs)), [c.label for c in configs])
+        ax.set_ylim(-0.5, len(configs) - 0.5)
         ax.invert_yaxis()
         ax.set_xlabel("compile time (cold start - median iteration), s")
         ax.legend(fontsize="small", loc="best")

@@ -53,6 +53,7 @@ def test_failures_and_missing_metrics_count_in_pass_rate_not_geomean(write_resul
     assert summary.speedup_models == 1
     assert summary.geomean_speedup == pytest.approx(statistics.median(EAGER["mlp"]) / statistics.median(INDUCTOR["mlp"]))
     assert any(w.startswith("failed: RuntimeError: compile failed") for w in _by(report, "inductor")["cnn"].warnings)
+    assert "no per-iteration times" in _by(report, "inductor")["transformer_block"].warnings
 
 
 def test_verification_failure_excluded_from_geomean_on_either_side(write_results):
