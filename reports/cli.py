@@ -7,6 +7,7 @@ only) something regressed, 2 bad input (the message goes to stderr).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -72,7 +73,17 @@ def _write(path: Path, content: str | bytes) -> None:
         raise ReportError(f"cannot write {str(path)!r}: {error.strerror or error}") from error
 
 
+class _DropSkippedLines(logging.Filter):
+    """The CLI lists skipped lines itself (the first 20 and a count); drop the per-line logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "skipped" not in record.getMessage()
+
+
 def _guard(function, argv: Optional[Sequence[str]]) -> int:
+    results_log = logging.getLogger("runner.results")
+    dropper = _DropSkippedLines()
+    results_log.addFilter(dropper)
     try:
         return function(list(sys.argv[1:] if argv is None else argv))
     except ReportError as error:
@@ -80,6 +91,8 @@ def _guard(function, argv: Optional[Sequence[str]]) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as done:  # --help
         return done.code if isinstance(done.code, int) else EXIT_OK
+    finally:
+        results_log.removeFilter(dropper)
 
 
 def report_parser() -> argparse.ArgumentParser:

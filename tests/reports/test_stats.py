@@ -45,12 +45,21 @@ def test_permutation_same_distribution_not_significant():
     assert p > 0.2
 
 
-def test_permutation_sampled_for_large_samples_is_reproducible():
+def test_normal_approximation_agrees_with_exact_enumeration():
+    base = [1.00, 1.03, 0.98, 1.05, 1.01, 0.99, 1.02]
+    new = [1.04, 1.08, 1.02, 1.10, 1.06, 1.03, 1.07]
+    exact = permutation_p_value(base, new, exact_limit=10**6)
+    approx = permutation_p_value(base, new, exact_limit=0)
+    assert exact < 0.05
+    assert approx == pytest.approx(exact, abs=0.01)
+    # Direction: the same samples swapped give the same one-sided evidence.
+    assert permutation_p_value(new, base, exact_limit=0) == pytest.approx(approx)
+
+
+def test_large_fully_separated_samples_are_highly_significant():
     base = [1.0 + 0.01 * i for i in range(30)]
-    new = [1.2 + 0.01 * i for i in range(30)]
-    first = permutation_p_value(base, new, samples=500)
-    assert first == permutation_p_value(base, new, samples=500)
-    assert first < 0.01
+    new = [1.5 + 0.01 * i for i in range(30)]
+    assert permutation_p_value(base, new) < 1e-6
 
 
 def test_permutation_needs_two_repeats():
