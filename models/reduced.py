@@ -1,7 +1,7 @@
 """The switch for reduced ("small") model configurations, used by tests and CI.
 
 A reduced model keeps its architecture family but has fewer layers, a smaller hidden size,
-a smaller vocabulary and smaller inputs, so it builds and runs in well under a second on a CPU.
+a smaller vocabulary, smaller inputs and default batch sizes of at most 4, so it builds and runs in well under a second on a CPU.
 Suites take `reduced=True`, or read EXPERIMENT_RUNNER_SMALL_MODELS when `reduced` is None.
 """
 
@@ -11,6 +11,8 @@ import os
 from typing import Mapping, Optional
 
 SMALL_MODELS_ENV = "EXPERIMENT_RUNNER_SMALL_MODELS"
+# Default batch sizes are capped at this in reduced mode (an explicit batch size is kept).
+REDUCED_MAX_BATCH_SIZE = 4
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from models.base import BenchmarkModel, Suite
-from models.reduced import reduced_requested
+from models.reduced import REDUCED_MAX_BATCH_SIZE, reduced_requested
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ class TimmSuite(Suite):
 
     def default_batch_size(self, model_name: str) -> int:
         self.check_model(model_name)
-        return TIMM_MODELS[model_name].batch_size
+        batch_size = TIMM_MODELS[model_name].batch_size
+        return min(batch_size, REDUCED_MAX_BATCH_SIZE) if self.reduced else batch_size
 
     def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
         self.check_model(model_name)
@@ -90,5 +91,8 @@ class TimmSuite(Suite):
 
         spec = TIMM_MODELS[model_name]
         return timm_models.build(
-            model_name, spec, batch_size or spec.batch_size, reduced=self.reduced
+            model_name,
+            spec,
+            batch_size or self.default_batch_size(model_name),
+            reduced=self.reduced,
         )
