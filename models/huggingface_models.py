@@ -9,6 +9,7 @@ import torch
 from models.base import BenchmarkModel, ModelInputs
 from models import huggingface_suite as hs
 
+IGNORED_LABEL = -100  # cross-entropy's ignore index in transformers' losses
 _DROPOUT_MARKERS = ("dropout", "pdrop", "layerdrop")
 
 # Generic shrinking for reduced configs: applied to the keys a config has.
@@ -103,8 +104,12 @@ def build(
         generator = torch.Generator().manual_seed(seed)
         input_ids = torch.randint(0, token_limit, shape, generator=generator)
         kwargs: dict[str, Any] = {"input_ids": input_ids}
-        if spec.head == hs.CAUSAL_LM:
+        if spec.head == hs.CAUSAL_LM and spec.model_shifts_labels:
             kwargs["labels"] = input_ids.clone()
+        elif spec.head == hs.CAUSAL_LM:
+            labels = torch.roll(input_ids, -1, dims=1)
+            labels[:, -1] = IGNORED_LABEL
+            kwargs["labels"] = labels
         elif spec.head in (hs.MASKED_LM, hs.SEQ2SEQ):
             kwargs["labels"] = torch.randint(0, vocab_size, shape, generator=generator)
         elif spec.head == hs.SEQUENCE_CLASSIFICATION:

@@ -15,7 +15,7 @@ from models.base import BenchmarkModel, Suite
 from models.reduced import REDUCED_MAX_BATCH_SIZE, reduced_requested
 
 MASKED_LM = "masked_lm"  # labels: a token per position
-CAUSAL_LM = "causal_lm"  # labels: the input ids (the model shifts them)
+CAUSAL_LM = "causal_lm"  # labels: the next tokens (see HFSpec.model_shifts_labels)
 SEQ2SEQ = "seq2seq"  # encoder input ids; labels: decoder tokens (decoder inputs derive from them)
 SEQUENCE_CLASSIFICATION = "sequence_classification"  # labels: a class per sequence
 QUESTION_ANSWERING = "question_answering"  # start and end positions per sequence
@@ -39,6 +39,9 @@ class HFSpec:
     # Decoder-only classes of encoder families take is_decoder=True for a causal mask.
     is_decoder: bool = False
     extra: bool = False  # not on the dashboard's list
+    # Most causal LMs shift labels themselves (labels = input ids); the decoder-only classes
+    # of encoder-decoder families do not, so they get the next tokens, the last one ignored.
+    model_shifts_labels: bool = True
 
 
 _ROBERTA_POSITIONS = {"max_position_embeddings": 514}  # positions start after the pad id
@@ -53,9 +56,9 @@ HF_MODELS: dict[str, HFSpec] = {
         config={"max_position_embeddings": 4098, "vocab_size": 50265, "attention_window": 512},
         reduced_config={"attention_window": 16},
     ),
-    "BartForCausalLM": HFSpec("BartForCausalLM", CAUSAL_LM, 8, 1024),
+    "BartForCausalLM": HFSpec("BartForCausalLM", CAUSAL_LM, 8, 1024, model_shifts_labels=False),
     "BertForMaskedLM": HFSpec("BertForMaskedLM", MASKED_LM, 32, 512),
-    "BlenderbotForCausalLM": HFSpec("BlenderbotForCausalLM", CAUSAL_LM, 32, 128),
+    "BlenderbotForCausalLM": HFSpec("BlenderbotForCausalLM", CAUSAL_LM, 32, 128, model_shifts_labels=False),
     "BlenderbotForConditionalGeneration": HFSpec(
         "BlenderbotForConditionalGeneration", SEQ2SEQ, 16, 128
     ),
@@ -83,7 +86,7 @@ HF_MODELS: dict[str, HFSpec] = {
     "GoogleFnet": HFSpec("FNetForMaskedLM", MASKED_LM, 32, 512),
     "LayoutLMForMaskedLM": HFSpec("LayoutLMForMaskedLM", MASKED_LM, 32, 512),
     "M2M100ForConditionalGeneration": HFSpec("M2M100ForConditionalGeneration", SEQ2SEQ, 64, 128),
-    "MBartForCausalLM": HFSpec("MBartForCausalLM", CAUSAL_LM, 8, 1024),
+    "MBartForCausalLM": HFSpec("MBartForCausalLM", CAUSAL_LM, 8, 1024, model_shifts_labels=False),
     "MT5ForConditionalGeneration": HFSpec("MT5ForConditionalGeneration", SEQ2SEQ, 32, 128),
     "MegatronBertForCausalLM": HFSpec(
         "MegatronBertForCausalLM", CAUSAL_LM, 16, 512, is_decoder=True
@@ -93,8 +96,8 @@ HF_MODELS: dict[str, HFSpec] = {
         reduced_config={"num_feedforward_networks": 1},
     ),
     "OPTForCausalLM": HFSpec("OPTForCausalLM", CAUSAL_LM, 4, 2048),
-    "PLBartForCausalLM": HFSpec("PLBartForCausalLM", CAUSAL_LM, 16, 1024),
-    "PegasusForCausalLM": HFSpec("PegasusForCausalLM", CAUSAL_LM, 128, 128),
+    "PLBartForCausalLM": HFSpec("PLBartForCausalLM", CAUSAL_LM, 16, 1024, model_shifts_labels=False),
+    "PegasusForCausalLM": HFSpec("PegasusForCausalLM", CAUSAL_LM, 128, 128, model_shifts_labels=False),
     "RobertaForCausalLM": HFSpec(
         "RobertaForCausalLM", CAUSAL_LM, 32, 512, config=_ROBERTA_POSITIONS, is_decoder=True
     ),
@@ -104,7 +107,7 @@ HF_MODELS: dict[str, HFSpec] = {
     # T5Config's defaults are t5-small's sizes, so T5Small is T5ForConditionalGeneration's
     # network; the dashboard tracks both names.
     "T5Small": HFSpec("T5ForConditionalGeneration", SEQ2SEQ, 8, 1024, config=_T5_DECODER_START),
-    "TrOCRForCausalLM": HFSpec("TrOCRForCausalLM", CAUSAL_LM, 64, 256),
+    "TrOCRForCausalLM": HFSpec("TrOCRForCausalLM", CAUSAL_LM, 64, 256, model_shifts_labels=False),
     "XGLMForCausalLM": HFSpec("XGLMForCausalLM", CAUSAL_LM, 32, 128),
     "XLNetLMHeadModel": HFSpec("XLNetLMHeadModel", MASKED_LM, 16, 512),
     "YituTechConvBert": HFSpec("ConvBertForMaskedLM", MASKED_LM, 32, 512),

@@ -170,3 +170,21 @@ def test_every_model_constructs_at_full_size_on_the_meta_device():
 
 def test_registered_under_its_name():
     assert get_suite("huggingface").name == "huggingface"
+
+
+def test_causal_lm_losses_are_next_token_predictions(reduced_suite):
+    """Whether the model shifts labels itself or not, its loss scores the next token."""
+    import torch
+    from torch.nn import functional as F
+
+    from models.huggingface_suite import CAUSAL_LM
+
+    for name, spec in HF_MODELS.items():
+        if spec.head != CAUSAL_LM:
+            continue
+        bench = reduced_suite.load(name, "eval", 2)
+        inputs = bench.make_inputs(0)
+        output = eval_forward(bench)
+        tokens = inputs.kwargs["input_ids"]
+        expected = F.cross_entropy(output.logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
+        assert torch.allclose(output.loss, expected, atol=1e-5), name
