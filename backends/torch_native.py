@@ -58,6 +58,7 @@ class TorchPreparedModel(PreparedModel):
         return ModelInputs(
             args=cast_floating(inputs.args, self.device, self.dtype),
             kwargs=cast_floating(inputs.kwargs, self.device, self.dtype),
+            targets=cast_floating(inputs.targets, self.device, self.dtype),
         )
 
     def _autocast(self):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from models.base import Suite
+from models.base import Suite, UnknownModelError, SuiteUnavailableError
 
 
 class UnknownSuiteError(ValueError):

@@ -1,0 +1,311 @@
+"""Command line: parse flags, build a plan, run it, print the summary.
+
+`experiment-runner [flags]` runs a sweep; `experiment-runner report|compare|score ...`
+turn results files into reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+import uuid
+from pathlib import Path
+from typing import Optional, Sequence
+
+import psutil
+
+from models import UnknownSuiteError, get_suite, suite_names
+from runner.config import (
+    ACCELERATORS,
+    MATMUL_PRECISIONS,
+    PRECISIONS,
+    TESTS,
+    TORCH_XLA2_MODES,
+    RunSettings,
+    none_if_none_string,
+)
+from runner.executor import ExecutorOptions, ExperimentExecutor
+from runner.matrix import MatrixError, MatrixRequest, Plan, build_plan
+from runner.probe import probe_host
+from runner.results import ResultsFileError, backup_existing, read_results, iter_fingerprints
+from runner.sweep import SweepReport, describe, format_summary, run_plan
+
+log = logging.getLogger("experiment_runner")
+
+REPORT_COMMANDS = ("report", "compare", "score")
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(ValueError):
+    """A flag value the runner cannot use."""
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def choice_or_none(choices: Sequence[Optional[str]], flag: str):
+    """A parser for a flag whose value may be spelled 'None'."""
+    names = [str(c) for c in choices]
+
+    def parse(text: str) -> Optional[str]:
+        value = none_if_none_string(text)
+        if value not in choices:
+            raise argparse.ArgumentTypeError(
+                f"{flag} {text!r} is not one of: {', '.join(names)}"
+            )
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="experiment-runner",
+        description=(
+            "Benchmark PyTorch models across eager, torch.compile, PyTorch/XLA and torchax. "
+            "Flags marked (repeatable) form a dimension of the experiment matrix; a dimension "
+            "left unset takes every value valid here. Subcommands: report, compare, score "
+            "(run 'experiment-runner report --help')."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--suite-name", default="builtin",
+                      help=f"model suite: {', '.join(suite_names())}")
+    what.add_argument("--accelerator", action="append", choices=ACCELERATORS,
+                      help="(repeatable) device to run on; default: every one present")
+    what.add_argument("--xla", action="append", type=choice_or_none((None, "PJRT"), "--xla"),
+                      help="(repeatable) None or PJRT (PyTorch/XLA)")
+    what.add_argument("--dynamo", action="append", type=none_if_none_string,
+                      help="(repeatable) None or a dynamo backend: inductor, openxla, aot_eager, ...; "
+                           "default: None, inductor, openxla")
+    what.add_argument("--torch-xla2", action="append",
+                      type=choice_or_none(TORCH_XLA2_MODES, "--torch-xla2"),
+                      help="(repeatable) None, torch_export or extract_jax (torchax on JAX)")
+    what.add_argument("--test", action="append", choices=TESTS,
+                      help="(repeatable) eval (inference) or train (forward, loss, backward)")
+    what.add_argument("--precision", action="append", choices=PRECISIONS,
+                      help="(repeatable) fp32, bf16, fp16 or amp (autocast); default fp32")
+    what.add_argument("--amp-dtype", choices=("bf16", "fp16"),
+                      help="autocast dtype for --precision=amp (default bf16 on CPU/TPU, fp16 on CUDA)")
+    what.add_argument("--batch-size", action="append", type=positive_int,
+                      help="(repeatable) batch size; default: the suite's for each model")
+    what.add_argument("--xla-flags", action="append", type=none_if_none_string,
+                      help="(repeatable) XLA_FLAGS for the child of XLA stacks")
+    what.add_argument("--enable-functionalization", action="store_true",
+                      help="run PyTorch/XLA with functionalization (otherwise "
+                           "XLA_DISABLE_FUNCTIONALIZATION=1)")
+    what.add_argument("--optimizer", choices=("none", "sgd", "adam"), default="none",
+                      help="training only: add an optimizer step after backward")
+    what.add_argument("--matmul-precision", choices=MATMUL_PRECISIONS, default="highest",
+                      help="torch.set_float32_matmul_precision in the child")
+    what.add_argument("--filter", "-k", action="append", default=[],
+                      help="(repeatable) case-insensitive regex; run models matching any")
+    what.add_argument("--exclude", "-x", action="append", default=[],
+                      help="(repeatable) case-insensitive regex; skip models matching any")
+    what.add_argument("--total-partitions", type=positive_int, default=1,
+                      help="split the experiments into this many partitions")
+    what.add_argument("--partition-id", type=non_negative_int, default=0,
+                      help="which partition to run (0-based)")
+
+    how = parser.add_argument_group("how to measure")
+    how.add_argument("--repeat", type=positive_int, default=10, help="timed runs per experiment")
+    how.add_argument("--iterations-per-run", type=positive_int, default=1,
+                     help="iterations in each timed run")
+    how.add_argument("--warmup", type=non_negative_int, default=3,
+                     help="warm-up iterations before timing; the first is the cold start")
+    how.add_argument("--randomize-input", action="store_true",
+                     help="a different seeded input for each iteration of a run")
+    how.add_argument("--seed", type=int, default=1234, help="seed of weights and inputs")
+
+    output = parser.add_argument_group("output and control")
+    output.add_argument("--output-dirname", default="./output", help="results folder")
+    output.add_argument("--output-basename", default="results.jsonl", help="results file name")
+    output.add_argument("--no-resume", action="store_true",
+                        help="start a new results file; the old one is kept as a backup")
+    output.add_argument("--dry-run", action="store_true",
+                        help="print the experiments that would run, run nothing")
+    output.add_argument("--list-models", action="store_true",
+                        help="print the suite's models and default batch sizes")
+    output.add_argument("--subprocess-timeout", type=positive_float, default=1800.0,
+                        help="seconds before a child and its whole process tree are killed")
+    output.add_argument("--memory-limit-mb", type=positive_int,
+                        help="kill a child whose process tree holds more resident memory "
+                             "(default: 90%% of this machine's memory)")
+    output.add_argument("--print-subprocess", action="store_true",
+                        help="show the children's output as they run")
+    output.add_argument("--no-progress", action="store_true", help="no progress bar")
+    output.add_argument("--log-level", default="info",
+                        choices=("debug", "info", "warning", "error"), help="logging level")
+    return parser
+
+
+def matrix_request(args: argparse.Namespace) -> MatrixRequest:
+    def dimension(values):
+        return None if values is None else tuple(dict.fromkeys(values))
+
+    return MatrixRequest(
+        accelerators=dimension(args.accelerator),
+        xla=dimension(args.xla),
+        dynamo=dimension(args.dynamo),
+        torch_xla2=dimension(args.torch_xla2),
+        tests=dimension(args.test),
+        precisions=dimension(args.precision) or ("fp32",),
+        batch_sizes=dimension(args.batch_size) or (None,),
+        xla_flags=dimension(args.xla_flags) or (None,),
+        filters=tuple(args.filter),
+        excludes=tuple(args.exclude),
+        matmul_precision=args.matmul_precision,
+        enable_functionalization=args.enable_functionalization,
+        optimizer=None if args.optimizer == "none" else args.optimizer,
+        amp_dtype=args.amp_dtype,
+        total_partitions=args.total_partitions,
+        partition_id=args.partition_id,
+    )
+
+
+def run_settings(args: argparse.Namespace) -> RunSettings:
+    return RunSettings(
+        repeat=args.repeat,
+        iterations_per_run=args.iterations_per_run,
+        warmup=args.warmup,
+        randomize_input=args.randomize_input,
+        seed=args.seed,
+    )
+
+
+def print_plan(plan: Plan) -> None:
+    for planned in plan.experiments:
+        print(f"{planned.model.model_name}: {planned.experiment.describe()}")
+    print(f"{len(plan.experiments)} experiment(s) would run; "
+          f"{len(plan.already_recorded)} already recorded")
+
+
+def report_dropped(plan: Plan) -> None:
+    if not plan.dropped:
+        return
+    log.info("left out %d configuration(s) (for every model):", len(plan.dropped))
+    for line in plan.dropped_summary():
+        log.info("  %s", line)
+    for dropped in plan.dropped:
+        log.debug("dropped %s: %s", dropped.experiment.describe(), dropped.reason)
+
+
+def default_memory_limit() -> int:
+    return int(psutil.virtual_memory().total * 0.9)
+
+
+def list_models(suite_name: str) -> int:
+    suite = get_suite(suite_name)
+    for name in suite.model_names():
+        print(f"{name}\t{suite.default_batch_size(name)}")
+    return 0
+
+
+def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    suite = get_suite(args.suite_name)
+    results_path = Path(args.output_dirname) / args.output_basename
+    if results_path.is_dir():
+        raise UsageError(f"--output-basename {args.output_basename!r} names a folder")
+    request = matrix_request(args)
+    host = probe_host()
+    if host.torch_error:
+        log.warning("PyTorch is not usable here: %s", host.torch_error)
+    recorded: frozenset[str] = frozenset()
+    if not args.no_resume:
+        recorded = frozenset(iter_fingerprints(read_results(results_path).lines))
+    plan = build_plan(suite, request, host, recorded)
+    report_dropped(plan)
+    if args.dry_run:
+        print_plan(plan)
+        return 0
+    if args.no_resume:
+        backup = backup_existing(results_path)
+        if backup:
+            print(f"previous results kept in {backup}")
+    if plan.already_recorded:
+        print(f"{len(plan.already_recorded)} experiment(s) already recorded in {results_path}; "
+              "skipping them (--no-resume starts over)")
+    settings = run_settings(args)
+    executor = ExperimentExecutor(
+        ExecutorOptions(
+            output_dir=Path(args.output_dirname),
+            timeout_seconds=args.subprocess_timeout,
+            memory_limit_bytes=(args.memory_limit_mb * 2**20 if args.memory_limit_mb
+                                else default_memory_limit()),
+            print_subprocess=args.print_subprocess,
+            log_level=args.log_level.upper(),
+        ),
+        settings,
+    )
+    run_fields = {"run_id": uuid.uuid4().hex[:12], "command": shlex.join(["experiment-runner", *argv])}
+    report = SweepReport()
+    try:
+        run_plan(plan, suite, executor, results_path, run_fields, report,
+                 show_progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {len(report.lines)} experiment(s) finished and recorded in "
+              f"{results_path}; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if report.lines:
+        print(format_summary(report.lines))
+    failed = sum(1 for line in report.lines if line["status"] == "failed")
+    print(f"{len(report.lines)} experiment(s) recorded in {results_path}"
+          + (f"; {failed} failed" if failed else ""))
+    return 0
+
+
+def run_report_command(argv: Sequence[str]) -> int:
+    try:
+        from reports import cli as reports_cli
+    except ImportError:
+        print(f"experiment-runner {argv[0]}: reports are not available in this version",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return reports_cli.main(list(argv))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in REPORT_COMMANDS:
+        return run_report_command(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
+    try:
+        if args.list_models:
+            return list_models(args.suite_name)
+        return run_sweep(args, argv)
+    except (UsageError, MatrixError, UnknownSuiteError, ResultsFileError) as error:
+        print(f"experiment-runner: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT

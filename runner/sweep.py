@@ -1,0 +1,114 @@
+"""Run a plan: one child per experiment, one line per experiment, a progress bar."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from tqdm import tqdm
+
+from models.base import Suite
+from runner.config import ExperimentConfig
+from runner.executor import ExperimentExecutor
+from runner.matrix import Plan, PlannedExperiment
+from runner.results import STATUS_SKIPPED, append_line, make_line
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepReport:
+    """The lines this sweep wrote, in order."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+
+def skipped_line(
+    planned: PlannedExperiment, executor: ExperimentExecutor, reason: str,
+    run_fields: dict[str, Any],
+) -> dict[str, Any]:
+    extra = dict(run_fields, experiment_id=planned.experiment_id, skip_reason=reason)
+    return make_line(
+        planned.model, planned.experiment, executor.settings,
+        metrics={}, status=STATUS_SKIPPED, verification_code="VERIFIER_SKIPPED", extra=extra,
+    )
+
+
+def run_plan(
+    plan: Plan,
+    suite: Suite,
+    executor: ExperimentExecutor,
+    results_path: Path,
+    run_fields: dict[str, Any],
+    report: SweepReport,
+    show_progress: bool = True,
+) -> SweepReport:
+    """Run every planned experiment, appending each line as soon as it exists.
+
+    `report` is filled as lines are written, so a caller that catches KeyboardInterrupt
+    still knows what was finished.
+    """
+    with tqdm(
+        total=len(plan.experiments), unit="exp", disable=not show_progress, dynamic_ncols=True
+    ) as bar:
+        for planned in plan.experiments:
+            bar.set_postfix_str(describe(planned), refresh=True)
+            reason = suite.skip_reason(planned.model.model_name, planned.experiment.test)
+            if reason:
+                line = skipped_line(planned, executor, reason, run_fields)
+            else:
+                line = executor.run(planned, run_fields)
+            append_line(results_path, line)
+            report.lines.append(line)
+            if line["status"] == "failed":
+                log.warning("%s failed: %s", describe(planned),
+                            line["metrics"].get("error", "").splitlines()[0:1])
+            bar.update(1)
+    return report
+
+
+def describe(planned: PlannedExperiment) -> str:
+    experiment = planned.experiment
+    text = f"{planned.model.model_name} {experiment.accelerator} {experiment.stack_label()} {experiment.test}"
+    if experiment.precision != "fp32":
+        text += f" {experiment.precision}"
+    return text
+
+
+def stack_label_of(experiment: dict[str, Any]) -> str:
+    """The stack label of an experiment read back from a line."""
+    try:
+        return ExperimentConfig.from_dict(experiment).stack_label()
+    except TypeError:
+        return "?"
+
+
+def median_iteration_time(line: dict[str, Any]) -> Optional[float]:
+    times = line.get("metrics", {}).get("per_iter_time") or []
+    return statistics.median(times) if times else None
+
+
+def format_summary(lines: list[dict[str, Any]]) -> str:
+    """A short table: every experiment's status and median time per iteration."""
+    rows = [("model", "accelerator", "stack", "test", "precision", "status", "median/iter", "verification")]
+    for line in lines:
+        experiment = line.get("experiment", {})
+        median = median_iteration_time(line)
+        label = stack_label_of(experiment)
+        rows.append((
+            line.get("model", {}).get("model_name", "?"),
+            str(experiment.get("accelerator")),
+            label,
+            str(experiment.get("test")),
+            str(experiment.get("precision")),
+            line.get("status", "?"),
+            f"{median * 1e3:.3f} ms" if median is not None else "-",
+            line.get("verification_code", "?"),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    )

@@ -1,0 +1,135 @@
+"""The child process: load one model, prepare it on one stack, time it, hand back a result.
+
+Run as `python -m runner.worker SPEC_JSON RESULT_JSON`. The spec holds the model, the
+experiment and the run settings; the result is written atomically to RESULT_JSON, and the
+parent alone turns it into a results line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import resource
+import socket
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.config import ExperimentConfig, ModelConfig, RunSettings
+
+log = logging.getLogger("runner.worker")
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything the child is told."""
+
+    model: ModelConfig
+    experiment: ExperimentConfig
+    settings: RunSettings
+    experiment_dir: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.to_dict(),
+            "experiment": self.experiment.to_dict(),
+            "settings": self.settings.to_dict(),
+            "experiment_dir": self.experiment_dir,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "WorkerSpec":
+        return cls(
+            model=ModelConfig.from_dict(data["model"]),
+            experiment=ExperimentConfig.from_dict(data["experiment"]),
+            settings=RunSettings.from_dict(data["settings"]),
+            experiment_dir=data["experiment_dir"],
+        )
+
+
+def environment_record() -> dict[str, Any]:
+    """What a reader needs to trust and reproduce a line."""
+    from runner.probe import installed_packages
+
+    packages = installed_packages()
+    record: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "packages": packages,
+        "torch": packages.get("torch"),
+    }
+    for name in ("torch_xla", "torchax", "jax"):
+        if name in packages:
+            record[name] = packages[name]
+    variables = ("PJRT_DEVICE", "XLA_FLAGS", "JAX_PLATFORMS", "XLA_DISABLE_FUNCTIONALIZATION",
+                 "CUDA_VISIBLE_DEVICES")
+    record["variables"] = {name: os.environ[name] for name in variables if name in os.environ}
+    return record
+
+
+def run_experiment(spec: WorkerSpec) -> dict[str, Any]:
+    """Load, prepare, time; return the child's result (raises on failure)."""
+    import torch
+
+    import backends
+    from models import get_suite
+    from runner.timing import measure
+
+    torch.manual_seed(spec.settings.seed)
+    torch.set_float32_matmul_precision(spec.experiment.matmul_precision)
+    suite = get_suite(spec.model.suite_name)
+    bench = suite.load(spec.model.model_name, spec.experiment.test, spec.experiment.batch_size)
+    backend = backends.backend_for(spec.experiment)
+    if backend is None:
+        raise RuntimeError(backends.no_backend_reason(spec.experiment))
+    log.info("preparing %s on %s", spec.model.model_name, backend.name)
+    prepared = backend.prepare(bench, spec.experiment, spec.settings)
+    timing = measure(prepared, bench, spec.settings)
+    metrics = timing.metrics()
+    metrics.update(prepared.final_metrics())
+    return {
+        "metrics": metrics,
+        "batch_size_used": bench.batch_size,
+        "accelerator_model": prepared.accelerator_model(),
+        "backend": backend.name,
+    }
+
+
+def max_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def write_result(path: Path, result: dict[str, Any]) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(result, default=str), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(
+        level=os.environ.get("EXPERIMENT_RUNNER_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    spec_path, result_path = Path(argv[0]), Path(argv[1])
+    spec = WorkerSpec.from_dict(json.loads(spec_path.read_text(encoding="utf-8")))
+    result: dict[str, Any] = {"environment": environment_record()}
+    try:
+        result.update(run_experiment(spec))
+        result["status"] = "ok"
+    except BaseException as error:  # everything the child hits is reported, not lost
+        result["status"] = "failed"
+        result["exception"] = f"{type(error).__name__}: {error}"
+        result["traceback"] = traceback.format_exc()
+    result.setdefault("metrics", {})["child_max_rss_bytes"] = max_rss_bytes()
+    write_result(result_path, result)
+    return 0 if result["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
