@@ -43,7 +43,8 @@ def find_checkout(torchbench_dir: Optional[str] = None) -> Path:
         if path.name == PACKAGE and (path / "models").is_dir():
             return path.parent
         raise SuiteUnavailableError(
-            f"torchbench directory {given!r} holds no {PACKAGE}/models folder. {HOW_TO_GET}"
+            f"torchbench directory {given!r} (resolved to {str(path)!r}) holds no "
+            f"{PACKAGE}/models folder. {HOW_TO_GET}"
         )
     spec = importlib.util.find_spec(PACKAGE)
     if spec is not None and spec.submodule_search_locations:
