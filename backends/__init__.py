@@ -12,8 +12,11 @@ def all_backends() -> tuple[Backend, ...]:
     """Every backend, in the order they are asked whether they own a combination."""
     from backends.dynamo import DynamoBackend
     from backends.eager import EagerBackend
+    from backends.openxla import OpenXlaBackend
+    from backends.torchax import TorchaxBackend
+    from backends.xla_lazy import XlaLazyBackend
 
-    return (EagerBackend(), DynamoBackend())
+    return (TorchaxBackend(), XlaLazyBackend(), OpenXlaBackend(), EagerBackend(), DynamoBackend())
 
 
 def backend_for(experiment: ExperimentConfig) -> Optional[Backend]:
