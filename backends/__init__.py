@@ -10,13 +10,16 @@ from runner.config import ExperimentConfig
 
 def all_backends() -> tuple[Backend, ...]:
     """Every backend, in the order they are asked whether they own a combination."""
+    from backends.debug_perturb import DebugPerturbBackend, debug_stacks_enabled
     from backends.dynamo import DynamoBackend
     from backends.eager import EagerBackend
     from backends.openxla import OpenXlaBackend
     from backends.torchax import TorchaxBackend
     from backends.xla_lazy import XlaLazyBackend
 
-    return (TorchaxBackend(), XlaLazyBackend(), OpenXlaBackend(), EagerBackend(), DynamoBackend())
+    debug = (DebugPerturbBackend(),) if debug_stacks_enabled() else ()
+    return (TorchaxBackend(), XlaLazyBackend(), OpenXlaBackend(), EagerBackend(), *debug,
+            DynamoBackend())
 
 
 def backend_for(experiment: ExperimentConfig) -> Optional[Backend]:

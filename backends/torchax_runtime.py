@@ -47,7 +47,7 @@ def import_torchax() -> types.ModuleType:
     torchax 0.0.13 imports `flax.training.checkpoints` at import time, only for its
     checkpoint helpers, which the runner never calls; flax is not among its requirements.
     """
-    if importlib.util.find_spec("flax") is None and "flax" not in sys.modules:
+    if "flax" not in sys.modules and importlib.util.find_spec("flax") is None:
         flax = types.ModuleType("flax")
         training = types.ModuleType("flax.training")
         checkpoints = types.ModuleType("flax.training.checkpoints")

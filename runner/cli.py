@@ -147,6 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--randomize-input", action="store_true",
                      help="a different seeded input for each iteration of a run")
     how.add_argument("--seed", type=int, default=1234, help="seed of weights and inputs")
+    how.add_argument("--verify", action="store_true",
+                     help="check each experiment's result against eager (and fp64) and record "
+                          "a verification code")
+    how.add_argument("--verify-only", action="store_true",
+                     help="verify without timing")
+    how.add_argument("--verify-iterations", type=positive_int, default=1,
+                     help="iterations run before the results are compared")
 
     output = parser.add_argument_group("output and control")
     output.add_argument("--output-dirname", default="./output", help="results folder")
@@ -201,6 +208,9 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         warmup=args.warmup,
         randomize_input=args.randomize_input,
         seed=args.seed,
+        verify=args.verify or args.verify_only,
+        verify_only=args.verify_only,
+        verify_iterations=args.verify_iterations,
     )
 
 

@@ -274,8 +274,9 @@ def line_from_outcome(
         metrics["error"] = failure_text(outcome)
     extra = dict(run_fields)
     extra["experiment_id"] = planned.experiment_id
-    if "batch_size_used" in result:
-        extra["batch_size_used"] = result["batch_size_used"]
+    for key in ("batch_size_used", "verification_reason", "verification_details"):
+        if key in result:
+            extra[key] = result[key]
     if outcome.notes and succeeded:
         extra["notes"] = outcome.notes
     return make_line(
@@ -284,13 +285,18 @@ def line_from_outcome(
         settings,
         metrics=metrics,
         status=STATUS_OK if succeeded else STATUS_FAILED,
-        verification_code=result.get("verification_code", "VERIFIER_SKIPPED")
-        if succeeded
-        else "VERIFIER_DIDNT_RUN",
+        verification_code=verification_code(result, succeeded),
         accelerator_model=result.get("accelerator_model"),
         environment=result.get("environment"),
         extra=extra,
     )
+
+
+def verification_code(result: dict[str, Any], succeeded: bool) -> str:
+    """The verifier's code where it ran; otherwise SKIPPED, or DIDNT_RUN for a failure."""
+    if "verification_code" in result:
+        return result["verification_code"]
+    return "VERIFIER_SKIPPED" if succeeded else "VERIFIER_DIDNT_RUN"
 
 
 def failure_text(outcome: ChildOutcome) -> str:

@@ -73,8 +73,12 @@ def environment_record() -> dict[str, Any]:
     return record
 
 
-def run_experiment(spec: WorkerSpec) -> dict[str, Any]:
-    """Load, prepare, time; return the child's result (raises on failure)."""
+def run_experiment(spec: WorkerSpec, result: dict[str, Any]) -> None:
+    """Load, prepare, time and verify, filling `result` as it goes (raises on failure).
+
+    With verification on, the verifier runs even when timing raised, so an eager failure
+    is recorded as EAGER_FAILED rather than lost behind the timing error.
+    """
     import torch
 
     import backends
@@ -88,16 +92,43 @@ def run_experiment(spec: WorkerSpec) -> dict[str, Any]:
     backend = backends.backend_for(spec.experiment)
     if backend is None:
         raise RuntimeError(backends.no_backend_reason(spec.experiment))
-    log.info("preparing %s on %s", spec.model.model_name, backend.name)
-    prepared = backend.prepare(bench, spec.experiment, spec.settings)
-    timing = measure(prepared, bench, spec.settings)
-    metrics = timing.metrics()
-    metrics.update(prepared.final_metrics())
+    result.update(batch_size_used=bench.batch_size, backend=backend.name)
+    timing_error = None
+    if not spec.settings.verify_only:
+        try:
+            log.info("preparing %s on %s", spec.model.model_name, backend.name)
+            prepared = backend.prepare(bench, spec.experiment, spec.settings)
+            timing = measure(prepared, bench, spec.settings)
+            metrics = timing.metrics()
+            metrics.update(prepared.final_metrics())
+            result["metrics"] = metrics
+            result["accelerator_model"] = prepared.accelerator_model()
+            del prepared, timing
+        except Exception as error:
+            if not spec.settings.verify:
+                raise
+            timing_error = error
+    if spec.settings.verify or spec.settings.verify_only:
+        result.update(verification_fields(spec, suite, backend, bench.nondeterministic_reason))
+    if timing_error is not None:
+        raise timing_error
+
+
+def verification_fields(spec: WorkerSpec, suite, backend, nondeterministic_reason) -> dict[str, Any]:
+    """The verifier's code, reason and details; a crash of the verifier itself is reported."""
+    from runner.verification import verify_experiment
+
+    try:
+        verdict = verify_experiment(spec.model, spec.experiment, spec.settings, suite, backend,
+                                    nondeterministic_reason)
+    except Exception as error:
+        log.exception("the verifier could not run")
+        return {"verification_code": "VERIFIER_DIDNT_RUN",
+                "verification_reason": f"the verifier could not run: {type(error).__name__}: {error}"}
     return {
-        "metrics": metrics,
-        "batch_size_used": bench.batch_size,
-        "accelerator_model": prepared.accelerator_model(),
-        "backend": backend.name,
+        "verification_code": verdict.code.value,
+        "verification_reason": verdict.reason,
+        "verification_details": verdict.to_dict().get("details", {}),
     }
 
 
@@ -120,7 +151,7 @@ def main(argv: list[str]) -> int:
     spec = WorkerSpec.from_dict(json.loads(spec_path.read_text(encoding="utf-8")))
     result: dict[str, Any] = {"environment": environment_record()}
     try:
-        result.update(run_experiment(spec))
+        run_experiment(spec, result)
         result["status"] = "ok"
     except BaseException as error:  # everything the child hits is reported, not lost
         result["status"] = "failed"

@@ -1,0 +1,67 @@
+"""Shared fixtures: run the real CLI in a child process and read what it wrote."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.results import read_results
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CliRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    output_dir: Path
+
+    @property
+    def results_path(self) -> Path:
+        return self.output_dir / "results.jsonl"
+
+    def lines(self) -> list[dict[str, Any]]:
+        return read_results(self.results_path).lines
+
+
+def cli_command(output_dir: Path, *args: str) -> list[str]:
+    return [
+        sys.executable, str(PROJECT_ROOT / "experiment_runner.py"),
+        "--output-dirname", str(output_dir), "--no-progress", *args,
+    ]
+
+
+def cli_environment() -> dict[str, str]:
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(PROJECT_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
+    )
+    return environment
+
+
+@pytest.fixture
+def run_cli(tmp_path):
+    """Run `experiment_runner.py ARGS` in a child process, output under tmp_path."""
+
+    def run(*args: str, output_dir: Path | None = None, timeout: float = 600) -> CliRun:
+        directory = output_dir or tmp_path / "output"
+        completed = subprocess.run(
+            cli_command(directory, *args), capture_output=True, text=True,
+            timeout=timeout, env=cli_environment(), cwd=str(tmp_path),
+        )
+        return CliRun(completed.returncode, completed.stdout, completed.stderr, directory)
+
+    return run
+
+
+@pytest.fixture
+def fast_args() -> list[str]:
+    """Flags that keep a real sweep short."""
+    return ["--repeat=2", "--warmup=1", "--accelerator=cpu"]

@@ -1,0 +1,58 @@
+"""--verify end to end: codes recorded in the line by real children."""
+
+import os
+
+import pytest
+
+from tests.conftest import cli_command, cli_environment, CliRun
+
+import subprocess
+
+VERIFY = ["--accelerator=cpu", "--xla=None", "--repeat=1", "--warmup=1", "--verify"]
+
+
+def run(tmp_path, *args, environment=None):
+    output = tmp_path / "output"
+    env = cli_environment()
+    env.update(environment or {})
+    completed = subprocess.run(cli_command(output, *args), capture_output=True, text=True,
+                               env=env, timeout=600)
+    assert completed.returncode == 0, completed.stderr
+    return CliRun(completed.returncode, completed.stdout, completed.stderr, output).lines()
+
+
+def test_eager_and_aot_eager_pass_on_every_builtin_model(tmp_path):
+    lines = run(tmp_path, *VERIFY, "--dynamo=None", "--dynamo=aot_eager", "--test=eval", "--test=train")
+    assert len(lines) == 12
+    for line in lines:
+        assert line["status"] == "ok"
+        assert line["verification_code"] == "PASS", line.get("verification_reason")
+
+
+@pytest.mark.parametrize("path, test", [
+    ("gradients['layers.2.weight']", "train"),
+    ("output", "eval"),
+])
+def test_a_perturbed_leaf_fails_and_the_reason_names_it(tmp_path, path, test):
+    lines = run(tmp_path, *VERIFY, "-k", "^mlp$", "--dynamo=debug_perturb", f"--test={test}",
+                environment={"EXPERIMENT_RUNNER_DEBUG_STACKS": "1",
+                             "EXPERIMENT_RUNNER_PERTURB_PATH": path})
+    (line,) = lines
+    assert line["status"] == "ok"
+    assert line["verification_code"] == "FAIL"
+    assert line["verification_reason"].startswith(path)
+    assert line["metrics"]["per_iter_time"]
+
+
+def test_verify_only_records_a_code_without_timing(tmp_path):
+    (line,) = run(tmp_path, *VERIFY, "--verify-only", "-k", "^cnn$", "--dynamo=None", "--test=eval")
+    assert line["verification_code"] == "PASS"
+    assert "per_iter_time" not in line["metrics"]
+
+
+def test_a_failing_model_gives_eager_failed(tmp_path):
+    (line,) = run(tmp_path, *VERIFY, "--suite-name=faults", "-k", "^raises$", "--dynamo=None",
+                  "--test=eval")
+    assert line["status"] == "failed"
+    assert line["verification_code"] == "EAGER_FAILED"
+    assert "fails on purpose" in line["verification_reason"]

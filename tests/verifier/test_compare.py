@@ -1,0 +1,208 @@
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from runner.results import VERIFIER_CODES
+from tests.verifier.conftest import MLP, ManyOutputs, build, eval_run, inputs
+from verifier.codes import Code, Verdict
+from verifier.compare import compare, compare_cosine, eager_mismatch, tolerance_for
+from verifier.tree import find_path, get_leaf, replace_leaf
+
+FP32 = tolerance_for("fp32", "eval")
+
+
+def nudge(result, path, scale=1e-2):
+    """`result` with seeded noise of relative size `scale` added at `path`."""
+    p = find_path(result, path)
+    leaf = get_leaf(result, p)
+    noise = torch.randn(leaf.shape, generator=torch.Generator().manual_seed(3))
+    return replace_leaf(result, p, leaf + scale * leaf.pow(2).mean().sqrt() * noise)
+
+
+def test_codes_are_the_results_files_codes():
+    assert tuple(c.value for c in Code) == VERIFIER_CODES
+    verdict = Verdict(Code.FAIL, "why", {"path": "output"})
+    assert verdict.to_dict() == {"code": "FAIL", "reason": "why", "details": {"path": "output"}}
+    assert Verdict.skipped("no --verify").code is Code.VERIFIER_SKIPPED
+
+
+def test_tolerance_grows_with_lower_precision_training_and_suites():
+    fp32, bf16 = tolerance_for("fp32", "eval"), tolerance_for("bf16", "eval")
+    assert fp32.tol < tolerance_for("fp16", "eval").tol <= bf16.tol
+    assert tolerance_for("amp", "eval").tol > fp32.tol
+    assert tolerance_for("fp32", "train").tol > fp32.tol
+    assert tolerance_for("fp32", "eval", "timm").tol > tolerance_for("fp32", "eval", "builtin").tol
+    assert tolerance_for("fp32", "eval", matmul_precision="medium").tol > fp32.tol
+    assert 1e-2 <= bf16.tol <= 4e-2
+    with pytest.raises(ValueError, match="'fp8'"):
+        tolerance_for("fp8", "eval")
+    with pytest.raises(ValueError, match="'infer'"):
+        tolerance_for("fp32", "infer")
+
+
+def test_same_results_pass_with_and_without_fp64(many_outputs_runs):
+    reference, eager, again = many_outputs_runs
+    verdict = compare(reference, eager, again, FP32)
+    assert verdict.code is Code.PASS, verdict.reason
+    assert verdict.details["method"] == "fp64" and verdict.details["leaves"] == 9
+    assert compare_cosine(eager, again, FP32).code is Code.PASS
+
+
+@pytest.mark.parametrize("path", ["output[2]['deep']['scores']", "output[2]['deep']['pair'][1]",
+                                  "output[1]", "output[0]"])
+def test_one_perturbed_leaf_fails_naming_its_path(many_outputs_runs, path):
+    reference, eager, _ = many_outputs_runs
+    actual = nudge(eager, path)
+    for verdict in (compare(reference, eager, actual, FP32), compare_cosine(eager, actual, FP32)):
+        assert verdict.code is Code.FAIL
+        assert verdict.reason.startswith(path + ": ")
+        assert verdict.details["path"] == path and verdict.details["failed_leaves"] == 1
+
+
+def test_without_fp64_every_element_of_a_tuple_counts():
+    # PyTorch/XLA's verifier compared only the first element here, and passed.
+    first, second, third = (torch.randn(64, generator=torch.Generator().manual_seed(i))
+                            for i in range(3))
+    eager = (first, second, third)
+    actual = (first.clone(), second * 1.1 + 0.05, -third)
+    verdict = compare_cosine(eager, actual, FP32)
+    assert verdict.code is Code.FAIL
+    assert verdict.details["failed_paths"] == ["output[1]", "output[2]"]
+    assert "2 of 3 leaves fail" in verdict.reason
+    assert compare(None, eager, actual, FP32).code is Code.FAIL
+
+
+def test_scaled_output_fails_without_fp64_though_its_cosine_is_one():
+    eager = (torch.randn(100),)
+    verdict = compare_cosine(eager, (eager[0] * 1.01,), FP32)
+    assert verdict.code is Code.FAIL and "relative error" in verdict.reason
+    assert verdict.details["cosine"] == pytest.approx(1.0)
+
+
+def test_small_tensors_and_scalars_without_fp64():
+    eager = {"loss": torch.tensor(2.5), "stat": 0.75}
+    assert compare_cosine(eager, {"loss": torch.tensor(2.5), "stat": 0.75}, FP32).passed
+    verdict = compare_cosine(eager, {"loss": torch.tensor(2.5), "stat": 0.76}, FP32)
+    assert verdict.code is Code.FAIL and verdict.details["path"] == "stat"
+
+
+def test_error_within_a_multiple_of_eagers_own_error_passes():
+    reference = torch.linspace(-3, 3, 200, dtype=torch.float64)
+    noise = torch.randn(200, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    eager = (reference + 1e-3 * noise).float()
+    tolerance = tolerance_for("fp32", "eval")
+    close = (reference + 1.5e-3 * noise.flip(0)).float()
+    far = (reference + 5e-3 * noise.flip(0)).float()
+    assert compare(reference, eager, close, tolerance).passed
+    verdict = compare(reference, eager, far, tolerance)
+    assert verdict.code is Code.FAIL
+    assert verdict.details["error"] > tolerance.multiplier * verdict.details["eager_error"]
+
+
+def test_nan_in_the_same_places_is_equal_and_elsewhere_fails():
+    values = torch.randn(50, generator=torch.Generator().manual_seed(0))
+    eager = values.clone()
+    eager[[3, 7]] = math.nan
+    eager[9] = math.inf
+    reference = eager.double()
+    assert compare(reference, eager, eager.clone(), FP32).passed
+    assert compare_cosine(eager, eager.clone(), FP32).passed
+    moved = eager.clone()
+    moved[7], moved[8] = values[7], math.nan
+    for verdict in (compare(reference, eager, moved, FP32), compare_cosine(eager, moved, FP32)):
+        assert verdict.code is Code.FAIL and "NaN at 1 positions" in verdict.reason
+    flipped = eager.clone()
+    flipped[9] = -math.inf
+    assert compare(reference, eager, flipped, FP32).code is Code.FAIL
+
+
+def test_integers_and_booleans_compare_exactly(many_outputs_runs):
+    reference, eager, _ = many_outputs_runs
+    ids = eager[3].ids.clone()
+    ids[0] += 1
+    verdict = compare(reference, eager, replace_leaf(eager, find_path(eager, "[3].ids"), ids), FP32)
+    assert verdict.code is Code.FAIL and verdict.details["path"] == "output[3].ids"
+    assert "integer values differ from eager's at 1 of 4 positions" in verdict.reason
+    flags = ~eager[3].flags
+    verdict = compare_cosine(eager, replace_leaf(eager, find_path(eager, "[3].flags"), flags), FP32)
+    assert verdict.code is Code.FAIL and verdict.details["path"] == "output[3].flags"
+    verdict = compare(reference, eager, replace_leaf(eager, find_path(eager, "[4]"), 5), FP32)
+    assert verdict.code is Code.FAIL and verdict.details["path"] == "output[4]"
+    assert compare_cosine({"n": 3, "b": True}, {"n": 3, "b": False}, FP32).details["path"] == "b"
+
+
+def test_shapes_dtype_kinds_and_plain_leaves_must_match():
+    t = torch.ones(2, 3)
+    cases = [
+        ((t,), (torch.ones(3, 2),), "shape (3, 2) differs from eager's (2, 3)"),
+        ((t,), (t.long(),), "dtype int64 is integer, eager's float32 is floating"),
+        ((t, None), (t, t), "experiment returned Tensor[float32, (2, 3)] where eager returned None"),
+        ((t, "a"), (t, "b"), "experiment returned 'b' where eager returned 'a'"),
+        ((t,), (t, t), "experiment returned tuple of 2 items where eager returned tuple of 1"),
+    ]
+    for eager, actual, message in cases:
+        verdict = compare(None, eager, actual, FP32)
+        assert verdict.code is Code.FAIL and message in verdict.reason, verdict.reason
+    assert compare(None, (t, None, "a"), [t.bfloat16(), None, "a"], tolerance_for("bf16", "eval")).passed
+
+
+def test_unusable_fp64_reference_falls_back_to_cosine():
+    eager = (torch.randn(40), torch.randn(40))
+    verdict = compare((eager[0].double(),), eager, (eager[0].clone(), eager[1].clone()), FP32)
+    assert verdict.passed and verdict.details["method"] == "cosine"
+    assert "fp64 reference unusable" in verdict.details["fp64"]
+
+
+def chunked_forward(model: MLP, x: torch.Tensor, chunks: int = 4) -> torch.Tensor:
+    """The MLP's forward with each matmul split along its inner dimension: other rounding."""
+    for layer in model.layers:
+        if isinstance(layer, nn.Linear):
+            parts = zip(x.chunk(chunks, dim=-1), layer.weight.chunk(chunks, dim=-1))
+            total = None
+            for xs, ws in parts:
+                partial = xs @ ws.T
+                total = partial if total is None else total + partial
+            x = total + layer.bias
+        else:
+            x = layer(x)
+    return x
+
+
+@pytest.mark.parametrize("dtype,precision", [(torch.bfloat16, "bf16"), (torch.float16, "fp16")])
+def test_reduced_precision_runs_of_a_real_model_pass(dtype, precision):
+    x = inputs(batch=16)
+    reference = eval_run(MLP, torch.float64, x)()
+    eager = eval_run(MLP, dtype, x)()
+    with torch.no_grad():
+        actual = chunked_forward(build(MLP).to(dtype), x.to(dtype))
+    assert not torch.equal(actual, eager)  # really computed another way
+    tolerance = tolerance_for(precision, "eval")
+    verdict = compare(reference, eager, actual, tolerance)
+    assert verdict.passed, verdict.reason
+    # Against fp32 eager, the reduced-precision run passes only with its own tolerance.
+    eager32 = eval_run(MLP, torch.float32, x)()
+    assert compare(reference, eager32, actual, tolerance).passed
+    assert compare(reference, eager32, actual, FP32).code is Code.FAIL
+
+
+def test_eager_mismatch():
+    run = eval_run(ManyOutputs)
+    first, second = run(), run()
+    assert eager_mismatch(first, second, FP32) is None
+    message = eager_mismatch(first, nudge(second, "[2]['deep']['scores']", 1e-5), FP32)
+    assert message.startswith("output[2]['deep']['scores']: relative difference between the runs")
+    assert eager_mismatch((1, "a"), (1, "b"), FP32).startswith("output[1]: 'b' in the second run")
+
+
+def test_verdicts_are_strict_json(many_outputs_runs):
+    import json
+
+    reference, eager, _ = many_outputs_runs
+    nan_eager = (torch.tensor([math.nan, 1.0]),)
+    for verdict in (compare(reference, eager, eager, FP32),
+                    compare(reference, eager, nudge(eager, "[1]"), FP32),
+                    compare_cosine(nan_eager, (torch.tensor([1.0, math.nan]),), FP32),
+                    compare(None, (torch.zeros(20),), (torch.ones(20),), FP32)):
+        json.dumps(verdict.to_dict(), allow_nan=False)
