@@ -28,7 +28,7 @@ from runner.config import (
     none_if_none_string,
 )
 from runner.executor import ExecutorOptions, ExperimentExecutor
-from runner.matrix import MatrixError, MatrixRequest, Plan, build_plan
+from runner.matrix import MatrixError, MatrixRequest, Plan, build_plan, select_models
 from runner.probe import probe_host
 from runner.results import ResultsFileError, backup_existing, read_results, iter_fingerprints
 from runner.sweep import SweepReport, describe, format_summary, run_plan
@@ -282,6 +282,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if results_path.is_dir():
         raise UsageError(f"--output-basename {args.output_basename!r} names a folder")
     request = matrix_request(args)
+    select_models(suite, request.filters, request.excludes)  # bad regexes fail before the probe
     host = probe_host()
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)

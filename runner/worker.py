@@ -94,6 +94,7 @@ def run_experiment(spec: WorkerSpec, result: dict[str, Any]) -> None:
     if backend is None:
         raise RuntimeError(backends.no_backend_reason(spec.experiment))
     result.update(batch_size_used=bench.batch_size, backend=backend.name)
+    result["environment"]["torch_settings"] = torch_settings()
     timing_error = None
     if not spec.settings.verify_only:
         observers = ExperimentObservers(spec.experiment, spec.settings,
@@ -137,6 +138,18 @@ def verification_fields(spec: WorkerSpec, suite, backend, nondeterministic_reaso
         "verification_code": verdict.code.value,
         "verification_reason": verdict.reason,
         "verification_details": verdict.to_dict().get("details", {}),
+    }
+
+
+def torch_settings() -> dict[str, Any]:
+    """Numerics switches that change what a matmul computes."""
+    import torch
+
+    return {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "num_threads": torch.get_num_threads(),
     }
 
 
