@@ -93,7 +93,8 @@ def inapplicable_notes(experiment: ExperimentConfig, settings: RunSettings) -> l
 
 def append_xla_flag(current: str | None, flag: str) -> str:
     """XLA_FLAGS with one more flag, keeping whatever was there."""
-    return f"{current} {flag}".strip() if current else flag
+    current = (current or "").strip()
+    return f"{current} {flag}" if current else flag
 
 
 def observability_environment(
