@@ -1,0 +1,176 @@
+"""Per-experiment rows and per-configuration summaries of loaded records.
+
+Speedup = baseline median time / experiment median time, where the baseline is the same
+model on the same accelerator, test, precision and batch size with the baseline stack
+(default eager). Memory compression ratio = baseline peak / experiment peak (only when both
+peaks are of the same kind, device or host).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Optional
+
+from reports.errors import ReportError
+from reports.load import VERIFICATION_NOT_RUN, ConfigKey, Record
+from reports.stats import geomean
+from runner.results import STATUS_FAILED, STATUS_SKIPPED
+
+DEFAULT_BASELINE = "eager"
+SPEEDUP_WARNING = 0.95
+COMPILE_TIME_WARNING_S = 120.0
+COMPRESSION_WARNING = 0.9
+
+
+@dataclass
+class Row:
+    """One experiment with its comparison against the baseline."""
+
+    record: Record
+    baseline: Optional[Record]
+    speedup: Optional[float] = None
+    compression_ratio: Optional[float] = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def speedup_counts(self) -> bool:
+        """Enters the geometric mean: both sides ran and neither failed verification."""
+        return self.speedup is not None and self.record.passed and self.baseline is not None and self.baseline.passed
+
+
+@dataclass
+class ConfigSummary:
+    """One configuration over all its models."""
+
+    config: ConfigKey
+    models: int
+    skipped: int
+    passed: int
+    geomean_speedup: Optional[float]
+    speedup_models: int
+    mean_compile_time: Optional[float]
+    compile_models: int
+    compression_ratio: Optional[float]
+    compression_models: int
+
+    @property
+    def pass_rate(self) -> Optional[float]:
+        counted = self.models - self.skipped
+        return self.passed / counted if counted else None
+
+
+@dataclass
+class Report:
+    """Everything the renderers need."""
+
+    baseline: str
+    rows: list[Row]
+    summaries: list[ConfigSummary]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def warnings(self) -> list[tuple[Row, str]]:
+        return [(row, text) for row in self.rows for text in row.warnings]
+
+
+def stacks(records: list[Record]) -> list[str]:
+    return sorted({r.config.stack for r in records})
+
+
+def resolve_baseline(baseline: Optional[str], records: list[Record]) -> str:
+    """The baseline stack label; an explicitly named one must exist in the records."""
+    known = stacks(records)
+    if baseline is None:
+        return DEFAULT_BASELINE
+    if baseline in known:
+        return baseline
+    folded = [s for s in known if s.lower() == baseline.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    raise ReportError(
+        f"--baseline {baseline!r} is not a stack in the results; stacks there: {', '.join(known) or 'none'}"
+    )
+
+
+def _warnings(row: Row) -> list[str]:
+    record = row.record
+    found: list[str] = []
+    if record.status == STATUS_FAILED:
+        first = record.error.strip().splitlines()[-1] if record.error.strip() else "no error message"
+        found.append(f"failed: {first[:160]}")
+    elif record.status != STATUS_SKIPPED:
+        if record.verification_code != "PASS" and record.verification_code not in VERIFICATION_NOT_RUN:
+            found.append(f"verification {record.verification_code}")
+        if not record.ran:
+            found.append("no per-iteration times")
+    if row.speedup is not None and row.speedup < SPEEDUP_WARNING:
+        found.append(f"speedup {row.speedup:.2f} < {SPEEDUP_WARNING}")
+    if record.compile_time is not None and record.compile_time > COMPILE_TIME_WARNING_S:
+        found.append(f"compile time {record.compile_time:.0f} s > {COMPILE_TIME_WARNING_S:.0f} s")
+    if row.compression_ratio is not None and row.compression_ratio < COMPRESSION_WARNING:
+        found.append(f"memory compression {row.compression_ratio:.2f} < {COMPRESSION_WARNING}")
+    return found
+
+
+def build_rows(records: list[Record], baseline: str) -> list[Row]:
+    index: dict[tuple[str, ConfigKey], Record] = {}
+    for record in records:
+        if record.config.stack == baseline and not record.config.xla_flags:
+            index[(record.model_label, record.config)] = record
+    rows = []
+    for record in records:
+        base = index.get((record.model_label, record.config.baseline_key(baseline)))
+        row = Row(record=record, baseline=base)
+        if base is not None and base.ran and record.ran:
+            row.speedup = base.median_time / record.median_time
+        if (
+            base is not None
+            and base.peak_memory
+            and record.peak_memory
+            and base.memory_kind == record.memory_kind
+            and record.status != STATUS_SKIPPED
+        ):
+            row.compression_ratio = base.peak_memory / record.peak_memory
+        row.warnings = _warnings(row)
+        rows.append(row)
+    return rows
+
+
+def summarise(rows: list[Row]) -> list[ConfigSummary]:
+    """One summary per configuration, in the order configurations first appear in `rows`."""
+    groups: dict[ConfigKey, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row.record.config, []).append(row)
+    summaries = []
+    for config in groups:
+        members = groups[config]
+        speedups = [r.speedup for r in members if r.speedup_counts]
+        compiles = [r.record.compile_time for r in members if r.record.ran and r.record.compile_time is not None]
+        ratios = [r.compression_ratio for r in members if r.compression_ratio is not None and r.record.passed]
+        summaries.append(
+            ConfigSummary(
+                config=config,
+                models=len(members),
+                skipped=sum(r.record.status == STATUS_SKIPPED for r in members),
+                passed=sum(r.record.passed for r in members),
+                geomean_speedup=geomean(speedups),
+                speedup_models=len(speedups),
+                mean_compile_time=statistics.fmean(compiles) if compiles else None,
+                compile_models=len(compiles),
+                compression_ratio=geomean(ratios),
+                compression_models=len(ratios),
+            )
+        )
+    return summaries
+
+
+def build_report(records: list[Record], baseline: Optional[str] = None) -> Report:
+    """Rows and summaries of the records against the baseline stack."""
+    chosen = resolve_baseline(baseline, records)
+    records = sorted(records, key=lambda r: (r.config.stack != chosen, r.config, r.model_label))
+    rows = build_rows(records, chosen)
+    notes = []
+    if records and chosen not in stacks(records):
+        notes.append(f"no {chosen!r} experiments in the results: speedups and memory ratios are not available")
+    return Report(baseline=chosen, rows=rows, summaries=summarise(rows), notes=notes)

@@ -1,0 +1,232 @@
+"""Command-line entry points: `report`, `compare` and `score`.
+
+Each `*_main(argv)` parses its own arguments and returns an exit code: 0 fine, 1 (compare
+only) something regressed, 2 bad input (the message goes to stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from reports.aggregate import DEFAULT_BASELINE, build_report
+from reports.compare import DEFAULT_ALPHA, DEFAULT_GEOMEAN_THRESHOLD, DEFAULT_THRESHOLD, compare
+from reports.errors import ReportError
+from reports.load import Loaded, load
+from reports.plots import render_plots
+from reports.render_csv import render_csv
+from reports.render_html import render_html
+from reports.render_markdown import render_markdown
+from reports.render_text import render_tables
+from reports.score import score
+from reports.tables import comparison_tables, report_tables, score_tables
+
+EXIT_OK = 0
+EXIT_REGRESSED = 1
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so errors follow our exit-code rules."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise ReportError(f"{self.prog}: {message}")
+
+
+def _fraction(text: str) -> float:
+    """A threshold: '7%' or '0.07'."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction or a percentage") from None
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range")
+    return value
+
+
+def _load_notes(loaded: Loaded, name: str = "") -> list[str]:
+    prefix = f"{name}: " if name else ""
+    notes = [
+        f"{prefix}{loaded.total_lines} lines, {len(loaded.records)} experiments, "
+        f"{len(loaded.runs)} runs, {loaded.superseded} lines superseded by later runs"
+    ]
+    for bad in loaded.bad_lines[:20]:
+        notes.append(f"{prefix}skipped {bad.path} line {bad.lineno}: {bad.reason}")
+    if len(loaded.bad_lines) > 20:
+        notes.append(f"{prefix}... and {len(loaded.bad_lines) - 20} more unreadable lines")
+    if loaded.unusable:
+        notes.append(f"{prefix}{len(loaded.unusable)} lines name no model or experiment (skipped)")
+    return notes
+
+
+def _write(path: Path, content: str | bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    except OSError as error:
+        raise ReportError(f"cannot write {str(path)!r}: {error.strerror or error}") from error
+
+
+class _DropSkippedLines(logging.Filter):
+    """The CLI lists skipped lines itself (the first 20 and a count); drop the per-line logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "skipped" not in record.getMessage()
+
+
+def _guard(function, argv: Optional[Sequence[str]]) -> int:
+    results_log = logging.getLogger("runner.results")
+    dropper = _DropSkippedLines()
+    results_log.addFilter(dropper)
+    try:
+        return function(list(sys.argv[1:] if argv is None else argv))
+    except ReportError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except SystemExit as done:  # --help
+        return done.code if isinstance(done.code, int) else EXIT_OK
+    finally:
+        results_log.removeFilter(dropper)
+
+
+def report_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="experiment-runner report", description="Tables, CSV, Markdown and an HTML dashboard from results files.")
+    parser.add_argument("results", nargs="+", type=Path, help="results.jsonl files")
+    parser.add_argument("--baseline", default=None, help=f"stack to compare against (default {DEFAULT_BASELINE}), e.g. inductor, PJRT+openxla")
+    parser.add_argument("--run", default=None, help="use only this run id (a unique prefix or 'latest'); default: each experiment's latest line")
+    parser.add_argument("--output-dir", type=Path, default=None, help="write report.csv, report.md, report.html and plots/*.png here")
+    parser.add_argument("--csv", type=Path, default=None, help="write the CSV here")
+    parser.add_argument("--markdown", type=Path, default=None, help="write the Markdown here")
+    parser.add_argument("--html", type=Path, default=None, help="write the HTML dashboard here")
+    parser.add_argument("--plots-dir", type=Path, default=None, help="write the PNG plots here")
+    parser.add_argument("--quiet", action="store_true", help="do not print the tables")
+    return parser
+
+
+def _report(argv: list[str]) -> int:
+    args = report_parser().parse_args(argv)
+    loaded = load(args.results, run=args.run)
+    report = build_report(loaded.records, args.baseline)
+    tables = report_tables(report)
+    intro = _load_notes(loaded) + report.notes
+    if args.output_dir is not None:
+        args.csv = args.csv or args.output_dir / "report.csv"
+        args.markdown = args.markdown or args.output_dir / "report.md"
+        args.html = args.html or args.output_dir / "report.html"
+        args.plots_dir = args.plots_dir or args.output_dir / "plots"
+    title = "Experiment report"
+    if not args.quiet:
+        print("\n".join(intro) + "\n")
+        print(render_tables(tables), end="")
+    written = []
+    if args.csv:
+        _write(args.csv, render_csv(report))
+        written.append(args.csv)
+    if args.markdown:
+        _write(args.markdown, render_markdown(title, intro, tables))
+        written.append(args.markdown)
+    plots = render_plots(report) if (args.html or args.plots_dir) else {}
+    if args.plots_dir:
+        for name, png in plots.items():
+            _write(args.plots_dir / f"{name}.png", png)
+            written.append(args.plots_dir / f"{name}.png")
+    if args.html:
+        _write(args.html, render_html(title, intro, tables, plots))
+        written.append(args.html)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return EXIT_OK
+
+
+def compare_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="experiment-runner compare", description="Per-experiment changes of NEW against BASE; exit 1 on a regression.")
+    parser.add_argument("base", type=Path, help="results file of the base run")
+    parser.add_argument("new", type=Path, help="results file of the new run")
+    parser.add_argument("--base-run", default=None, help="run id to use from BASE")
+    parser.add_argument("--new-run", default=None, help="run id to use from NEW")
+    parser.add_argument("--threshold", type=_fraction, default=DEFAULT_THRESHOLD, help="per-experiment change that counts (default 7%%)")
+    parser.add_argument("--geomean-threshold", type=_fraction, default=DEFAULT_GEOMEAN_THRESHOLD, help="geometric-mean change that counts (default 1%%)")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="significance level of the permutation test (default 0.05)")
+    parser.add_argument("--markdown", type=Path, default=None, help="also write the comparison as Markdown")
+    return parser
+
+
+def _compare(argv: list[str]) -> int:
+    args = compare_parser().parse_args(argv)
+    if not 0 < args.alpha <= 1:
+        raise ReportError(f"--alpha {args.alpha!r} must be in (0, 1]")
+    base = load([args.base], run=args.base_run)
+    new = load([args.new], run=args.new_run)
+    result = compare(base.records, new.records, threshold=args.threshold, geomean_threshold=args.geomean_threshold, alpha=args.alpha)
+    intro = _load_notes(base, "BASE") + _load_notes(new, "NEW") + result.notes
+    gm = "-" if result.geomean_ratio is None else f"{result.geomean_ratio - 1:+.2%}"
+    intro.append(
+        f"geometric mean change of median time: {gm} over {result.geomean_models} experiments "
+        f"(threshold {result.geomean_threshold:.0%})" + (" REGRESSED" if result.geomean_regressed else "")
+    )
+    intro.append(
+        f"{len(result.regressions)} regressed, {len(result.improvements)} improved (threshold {result.threshold:.0%}, "
+        f"alpha {result.alpha}); {len(result.only_base)} only in BASE, {len(result.only_new)} only in NEW"
+    )
+    tables = comparison_tables(result)
+    print("\n".join(intro) + "\n")
+    print(render_tables(tables), end="")
+    if args.markdown:
+        _write(args.markdown, render_markdown("Comparison", intro, tables))
+    return EXIT_REGRESSED if result.regressed else EXIT_OK
+
+
+def score_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="experiment-runner score", description="TorchBench-V1-style score: the reference scores 1000.")
+    parser.add_argument("results", nargs="+", type=Path, help="results files to score")
+    parser.add_argument("--reference", type=Path, required=True, help="results file of the reference run")
+    parser.add_argument("--run", default=None, help="run id to use from RESULTS")
+    parser.add_argument("--reference-run", default=None, help="run id to use from the reference")
+    return parser
+
+
+def _score(argv: list[str]) -> int:
+    args = score_parser().parse_args(argv)
+    measured = load(args.results, run=args.run)
+    reference = load([args.reference], run=args.reference_run)
+    result = score(measured.records, reference.records)
+    print(f"score: {result.score:.1f} over {result.experiments} experiments (reference = 1000)")
+    print(render_tables(score_tables(result)), end="")
+    return EXIT_OK
+
+
+def report_main(argv: Optional[Sequence[str]] = None) -> int:
+    """`experiment-runner report RESULTS...`; returns the exit code."""
+    return _guard(_report, argv)
+
+
+def compare_main(argv: Optional[Sequence[str]] = None) -> int:
+    """`experiment-runner compare BASE NEW`; returns 1 when anything regressed."""
+    return _guard(_compare, argv)
+
+
+def score_main(argv: Optional[Sequence[str]] = None) -> int:
+    """`experiment-runner score RESULTS --reference REF`; returns the exit code."""
+    return _guard(_score, argv)
+
+
+COMMANDS = {"report": report_main, "compare": compare_main, "score": score_main}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m reports.cli report|compare|score ...` (the runner's CLI dispatches the same)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in COMMANDS:
+        print(f"usage: python -m reports.cli {{{','.join(COMMANDS)}}} ...", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return COMMANDS[args[0]](args[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""Crafted results files for report tests, built with the runner's own line maker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pytest
+
+from runner.config import ExperimentConfig, ModelConfig, RunSettings, experiment_id
+from runner.results import append_line, make_line
+
+STACKS = {
+    "eager": dict(xla=None, dynamo=None, torch_xla2=None),
+    "inductor": dict(xla=None, dynamo="inductor", torch_xla2=None),
+    "PJRT": dict(xla="PJRT", dynamo=None, torch_xla2=None),
+    "PJRT+openxla": dict(xla="PJRT", dynamo="openxla", torch_xla2=None),
+    "torchax:extract_jax": dict(xla=None, dynamo=None, torch_xla2="extract_jax"),
+}
+
+
+def craft_line(
+    model: str,
+    stack: str = "eager",
+    *,
+    times: Optional[list[float]] = None,
+    cold_start: Optional[float] = None,
+    peak_host: Optional[int] = None,
+    peak_device: Optional[int] = None,
+    status: str = "ok",
+    code: str = "VERIFIER_SKIPPED",
+    run_id: str = "run-1",
+    timestamp: Optional[float] = None,
+    accelerator: str = "cpu",
+    test: str = "eval",
+    precision: str = "fp32",
+    batch_size: Optional[int] = None,
+    error: Optional[str] = None,
+    extra_metrics: Optional[dict[str, Any]] = None,
+) -> dict[str, Any]:
+    """One results line as the runner writes it; metrics left None are absent."""
+    model_config = ModelConfig("builtin", model)
+    experiment = ExperimentConfig(
+        accelerator=accelerator, test=test, precision=precision, batch_size=batch_size, **STACKS[stack]
+    )
+    metrics: dict[str, Any] = {}
+    if times is not None:
+        metrics["per_iter_time"] = list(times)
+        metrics["total_time"] = list(times)
+    if cold_start is not None:
+        metrics["cold_start_time"] = cold_start
+    if peak_host is not None:
+        metrics["peak_host_memory_bytes"] = peak_host
+    if peak_device is not None:
+        metrics["peak_device_memory_bytes"] = peak_device
+    if error is not None:
+        metrics["error"] = error
+    metrics.update(extra_metrics or {})
+    line = make_line(
+        model_config,
+        experiment,
+        RunSettings(repeat=len(times or []) or 1),
+        metrics=metrics,
+        status=status,
+        verification_code=code,
+        extra={"run_id": run_id, "experiment_id": experiment_id(model_config, experiment)},
+    )
+    if timestamp is not None:
+        line["timestamp"] = timestamp
+    return line
+
+
+@pytest.fixture
+def write_results(tmp_path: Path) -> Callable[..., Path]:
+    """Write lines (dicts, or raw strings for corrupted lines) to a new results file."""
+    counter = {"n": 0}
+
+    def write(lines: list[Any], name: Optional[str] = None) -> Path:
+        counter["n"] += 1
+        path = tmp_path / (name or f"results{counter['n']}.jsonl")
+        for line in lines:
+            if isinstance(line, str):
+                with open(path, "a", encoding="utf-8") as raw:
+                    raw.write(line + "\n")
+            else:
+                append_line(path, line)
+        return path
+
+    return write

@@ -1,0 +1,111 @@
+import math
+import statistics
+
+import pytest
+
+from reports.aggregate import build_report
+from reports.errors import ReportError
+from reports.load import load
+from tests.reports.conftest import craft_line
+
+EAGER = {"mlp": [0.010, 0.012, 0.011], "cnn": [0.040, 0.044, 0.041], "transformer_block": [0.1, 0.09, 0.11]}
+INDUCTOR = {"mlp": [0.005, 0.006, 0.007], "cnn": [0.030, 0.020, 0.025], "transformer_block": [0.12, 0.1, 0.11]}
+
+
+def _by(report, stack):
+    return {r.record.model: r for r in report.rows if r.record.config.stack == stack}
+
+
+def _summary(report, stack):
+    return next(s for s in report.summaries if s.config.stack == stack)
+
+
+def test_speedup_and_geomean_against_eager(write_results):
+    lines = [craft_line(m, "eager", times=t, peak_host=1000) for m, t in EAGER.items()]
+    lines += [craft_line(m, "inductor", times=t, peak_host=800, cold_start=3.0) for m, t in INDUCTOR.items()]
+    report = build_report(load([write_results(lines)]).records)
+    rows = _by(report, "inductor")
+    expected = {m: statistics.median(EAGER[m]) / statistics.median(INDUCTOR[m]) for m in EAGER}
+    for model, value in expected.items():
+        assert rows[model].speedup == pytest.approx(value)
+        assert rows[model].compression_ratio == pytest.approx(1000 / 800)
+    summary = _summary(report, "inductor")
+    assert summary.geomean_speedup == pytest.approx(math.prod(expected.values()) ** (1 / 3))
+    assert summary.speedup_models == 3 and summary.pass_rate == 1.0
+    mean_compile = statistics.fmean(3.0 - statistics.median(t) for t in INDUCTOR.values())
+    assert summary.mean_compile_time == pytest.approx(mean_compile)
+    assert _summary(report, "eager").geomean_speedup == pytest.approx(1.0)
+    # transformer_block is slower under inductor: warned.
+    assert any("speedup" in w for w in rows["transformer_block"].warnings)
+
+
+def test_failures_and_missing_metrics_count_in_pass_rate_not_geomean(write_results):
+    lines = [craft_line(m, "eager", times=t) for m, t in EAGER.items()]
+    lines += [
+        craft_line("mlp", "inductor", times=INDUCTOR["mlp"]),
+        craft_line("cnn", "inductor", status="failed", code="VERIFIER_DIDNT_RUN", error="RuntimeError: compile failed"),
+        craft_line("transformer_block", "inductor"),  # ok status but no timings
+    ]
+    report = build_report(load([write_results(lines)]).records)
+    summary = _summary(report, "inductor")
+    assert summary.models == 3 and summary.passed == 1
+    assert summary.pass_rate == pytest.approx(1 / 3)
+    assert summary.speedup_models == 1
+    assert summary.geomean_speedup == pytest.approx(statistics.median(EAGER["mlp"]) / statistics.median(INDUCTOR["mlp"]))
+    assert any(w.startswith("failed: RuntimeError: compile failed") for w in _by(report, "inductor")["cnn"].warnings)
+    assert "no per-iteration times" in _by(report, "inductor")["transformer_block"].warnings
+
+
+def test_verification_failure_excluded_from_geomean_on_either_side(write_results):
+    lines = [
+        craft_line("mlp", "eager", times=EAGER["mlp"]),
+        craft_line("cnn", "eager", times=EAGER["cnn"], code="FAIL"),
+        craft_line("mlp", "inductor", times=INDUCTOR["mlp"], code="FAIL"),
+        craft_line("cnn", "inductor", times=INDUCTOR["cnn"], code="PASS"),
+    ]
+    report = build_report(load([write_results(lines)]).records)
+    summary = _summary(report, "inductor")
+    assert summary.speedup_models == 0 and summary.geomean_speedup is None
+    assert summary.passed == 1
+    assert "verification FAIL" in _by(report, "inductor")["mlp"].warnings
+
+
+def test_baseline_option_and_unknown_baseline(write_results):
+    lines = [craft_line(m, "inductor", times=t) for m, t in INDUCTOR.items()]
+    lines += [craft_line(m, "PJRT+openxla", times=[v * 2 for v in t]) for m, t in INDUCTOR.items()]
+    records = load([write_results(lines)]).records
+    report = build_report(records, "inductor")
+    assert report.baseline == "inductor"
+    assert _summary(report, "PJRT+openxla").geomean_speedup == pytest.approx(0.5)
+    assert build_report(records, "pjrt+OPENXLA").baseline == "PJRT+openxla"
+    with pytest.raises(ReportError, match="'inductr'.*inductor"):
+        build_report(records, "inductr")
+    # The default eager is absent: a note, not an error.
+    default = build_report(records)
+    assert default.notes and all(r.speedup is None for r in default.rows)
+
+
+def test_baseline_matches_accelerator_test_precision_and_batch_size(write_results):
+    lines = [
+        craft_line("mlp", "eager", times=[1.0], test="eval", batch_size=8),
+        craft_line("mlp", "eager", times=[4.0], test="train", batch_size=8),
+        craft_line("mlp", "eager", times=[9.0], test="eval", batch_size=16),
+        craft_line("mlp", "inductor", times=[0.5], test="eval", batch_size=8),
+        craft_line("mlp", "inductor", times=[2.0], test="train", batch_size=8),
+        craft_line("mlp", "inductor", times=[1.0], test="eval", precision="bf16", batch_size=8),
+    ]
+    report = build_report(load([write_results(lines)]).records)
+    speedups = {(r.record.config.test, r.record.config.precision): r.speedup for r in report.rows if r.record.config.stack == "inductor"}
+    assert speedups == {("eval", "fp32"): 2.0, ("train", "fp32"): 2.0, ("eval", "bf16"): None}
+
+
+def test_warnings_for_compile_time_and_memory(write_results):
+    lines = [
+        craft_line("mlp", "eager", times=[1.0], peak_device=100, accelerator="cuda"),
+        craft_line("mlp", "inductor", times=[1.0], cold_start=200.0, peak_device=200, accelerator="cuda"),
+    ]
+    row = _by(build_report(load([write_results(lines)]).records), "inductor")["mlp"]
+    assert row.compression_ratio == pytest.approx(0.5)
+    assert any(w.startswith("compile time") for w in row.warnings)
+    assert any(w.startswith("memory compression") for w in row.warnings)
+    assert not any(w.startswith("speedup") for w in row.warnings)

@@ -1,0 +1,105 @@
+import pytest
+
+from reports.errors import ReportError
+from reports.load import load, stack_label
+from runner.config import ExperimentConfig
+from tests.reports.conftest import STACKS, craft_line
+
+
+def test_stack_label_matches_experiment_config():
+    for label, fields in STACKS.items():
+        exp = ExperimentConfig(accelerator="cpu", test="eval", **fields)
+        assert stack_label(exp.to_dict()) == exp.stack_label() == label
+
+
+def test_latest_run_wins_by_default(write_results):
+    path = write_results([
+        craft_line("mlp", times=[1.0, 1.0], run_id="old", timestamp=100.0),
+        craft_line("mlp", times=[2.0, 2.0], run_id="new", timestamp=200.0),
+        craft_line("cnn", times=[3.0, 3.0], run_id="old", timestamp=101.0),
+    ])
+    loaded = load([path])
+    by_model = {r.model: r for r in loaded.records}
+    assert by_model["mlp"].median_time == 2.0 and by_model["mlp"].run_id == "new"
+    # cnn only ran in the old run: still reported.
+    assert by_model["cnn"].run_id == "old"
+    assert loaded.superseded == 1
+    assert [r.run_id for r in loaded.runs] == ["old", "new"]
+
+
+def test_run_selects_one_run_by_id_prefix_or_latest(write_results):
+    path = write_results([
+        craft_line("mlp", times=[1.0], run_id="2024-a", timestamp=100.0),
+        craft_line("cnn", times=[3.0], run_id="2024-a", timestamp=101.0),
+        craft_line("mlp", times=[2.0], run_id="2025-b", timestamp=200.0),
+    ])
+    old = load([path], run="2024-a")
+    assert sorted(r.model for r in old.records) == ["cnn", "mlp"]
+    assert {r.model: r.median_time for r in old.records}["mlp"] == 1.0
+    assert [r.model for r in load([path], run="2025").records] == ["mlp"]
+    assert [r.run_id for r in load([path], run="latest").records] == ["2025-b"]
+
+
+def test_bad_run_names_the_value_and_known_runs(write_results):
+    path = write_results([craft_line("mlp", times=[1.0], run_id="abc")])
+    with pytest.raises(ReportError, match="'nope'.*abc"):
+        load([path], run="nope")
+
+
+def test_corrupted_lines_are_skipped_with_line_numbers(write_results):
+    path = write_results([
+        craft_line("mlp", times=[1.0]),
+        '{"model": {"suite_name": "builtin", "model_na',
+        "[1, 2, 3]",
+        craft_line("cnn", times=[2.0]),
+    ])
+    loaded = load([path])
+    assert sorted(r.model for r in loaded.records) == ["cnn", "mlp"]
+    assert [b.lineno for b in loaded.bad_lines] == [2, 3]
+    assert loaded.total_lines == 4
+
+
+def test_odd_lines_never_break_loading(write_results):
+    weird = craft_line("mlp", times=None, extra_metrics={"per_iter_time": ["x", None], "cold_start_time": "soon"})
+    weird["unknown_key"] = {"nested": [1, 2]}
+    weird["experiment"]["future_field"] = 3
+    no_metrics = craft_line("cnn")
+    del no_metrics["metrics"]
+    no_status = craft_line("transformer_block", times=[1.0])
+    del no_status["status"], no_status["verification_code"], no_status["fingerprint"]
+    path = write_results([weird, no_metrics, no_status, {"model": "not a dict"}, {"hello": 1}])
+    loaded = load([path])
+    by_model = {r.model: r for r in loaded.records}
+    assert by_model["mlp"].median_time is None and by_model["mlp"].cold_start_time is None
+    assert not by_model["mlp"].ran
+    assert by_model["cnn"].median_time is None
+    assert by_model["transformer_block"].ran
+    assert by_model["transformer_block"].fingerprint  # recomputed from model and experiment
+    assert len(loaded.unusable) == 2
+
+
+def test_memory_prefers_device_and_compile_time_subtracts_median(write_results):
+    path = write_results([
+        craft_line("mlp", times=[0.1, 0.3, 0.2], cold_start=5.0, peak_host=100, peak_device=50),
+        craft_line("cnn", times=[0.1], peak_host=70),
+        craft_line("transformer_block", cold_start=4.0),
+    ])
+    by_model = {r.model: r for r in load([path]).records}
+    assert (by_model["mlp"].peak_memory, by_model["mlp"].memory_kind) == (50, "device")
+    assert by_model["mlp"].compile_time == pytest.approx(5.0 - 0.2)
+    assert (by_model["cnn"].peak_memory, by_model["cnn"].memory_kind) == (70, "host")
+    assert by_model["transformer_block"].compile_time == 4.0
+
+
+def test_several_files_are_merged(write_results):
+    a = write_results([craft_line("mlp", times=[1.0], timestamp=1.0)])
+    b = write_results([craft_line("mlp", times=[2.0], timestamp=2.0), craft_line("cnn", times=[1.0])])
+    loaded = load([a, b])
+    assert {r.model: r.median_time for r in loaded.records} == {"mlp": 2.0, "cnn": 1.0}
+
+
+def test_missing_file_and_folder_are_clear_errors(tmp_path):
+    with pytest.raises(ReportError, match="missing.jsonl.*does not exist"):
+        load([tmp_path / "missing.jsonl"])
+    with pytest.raises(ReportError, match="is a folder"):
+        load([tmp_path])

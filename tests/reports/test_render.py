@@ -1,0 +1,131 @@
+import csv
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reports.aggregate import build_report
+from reports.cli import report_main
+from reports.load import load
+from reports.plots import PLOT_NAMES
+from reports.render_csv import CSV_FIELDS
+from tests.reports.conftest import craft_line
+
+MODELS = {"mlp": 0.01, "cnn": 0.03, "transformer_block": 0.05}
+
+
+def mixed_lines():
+    """Two runs, a failure, a corrupted line and a line without metrics."""
+    lines = []
+    for model, t in MODELS.items():
+        lines.append(craft_line(model, "eager", times=[t * 1.5] * 3, run_id="r1", timestamp=1.0))
+        lines.append(craft_line(model, "eager", times=[t, t * 1.1, t * 0.9], cold_start=t * 2, peak_host=2**27, run_id="r2", timestamp=2.0))
+        lines.append(craft_line(model, "inductor", times=[t / 2, t / 2.2, t / 1.8], cold_start=8.0, peak_host=2**26, code="PASS", run_id="r2", timestamp=2.0))
+    lines.append(craft_line("mlp", "PJRT+openxla", status="failed", code="VERIFIER_DIDNT_RUN", error="RuntimeError: no TPU", run_id="r2"))
+    lines.append('{"model": {"suite_name": "builtin", "model_name": "cnn"}, "experiment": {"accel')
+    lines.append(craft_line("cnn", "PJRT+openxla", run_id="r2"))
+    return lines
+
+
+@pytest.fixture
+def report_dir(write_results, tmp_path):
+    path = write_results(mixed_lines())
+    out = tmp_path / "out"
+    assert report_main([str(path), "--output-dir", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_csv_has_a_row_per_model_and_configuration(report_dir):
+    rows = list(csv.DictReader(io.StringIO((report_dir / "report.csv").read_text())))
+    assert list(rows[0].keys()) == CSV_FIELDS
+    assert len(rows) == len(MODELS) * 2 + 2
+    inductor = {r["model"]: r for r in rows if r["stack"] == "inductor"}
+    assert float(inductor["mlp"]["speedup"]) == pytest.approx(2.0)
+    assert float(inductor["mlp"]["compression_ratio"]) == pytest.approx(2.0)
+    failed = next(r for r in rows if r["stack"] == "PJRT+openxla" and r["model"] == "mlp")
+    assert failed["status"] == "failed" and failed["speedup"] == "" and "no TPU" in failed["error"]
+
+
+def test_markdown_tables_have_consistent_shape(report_dir):
+    text = (report_dir / "report.md").read_text()
+    corrupted = next(i for i, line in enumerate(mixed_lines()) if isinstance(line, str)) + 1
+    assert f"line {corrupted}:" in text  # the corrupted line is named
+    blocks = re.split(r"\n## ", text)
+    tables = 0
+    for block in blocks[1:]:
+        table = [line for line in block.splitlines() if line.startswith("|")]
+        if not table:
+            continue
+        tables += 1
+        widths = {len(re.findall(r"(?<!\\)\|", line)) for line in table}
+        assert len(widths) == 1, block
+        assert re.fullmatch(r"\|(---\|)+", table[1])
+    assert tables == 3
+
+
+def test_html_is_self_contained(report_dir):
+    page = (report_dir / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    references = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', page)
+    assert references and all(ref.startswith("data:image/png;base64,") for ref in references)
+    assert not re.search(r"https?://", page)
+    assert "<script" not in page
+    for name in PLOT_NAMES:
+        assert f'id="plot-{name}"' in page
+
+
+def test_plots_are_png_files(report_dir):
+    for name in PLOT_NAMES:
+        data = (report_dir / "plots" / f"{name}.png").read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 2000
+
+
+def test_terminal_table_and_latest_run(write_results, capsys):
+    path = write_results(mixed_lines())
+    assert report_main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "geomean speedup" in out and "2.00x (3/3)" in out
+    assert "50% (0/1)" not in out and "0% (0/2)" in out  # both PJRT+openxla lines count, neither passed
+    assert report_main([str(path), "--run", "r1", "--quiet"]) == 0
+
+
+def test_many_models_use_the_sorted_speedup_plot(write_results, tmp_path):
+    lines = []
+    for i in range(60):
+        lines.append(craft_line("mlp", "eager", times=[1.0 + i / 100], batch_size=i + 1))
+        lines.append(craft_line("mlp", "inductor", times=[0.5 + i / 100], batch_size=i + 1))
+    path = write_results(lines)
+    assert report_main([str(path), "--plots-dir", str(tmp_path / "p"), "--quiet"]) == 0
+    assert (tmp_path / "p" / "speedup_per_model.png").stat().st_size > 2000
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["{missing}"], "does not exist"),
+        (["{folder}"], "is a folder"),
+        (["{good}", "--baseline", "inductr"], "'inductr'"),
+        (["{good}", "--run", "r9"], "'r9'"),
+        ([], "the following arguments are required"),
+        (["{good}", "--bogus"], "--bogus"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message(write_results, tmp_path, capsys, args, message):
+    good = write_results(mixed_lines())
+    values = {"missing": tmp_path / "nope.jsonl", "folder": tmp_path, "good": good}
+    assert report_main([a.format(**values) for a in args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_reports_never_import_torch():
+    code = (
+        "import sys; import reports.cli, reports.plots, reports.load;"
+        "from reports.plots import render_plots;"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'torch_xla', 'jax', 'torchax', 'numpy_not_needed')];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
