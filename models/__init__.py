@@ -16,8 +16,17 @@ def suite_names() -> tuple[str, ...]:
 def _factories():
     from models.builtin import BuiltinSuite
     from models.faults import FaultsSuite
+    from models.huggingface_suite import HuggingFaceSuite
+    from models.timm_suite import TimmSuite
+    from models.torchbench import TorchBenchSuite
 
-    return {"builtin": BuiltinSuite, "faults": FaultsSuite}
+    return {
+        "builtin": BuiltinSuite,
+        "faults": FaultsSuite,
+        "timm": TimmSuite,
+        "huggingface": HuggingFaceSuite,
+        "torchbench": TorchBenchSuite,
+    }
 
 
 def get_suite(name: str) -> Suite:

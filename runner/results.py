@@ -38,6 +38,7 @@ STATUS_FAILED = "failed"
 STATUS_SKIPPED = "skipped"
 
 MAX_ERROR_CHARS = 4000
+MAX_BAD_LINES_LOGGED = 20
 
 
 class ResultsFileError(RuntimeError):
@@ -143,8 +144,11 @@ def read_results(path: Path) -> ResultsRead:
                 read.bad_lines.append(BadLine(str(path), numbered.lineno, "not a JSON object"))
                 continue
             read.lines.append(value)
-    for bad in read.bad_lines:
+    for bad in read.bad_lines[:MAX_BAD_LINES_LOGGED]:
         log.warning("%s line %d skipped: %s", bad.path, bad.lineno, bad.reason)
+    if len(read.bad_lines) > MAX_BAD_LINES_LOGGED:
+        log.warning("%s: %d more unreadable lines skipped", path,
+                    len(read.bad_lines) - MAX_BAD_LINES_LOGGED)
     return read
 
 

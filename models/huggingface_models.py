@@ -1,0 +1,124 @@
+"""Builds transformers models for the huggingface suite (imported in the child only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from models.base import BenchmarkModel, ModelInputs
+from models import huggingface_suite as hs
+
+IGNORED_LABEL = -100  # cross-entropy's ignore index in transformers' losses
+_DROPOUT_MARKERS = ("dropout", "pdrop", "layerdrop")
+
+# Generic shrinking for reduced configs: applied to the keys a config has.
+_REDUCED_SIZES = {
+    "num_hidden_layers": 2, "num_layers": 2, "n_layer": 2,
+    "encoder_layers": 2, "decoder_layers": 2, "num_decoder_layers": 2,
+    "hidden_size": 64, "d_model": 64, "n_embd": 64, "word_embed_proj_dim": 64,
+    "embedding_size": 32, "intra_bottleneck_size": 32, "pooler_hidden_size": 64,
+    "num_attention_heads": 2, "n_head": 2, "num_heads": 2, "attention_heads": 2,
+    "encoder_attention_heads": 2, "decoder_attention_heads": 2,
+    "intermediate_size": 128, "d_ff": 128, "ffn_dim": 128, "d_inner": 128,
+    "encoder_ffn_dim": 128, "decoder_ffn_dim": 128,
+    "dim": 64, "hidden_dim": 128, "n_layers": 2, "n_heads": 2,
+    "d_kv": 32, "vocab_size": 1024,
+    "max_position_embeddings": 128, "n_positions": 128,
+}
+
+_TOKEN_ID_KEYS = (
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "forced_eos_token_id",
+)
+
+
+def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) -> dict[str, Any]:
+    """The keyword arguments for the config class: spec settings, dropout and caches off."""
+    base = {**defaults, **spec.config}
+    settings: dict[str, Any] = dict(spec.config)
+    if reduced:
+        for key, value in _REDUCED_SIZES.items():
+            current = base.get(key)
+            if isinstance(current, int) and current > value:
+                settings[key] = value
+        settings.update(spec.reduced_config)
+        vocab_size = settings.get("vocab_size", base.get("vocab_size"))
+        for key in _TOKEN_ID_KEYS:
+            token_id = base.get(key)
+            if isinstance(token_id, int) and isinstance(vocab_size, int) and token_id >= vocab_size:
+                settings[key] = vocab_size - 1
+    for key, value in defaults.items():
+        if any(marker in key for marker in _DROPOUT_MARKERS) and (
+            value is None or isinstance(value, float)
+        ):
+            settings[key] = 0.0
+    for key in ("use_cache", "use_mems_eval", "use_mems_train"):
+        if key in defaults:
+            settings[key] = False
+    if spec.is_decoder:
+        settings["is_decoder"] = True
+    return settings
+
+
+def build_config(spec: hs.HFSpec, model_class: type, reduced: bool):
+    config_class = model_class.config_class
+    defaults = config_class().to_dict()
+    config = config_class(**config_settings(spec, defaults, reduced))
+    if spec.head == hs.SEQUENCE_CLASSIFICATION and config.pad_token_id is None:
+        # Batches above one need a pad id to find each sequence's last token; inputs never
+        # contain it, so the last position is used.
+        config.pad_token_id = config.vocab_size - 1
+    return config
+
+
+def disable_dropout(module: torch.nn.Module) -> None:
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
+            sub.p = 0.0
+
+
+def model_loss(output: Any, inputs: ModelInputs) -> torch.Tensor:
+    """The model's own loss (its labels are among the forward's keyword arguments)."""
+    return output.loss
+
+
+def build(
+    name: str, spec: hs.HFSpec, batch_size: int, sequence_length: int, reduced: bool = False
+) -> BenchmarkModel:
+    """A transformers model with seeded random weights and a seeded input factory."""
+    import transformers
+
+    model_class = getattr(transformers, spec.model_class)
+    config = build_config(spec, model_class, reduced)
+    torch.manual_seed(0)
+    module = model_class(config)
+    disable_dropout(module)
+    vocab_size = config.vocab_size
+    token_limit = vocab_size
+    if spec.head == hs.SEQUENCE_CLASSIFICATION and config.pad_token_id == vocab_size - 1:
+        token_limit = vocab_size - 1
+    shape = (batch_size, sequence_length)
+
+    def make_inputs(seed: int) -> ModelInputs:
+        generator = torch.Generator().manual_seed(seed)
+        input_ids = torch.randint(0, token_limit, shape, generator=generator)
+        kwargs: dict[str, Any] = {"input_ids": input_ids}
+        if spec.head == hs.CAUSAL_LM and spec.model_shifts_labels:
+            kwargs["labels"] = input_ids.clone()
+        elif spec.head == hs.CAUSAL_LM:
+            labels = torch.roll(input_ids, -1, dims=1)
+            labels[:, -1] = IGNORED_LABEL
+            kwargs["labels"] = labels
+        elif spec.head in (hs.MASKED_LM, hs.SEQ2SEQ):
+            kwargs["labels"] = torch.randint(0, vocab_size, shape, generator=generator)
+        elif spec.head == hs.SEQUENCE_CLASSIFICATION:
+            kwargs["labels"] = torch.randint(0, config.num_labels, (batch_size,), generator=generator)
+        elif spec.head == hs.QUESTION_ANSWERING:
+            for key in ("start_positions", "end_positions"):
+                kwargs[key] = torch.randint(0, sequence_length, (batch_size,), generator=generator)
+        else:
+            raise ValueError(f"model {name!r} has unknown head {spec.head!r}")
+        return ModelInputs((), kwargs, None)
+
+    return BenchmarkModel(name, module, make_inputs, model_loss, batch_size)

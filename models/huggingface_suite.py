@@ -1,0 +1,160 @@
+"""The huggingface suite: transformers models built from their config classes.
+
+Each model is a transformers class built from a default config (plus the few settings its
+short name stands for) with random weights: no hub, no tokenizer. Inputs are seeded token
+ids with labels that fit the model's head, so `outputs.loss` exists and is the training
+loss. Dropout is off and caches are off. transformers is imported only in `load`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from models.base import BenchmarkModel, Suite
+from models.reduced import REDUCED_MAX_BATCH_SIZE, reduced_requested
+
+MASKED_LM = "masked_lm"  # labels: a token per position
+CAUSAL_LM = "causal_lm"  # labels: the next tokens (see HFSpec.model_shifts_labels)
+SEQ2SEQ = "seq2seq"  # encoder input ids; labels: decoder tokens (decoder inputs derive from them)
+SEQUENCE_CLASSIFICATION = "sequence_classification"  # labels: a class per sequence
+QUESTION_ANSWERING = "question_answering"  # start and end positions per sequence
+HEADS = (MASKED_LM, CAUSAL_LM, SEQ2SEQ, SEQUENCE_CLASSIFICATION, QUESTION_ANSWERING)
+
+REDUCED_SEQUENCE_LENGTH = 32
+
+
+@dataclass(frozen=True)
+class HFSpec:
+    """One model: transformers class, its head, dashboard batch size, sequence length."""
+
+    model_class: str
+    head: str
+    batch_size: int
+    sequence_length: int
+    # Settings on top of the config class's defaults (what a short name stands for).
+    config: dict[str, Any] = field(default_factory=dict)
+    # Settings on top of the generic shrinking, for the reduced form.
+    reduced_config: dict[str, Any] = field(default_factory=dict)
+    # Decoder-only classes of encoder families take is_decoder=True for a causal mask.
+    is_decoder: bool = False
+    extra: bool = False  # not on the dashboard's list
+    # Most causal LMs shift labels themselves (labels = input ids); the decoder-only classes
+    # of encoder-decoder families do not, so they get the next tokens, the last one ignored.
+    model_shifts_labels: bool = True
+
+
+_ROBERTA_POSITIONS = {"max_position_embeddings": 514}  # positions start after the pad id
+
+# t5-small's setting; T5Config's defaults leave it out and shifting labels needs it.
+_T5_DECODER_START = {"decoder_start_token_id": 0}
+
+HF_MODELS: dict[str, HFSpec] = {
+    "AlbertForMaskedLM": HFSpec("AlbertForMaskedLM", MASKED_LM, 8, 512),
+    "AllenaiLongformerBase": HFSpec(
+        "LongformerForMaskedLM", MASKED_LM, 8, 1024,
+        config={"max_position_embeddings": 4098, "vocab_size": 50265, "attention_window": 512},
+        reduced_config={"attention_window": 16},
+    ),
+    "BartForCausalLM": HFSpec("BartForCausalLM", CAUSAL_LM, 8, 1024, model_shifts_labels=False),
+    "BertForMaskedLM": HFSpec("BertForMaskedLM", MASKED_LM, 32, 512),
+    "BlenderbotForCausalLM": HFSpec("BlenderbotForCausalLM", CAUSAL_LM, 32, 128, model_shifts_labels=False),
+    "BlenderbotForConditionalGeneration": HFSpec(
+        "BlenderbotForConditionalGeneration", SEQ2SEQ, 16, 128
+    ),
+    "DebertaV2ForMaskedLM": HFSpec("DebertaV2ForMaskedLM", MASKED_LM, 8, 512),
+    "DistilBertForMaskedLM": HFSpec("DistilBertForMaskedLM", MASKED_LM, 256, 128),
+    "DistillGPT2": HFSpec("GPT2LMHeadModel", CAUSAL_LM, 32, 512, config={"n_layer": 6}),
+    "ElectraForCausalLM": HFSpec("ElectraForCausalLM", CAUSAL_LM, 64, 512, is_decoder=True),
+    "GPT2ForSequenceClassification": HFSpec(
+        "GPT2ForSequenceClassification", SEQUENCE_CLASSIFICATION, 8, 1024
+    ),
+    "GPTJForCausalLM": HFSpec(
+        "GPTJForCausalLM", CAUSAL_LM, 1, 128, reduced_config={"rotary_dim": 16}
+    ),
+    "GPTJForQuestionAnswering": HFSpec(
+        "GPTJForQuestionAnswering", QUESTION_ANSWERING, 1, 128, reduced_config={"rotary_dim": 16}
+    ),
+    "GPTNeoForCausalLM": HFSpec(
+        "GPTNeoForCausalLM", CAUSAL_LM, 32, 128,
+        reduced_config={"attention_types": [[["global", "local"], 1]]},
+    ),
+    "GPTNeoForSequenceClassification": HFSpec(
+        "GPTNeoForSequenceClassification", SEQUENCE_CLASSIFICATION, 32, 128,
+        reduced_config={"attention_types": [[["global", "local"], 1]]},
+    ),
+    "GoogleFnet": HFSpec("FNetForMaskedLM", MASKED_LM, 32, 512),
+    "LayoutLMForMaskedLM": HFSpec("LayoutLMForMaskedLM", MASKED_LM, 32, 512),
+    "M2M100ForConditionalGeneration": HFSpec("M2M100ForConditionalGeneration", SEQ2SEQ, 64, 128),
+    "MBartForCausalLM": HFSpec("MBartForCausalLM", CAUSAL_LM, 8, 1024, model_shifts_labels=False),
+    "MT5ForConditionalGeneration": HFSpec("MT5ForConditionalGeneration", SEQ2SEQ, 32, 128),
+    "MegatronBertForCausalLM": HFSpec(
+        "MegatronBertForCausalLM", CAUSAL_LM, 16, 512, is_decoder=True
+    ),
+    "MobileBertForMaskedLM": HFSpec(
+        "MobileBertForMaskedLM", MASKED_LM, 256, 128,
+        reduced_config={"num_feedforward_networks": 1},
+    ),
+    "OPTForCausalLM": HFSpec("OPTForCausalLM", CAUSAL_LM, 4, 2048),
+    "PLBartForCausalLM": HFSpec("PLBartForCausalLM", CAUSAL_LM, 16, 1024, model_shifts_labels=False),
+    "PegasusForCausalLM": HFSpec("PegasusForCausalLM", CAUSAL_LM, 128, 128, model_shifts_labels=False),
+    "RobertaForCausalLM": HFSpec(
+        "RobertaForCausalLM", CAUSAL_LM, 32, 512, config=_ROBERTA_POSITIONS, is_decoder=True
+    ),
+    "T5ForConditionalGeneration": HFSpec(
+        "T5ForConditionalGeneration", SEQ2SEQ, 8, 1024, config=_T5_DECODER_START
+    ),
+    # T5Config's defaults are t5-small's sizes, so T5Small is T5ForConditionalGeneration's
+    # network; the dashboard tracks both names.
+    "T5Small": HFSpec("T5ForConditionalGeneration", SEQ2SEQ, 8, 1024, config=_T5_DECODER_START),
+    "TrOCRForCausalLM": HFSpec("TrOCRForCausalLM", CAUSAL_LM, 64, 256, model_shifts_labels=False),
+    "XGLMForCausalLM": HFSpec("XGLMForCausalLM", CAUSAL_LM, 32, 128),
+    "XLNetLMHeadModel": HFSpec("XLNetLMHeadModel", MASKED_LM, 16, 512),
+    "YituTechConvBert": HFSpec("ConvBertForMaskedLM", MASKED_LM, 32, 512),
+    # Encoder-decoder forms of families the dashboard tracks only as decoders.
+    "BartForConditionalGeneration": HFSpec(
+        "BartForConditionalGeneration", SEQ2SEQ, 8, 1024, extra=True
+    ),
+    "MBartForConditionalGeneration": HFSpec(
+        "MBartForConditionalGeneration", SEQ2SEQ, 8, 1024, extra=True
+    ),
+    "PegasusForConditionalGeneration": HFSpec(
+        "PegasusForConditionalGeneration", SEQ2SEQ, 32, 128, extra=True
+    ),
+}
+
+
+class HuggingFaceSuite(Suite):
+    """transformers models from configs; `reduced=True` builds small versions."""
+
+    name = "huggingface"
+
+    def __init__(self, reduced: Optional[bool] = None) -> None:
+        self.reduced = reduced_requested(reduced)
+
+    def model_names(self) -> list[str]:
+        return list(HF_MODELS)
+
+    def default_batch_size(self, model_name: str) -> int:
+        self.check_model(model_name)
+        batch_size = HF_MODELS[model_name].batch_size
+        return min(batch_size, REDUCED_MAX_BATCH_SIZE) if self.reduced else batch_size
+
+    def sequence_length(self, model_name: str) -> int:
+        """Tokens per sequence (encoder and decoder alike)."""
+        self.check_model(model_name)
+        if self.reduced:
+            return REDUCED_SEQUENCE_LENGTH
+        return HF_MODELS[model_name].sequence_length
+
+    def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
+        self.check_model(model_name)
+        from models import huggingface_models
+
+        return huggingface_models.build(
+            model_name,
+            HF_MODELS[model_name],
+            batch_size or self.default_batch_size(model_name),
+            self.sequence_length(model_name),
+            reduced=self.reduced,
+        )

@@ -1,0 +1,190 @@
+"""The huggingface suite: every model builds from its config, reduced models run and train."""
+
+from __future__ import annotations
+
+import pytest
+
+from models import get_suite
+from models.base import UnknownModelError
+from models.huggingface_suite import (
+    HEADS, HF_MODELS, QUESTION_ANSWERING, REDUCED_SEQUENCE_LENGTH, SEQ2SEQ,
+    SEQUENCE_CLASSIFICATION, HuggingFaceSuite,
+)
+from tests.models.conftest import eval_forward, run_listing_without_torch, train_step
+
+ENCODER, DECODER, ENCODER_DECODER = "BertForMaskedLM", "DistillGPT2", "T5Small"
+
+
+@pytest.fixture(scope="module")
+def reduced_suite() -> HuggingFaceSuite:
+    return HuggingFaceSuite(reduced=True)
+
+
+def test_lists_thirty_or_more_models_across_families():
+    names = HuggingFaceSuite(reduced=False).model_names()
+    assert len(names) >= 30
+    assert all("/" not in name for name in names)  # hub checkpoints do not apply
+    for family in ("Bert", "Albert", "DistilBert", "Roberta", "Electra", "GPT2", "OPT", "T5",
+                   "Bart", "MBart", "Pegasus", "XLNet"):
+        assert any(name.startswith(family) for name in names), family
+    for short_name in ("T5Small", "DistillGPT2", "GoogleFnet", "YituTechConvBert", "AllenaiLongformerBase"):
+        assert short_name in names
+    assert {spec.head for spec in HF_MODELS.values()} == set(HEADS)
+
+
+def test_batch_sizes_and_sequence_lengths():
+    suite = HuggingFaceSuite(reduced=False)
+    assert suite.default_batch_size("DistilBertForMaskedLM") == 256
+    assert suite.default_batch_size("GPTJForCausalLM") == 1
+    assert suite.sequence_length("OPTForCausalLM") == 2048
+    reduced = HuggingFaceSuite(reduced=True)
+    assert reduced.default_batch_size("DistilBertForMaskedLM") == 4
+    assert reduced.sequence_length("OPTForCausalLM") == REDUCED_SEQUENCE_LENGTH
+
+
+def test_unknown_model_is_named_in_the_error():
+    with pytest.raises(UnknownModelError, match="NoSuchModel"):
+        HuggingFaceSuite(reduced=True).load("NoSuchModel", "eval", 1)
+
+
+def test_listing_does_not_import_torch_or_transformers():
+    listed = run_listing_without_torch("huggingface")
+    assert listed["heavy"] == []
+    assert listed["names"] == list(HF_MODELS)
+
+
+@pytest.mark.parametrize("name", list(HF_MODELS))
+def test_every_model_builds_reduced_and_computes_its_loss(reduced_suite, name):
+    import torch
+
+    bench = reduced_suite.load(name, "eval", 2)
+    assert bench.batch_size == 2
+    config = bench.module.config
+    assert config.hidden_size <= 64 and config.vocab_size <= 1024
+    output = eval_forward(bench)
+    loss = bench.loss_fn(output, bench.make_inputs(0))
+    assert loss.ndim == 0 and torch.isfinite(loss)
+
+
+@pytest.mark.parametrize("name", [ENCODER, DECODER, ENCODER_DECODER])
+def test_eval_forward_gives_token_logits(reduced_suite, name):
+    bench = reduced_suite.load(name, "eval", 2)
+    output = eval_forward(bench)
+    vocab = bench.module.config.vocab_size
+    assert tuple(output.logits.shape) == (2, REDUCED_SEQUENCE_LENGTH, vocab)
+    assert output.loss is not None
+
+
+@pytest.mark.parametrize("name", [ENCODER, DECODER, ENCODER_DECODER])
+def test_train_step_gives_gradients(reduced_suite, name):
+    import torch
+
+    bench = reduced_suite.load(name, "train", 2)
+    loss, grads = train_step(bench)
+    assert torch.isfinite(loss)
+    with_grad = [n for n, g in grads.items() if g is not None and float(g.abs().sum()) > 0]
+    assert len(with_grad) >= 0.9 * len(grads)
+
+
+def test_train_mode_is_deterministic_with_dropout_off(reduced_suite):
+    import torch
+
+    bench = reduced_suite.load(ENCODER_DECODER, "train", 2)
+    inputs = bench.make_inputs(0)
+    bench.module.train(True)
+    first = bench.module(**inputs.kwargs).logits
+    second = bench.module(**inputs.kwargs).logits
+    assert torch.equal(first, second)
+    config = bench.module.config.to_dict()
+    dropouts = {k: v for k, v in config.items() if "dropout" in k and isinstance(v, float)}
+    assert dropouts and all(v == 0.0 for v in dropouts.values())
+    assert config["use_cache"] is False
+
+
+def test_inputs_are_deterministic_from_the_seed(reduced_suite):
+    import torch
+
+    bench = reduced_suite.load(ENCODER, "eval", 2)
+    first, again, other = bench.make_inputs(3), bench.make_inputs(3), bench.make_inputs(4)
+    for key in ("input_ids", "labels"):
+        assert torch.equal(first.kwargs[key], again.kwargs[key])
+    assert not torch.equal(first.kwargs["input_ids"], other.kwargs["input_ids"])
+
+
+def test_weights_are_seeded(reduced_suite):
+    import torch
+
+    one = reduced_suite.load(DECODER, "eval", 1).module.state_dict()
+    two = reduced_suite.load(DECODER, "eval", 1).module.state_dict()
+    assert all(torch.equal(one[k], two[k]) for k in one)
+
+
+def test_labels_fit_each_head(reduced_suite):
+    for name, spec in HF_MODELS.items():
+        if spec.head not in (SEQUENCE_CLASSIFICATION, QUESTION_ANSWERING, SEQ2SEQ):
+            continue
+        bench = reduced_suite.load(name, "eval", 3)
+        kwargs = bench.make_inputs(0).kwargs
+        if spec.head == SEQUENCE_CLASSIFICATION:
+            assert kwargs["labels"].shape == (3,)
+            assert int(kwargs["labels"].max()) < bench.module.config.num_labels
+            assert bench.module.config.pad_token_id not in kwargs["input_ids"]
+        elif spec.head == QUESTION_ANSWERING:
+            for key in ("start_positions", "end_positions"):
+                assert int(kwargs[key].max()) < REDUCED_SEQUENCE_LENGTH
+        else:
+            assert kwargs["labels"].shape == (3, REDUCED_SEQUENCE_LENGTH)
+
+
+def test_full_size_configs_keep_the_family_defaults():
+    from models.huggingface_models import build_config
+
+    import transformers
+
+    spec = HF_MODELS["DistillGPT2"]
+    config = build_config(spec, transformers.GPT2LMHeadModel, reduced=False)
+    assert (config.n_layer, config.n_embd, config.vocab_size) == (6, 768, 50257)
+    assert config.resid_pdrop == 0.0 and config.use_cache is False
+
+
+def test_every_model_constructs_at_full_size_on_the_meta_device():
+    """Full default configs, GPT-J's six billion parameters included, without memory."""
+    import torch
+    import transformers
+
+    from models.huggingface_models import build_config
+
+    for name, spec in HF_MODELS.items():
+        model_class = getattr(transformers, spec.model_class)
+        config = build_config(spec, model_class, reduced=False)
+        with torch.device("meta"):
+            model = model_class(config)
+        assert sum(p.numel() for p in model.parameters()) > 10_000_000, name
+        positions = getattr(config, "max_position_embeddings", None)
+        if not isinstance(positions, int) or positions <= 0:  # XLNet: relative, -1
+            continue
+        if spec.model_class.startswith(("Roberta", "Longformer")):
+            positions -= config.pad_token_id + 1  # positions start after the pad id
+        assert spec.sequence_length <= positions, name
+
+
+def test_registered_under_its_name():
+    assert get_suite("huggingface").name == "huggingface"
+
+
+def test_causal_lm_losses_are_next_token_predictions(reduced_suite):
+    """Whether the model shifts labels itself or not, its loss scores the next token."""
+    import torch
+    from torch.nn import functional as F
+
+    from models.huggingface_suite import CAUSAL_LM
+
+    for name, spec in HF_MODELS.items():
+        if spec.head != CAUSAL_LM:
+            continue
+        bench = reduced_suite.load(name, "eval", 2)
+        inputs = bench.make_inputs(0)
+        output = eval_forward(bench)
+        tokens = inputs.kwargs["input_ids"]
+        expected = F.cross_entropy(output.logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
+        assert torch.allclose(output.loss, expected, atol=1e-5), name
