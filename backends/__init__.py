@@ -13,9 +13,13 @@ def all_backends() -> tuple[Backend, ...]:
     from backends.debug_perturb import DebugPerturbBackend, debug_stacks_enabled
     from backends.dynamo import DynamoBackend
     from backends.eager import EagerBackend
+    from backends.openxla import OpenXlaBackend
+    from backends.torchax import TorchaxBackend
+    from backends.xla_lazy import XlaLazyBackend
 
     debug = (DebugPerturbBackend(),) if debug_stacks_enabled() else ()
-    return (EagerBackend(), *debug, DynamoBackend())
+    return (TorchaxBackend(), XlaLazyBackend(), OpenXlaBackend(), EagerBackend(), *debug,
+            DynamoBackend())
 
 
 def backend_for(experiment: ExperimentConfig) -> Optional[Backend]:

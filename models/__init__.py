@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from models.base import Suite, UnknownModelError, SuiteUnavailableError
 
 
@@ -29,10 +31,13 @@ def _factories():
     }
 
 
-def get_suite(name: str) -> Suite:
+def get_suite(name: str, torchbench_dir: Optional[str] = None) -> Suite:
+    """The suite called `name`; `torchbench_dir` locates a TorchBench checkout."""
     factories = _factories()
     if name not in factories:
         raise UnknownSuiteError(
             f"unknown suite {name!r}; available suites: {', '.join(factories)}"
         )
+    if name == "torchbench":
+        return factories[name](torchbench_dir=torchbench_dir)
     return factories[name]()

@@ -16,7 +16,13 @@ from typing import Optional, Sequence
 
 import psutil
 
-from models import UnknownSuiteError, get_suite, suite_names
+from models import (
+    SuiteUnavailableError,
+    UnknownModelError,
+    UnknownSuiteError,
+    get_suite,
+    suite_names,
+)
 from runner.config import (
     ACCELERATORS,
     IR_FORMATS,
@@ -103,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     what = parser.add_argument_group("what to run")
     what.add_argument("--suite-name", default="builtin",
                       help=f"model suite: {', '.join(suite_names())}")
+    what.add_argument("--torchbench-dir",
+                      help="TorchBench checkout for --suite-name=torchbench "
+                           "(default: $TORCHBENCH_DIR or an importable torchbenchmark)")
     what.add_argument("--accelerator", action="append", choices=ACCELERATORS,
                       help="(repeatable) device to run on; default: every one present")
     what.add_argument("--xla", action="append", type=choice_or_none((None, "PJRT"), "--xla"),
@@ -269,15 +278,25 @@ def default_memory_limit() -> int:
     return int(psutil.virtual_memory().total * 0.9)
 
 
-def list_models(suite_name: str) -> int:
-    suite = get_suite(suite_name)
+def list_models(args: argparse.Namespace) -> int:
+    suite = get_suite(args.suite_name, torchbench_dir=torchbench_dir(args))
     for name in suite.model_names():
         print(f"{name}\t{suite.default_batch_size(name)}")
     return 0
 
 
+def torchbench_dir(args: argparse.Namespace) -> Optional[str]:
+    if not args.torchbench_dir:
+        return None
+    path = Path(args.torchbench_dir).expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(f"--torchbench-dir {args.torchbench_dir!r} is not a folder")
+    return str(path)
+
+
 def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    suite = get_suite(args.suite_name)
+    tb_dir = torchbench_dir(args)
+    suite = get_suite(args.suite_name, torchbench_dir=tb_dir)
     results_path = Path(args.output_dirname) / args.output_basename
     if results_path.is_dir():
         raise UsageError(f"--output-basename {args.output_basename!r} names a folder")
@@ -310,6 +329,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                 else default_memory_limit()),
             print_subprocess=args.print_subprocess,
             log_level=args.log_level.upper(),
+            extra_environment={"TORCHBENCH_DIR": tb_dir} if tb_dir else {},
         ),
         settings,
     )
@@ -349,8 +369,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
     try:
         if args.list_models:
-            return list_models(args.suite_name)
+            return list_models(args)
         return run_sweep(args, argv)
-    except (UsageError, MatrixError, UnknownSuiteError, ResultsFileError) as error:
+    except (UsageError, MatrixError, UnknownSuiteError, ResultsFileError,
+            SuiteUnavailableError, UnknownModelError) as error:
         print(f"experiment-runner: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

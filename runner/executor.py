@@ -28,7 +28,7 @@ from runner.config import RunSettings
 from runner.matrix import PlannedExperiment
 from runner.observers.layout import clear_dumps
 from runner.observers.rules import observability_environment
-from runner.results import STATUS_FAILED, STATUS_OK, bounded, make_line
+from runner.results import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, bounded, make_line
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ class ExecutorOptions:
     memory_limit_bytes: Optional[int] = None
     print_subprocess: bool = False
     log_level: str = "WARNING"
+    extra_environment: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -162,6 +163,7 @@ class ExperimentExecutor:
             python_path.append(environment["PYTHONPATH"])
         environment["PYTHONPATH"] = os.pathsep.join(python_path)
         environment["EXPERIMENT_RUNNER_LOG_LEVEL"] = self.options.log_level
+        environment.update(self.options.extra_environment)
         # A fresh compile cache per child keeps cold-start latency honest.
         environment["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
         environment["TRITON_CACHE_DIR"] = str(scratch / "triton")
@@ -280,6 +282,12 @@ def line_from_outcome(
     if peak:
         metrics["peak_host_memory_bytes"] = peak
     metrics["wall_time"] = outcome.wall_seconds
+    if result.get("status") == STATUS_SKIPPED:
+        extra = dict(run_fields, experiment_id=planned.experiment_id,
+                     skip_reason=result.get("skip_reason"))
+        return make_line(planned.model, planned.experiment, settings, metrics=metrics,
+                         status=STATUS_SKIPPED, verification_code="VERIFIER_SKIPPED",
+                         environment=result.get("environment"), extra=extra)
     succeeded = (
         result.get("status") == STATUS_OK
         and not outcome.timed_out

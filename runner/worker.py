@@ -51,6 +51,10 @@ class WorkerSpec:
         )
 
 
+class ModelCannotRun(Exception):
+    """The model does not support this configuration: a skip, not a failure."""
+
+
 def environment_record() -> dict[str, Any]:
     """What a reader needs to trust and reproduce a line."""
     from runner.probe import installed_packages
@@ -68,7 +72,7 @@ def environment_record() -> dict[str, Any]:
         if name in packages:
             record[name] = packages[name]
     variables = ("PJRT_DEVICE", "XLA_FLAGS", "JAX_PLATFORMS", "XLA_DISABLE_FUNCTIONALIZATION",
-                 "CUDA_VISIBLE_DEVICES")
+                 "CUDA_VISIBLE_DEVICES", "EXPERIMENT_RUNNER_SMALL_MODELS", "TORCHBENCH_DIR")
     record["variables"] = {name: os.environ[name] for name in variables if name in os.environ}
     return record
 
@@ -89,7 +93,11 @@ def run_experiment(spec: WorkerSpec, result: dict[str, Any]) -> None:
     torch.manual_seed(spec.settings.seed)
     torch.set_float32_matmul_precision(spec.experiment.matmul_precision)
     suite = get_suite(spec.model.suite_name)
-    bench = suite.load(spec.model.model_name, spec.experiment.test, spec.experiment.batch_size)
+    try:
+        bench = suite.load(spec.model.model_name, spec.experiment.test, spec.experiment.batch_size)
+    except NotImplementedError as error:
+        raise ModelCannotRun(f"{spec.model.model_name} does not implement {spec.experiment.test}: "
+                             f"{error}") from error
     backend = backends.backend_for(spec.experiment)
     if backend is None:
         raise RuntimeError(backends.no_backend_reason(spec.experiment))
@@ -174,6 +182,9 @@ def main(argv: list[str]) -> int:
     try:
         run_experiment(spec, result)
         result["status"] = "ok"
+    except ModelCannotRun as skip:
+        result["status"] = "skipped"
+        result["skip_reason"] = str(skip)
     except BaseException as error:  # everything the child hits is reported, not lost
         result["status"] = "failed"
         result["exception"] = f"{type(error).__name__}: {error}"

@@ -1,0 +1,51 @@
+"""torchax (formerly torch_xla2): torch modules run as JAX functions on JAX's PJRT runtime."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from backends.base import Backend, HostCapabilities, PreparedModel
+from backends.xla_common import torchax_environment, torchax_reason
+from runner.config import ExperimentConfig, RunSettings
+
+TORCHAX_MODES = ("extract_jax", "torch_export")
+TORCHAX_OPTIMIZERS = (None, "sgd", "adam")
+
+
+class TorchaxBackend(Backend):
+    """torch_xla2=extract_jax or torch_export: one jitted JAX function per experiment."""
+
+    name = "torchax"
+
+    def handles(self, experiment: ExperimentConfig) -> bool:
+        return experiment.torch_xla2 is not None
+
+    def invalid_reason(
+        self, experiment: ExperimentConfig, host: HostCapabilities
+    ) -> Optional[str]:
+        mode = experiment.torch_xla2
+        if mode not in TORCHAX_MODES:
+            return f"torch_xla2={mode} is unknown; expected one of {', '.join(TORCHAX_MODES)}"
+        if experiment.xla is not None or experiment.dynamo is not None:
+            return (
+                f"torch_xla2 runs without xla and dynamo "
+                f"(got xla={experiment.xla}, dynamo={experiment.dynamo})"
+            )
+        if experiment.optimizer not in TORCHAX_OPTIMIZERS:
+            return f"torch_xla2={mode} has no optimizer {experiment.optimizer!r}"
+        if mode == "torch_export" and experiment.precision == "amp":
+            return (
+                "torch_xla2=torch_export runs the exported ATen graph as it is and cannot "
+                "autocast; use --precision=bf16 or torch_xla2=extract_jax"
+            )
+        return torchax_reason(experiment, host)
+
+    def child_environment(
+        self, experiment: ExperimentConfig, settings: RunSettings
+    ) -> dict[str, str]:
+        return torchax_environment(experiment)
+
+    def prepare(self, bench, experiment: ExperimentConfig, settings: RunSettings) -> PreparedModel:
+        from backends.torchax_runtime import TorchaxPreparedModel
+
+        return TorchaxPreparedModel(bench, experiment)

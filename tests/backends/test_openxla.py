@@ -1,0 +1,46 @@
+"""torch.compile(backend="openxla") on the XLA device, end to end on CPU."""
+
+from __future__ import annotations
+
+import torch
+
+from backends.base import HostCapabilities
+from backends.openxla import OpenXlaBackend
+from runner.config import ExperimentConfig
+from tests.backends.conftest import assert_per_run, describe_failures
+from tests.backends.test_xla_lazy import XLA_METRICS
+
+HOST = HostCapabilities(
+    torch_version=torch.__version__, packages={"torch_xla": torch.__version__.split("+")[0]},
+    dynamo_backends=("inductor", "openxla", "openxla_eval"),
+)
+
+
+def openxla(dynamo="openxla", test="eval") -> ExperimentConfig:
+    return ExperimentConfig("cpu", "PJRT", dynamo, None, test)
+
+
+def test_rejects_dynamo_backends_that_do_not_target_xla():
+    reason = OpenXlaBackend().invalid_reason(openxla("inductor"), HOST)
+    assert reason == ("dynamo=inductor does not compile for the XLA device; "
+                      "with xla=PJRT use dynamo=openxla")
+    assert "inference only" in OpenXlaBackend().invalid_reason(openxla("openxla_eval", "train"), HOST)
+    assert OpenXlaBackend().invalid_reason(openxla(), HOST) is None
+    assert OpenXlaBackend().invalid_reason(openxla("openxla_eval"), HOST) is None
+
+
+def test_mlp_eval_and_train_write_xla_metrics(sweep):
+    lines = sweep("--xla=PJRT", "--dynamo=openxla", "--test=eval", "--test=train", "-k", "^mlp$")
+    assert len(lines) == 2
+    assert not describe_failures(lines), describe_failures(lines)
+    for line in lines:
+        assert line["experiment"]["dynamo"] == "openxla"
+        assert_per_run(line["metrics"], XLA_METRICS, runs=2)
+        assert all(n >= 1 for n in line["metrics"]["xla_ExecuteTime_number"])
+        assert line["environment"]["variables"]["PJRT_DEVICE"] == "CPU"
+
+
+def test_every_builtin_model_runs_in_eval(sweep):
+    lines = sweep("--xla=PJRT", "--dynamo=openxla", "--test=eval", "-x", "^mlp$")
+    assert len(lines) == 2
+    assert not describe_failures(lines), describe_failures(lines)

@@ -1,0 +1,112 @@
+"""torchax on JAX (torch_xla2=extract_jax / torch_export), end to end on CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from backends.base import HostCapabilities
+from backends.torchax import TorchaxBackend
+from runner.config import ExperimentConfig, RunSettings
+from tests.backends.conftest import assert_per_run, by_key, describe_failures
+from tests.conftest import PROJECT_ROOT, cli_environment
+
+JAX_METRICS = ("jax_compile_count", "jax_compile_time_s", "jax_jit_cache_size")
+HOST = HostCapabilities(
+    torch_version=torch.__version__,
+    packages={"torchax": "0.0.13", "jax": "0.10.2", "jaxlib": "0.10.2"},
+)
+
+
+def torchax(mode="extract_jax", test="eval", **kwargs) -> ExperimentConfig:
+    return ExperimentConfig(kwargs.pop("accelerator", "cpu"), kwargs.pop("xla", None),
+                            kwargs.pop("dynamo", None), mode, test, **kwargs)
+
+
+def test_rejects_xla_dynamo_and_autocast_of_exported_graphs():
+    backend = TorchaxBackend()
+    assert backend.invalid_reason(torchax(), HOST) is None
+    assert backend.invalid_reason(torchax("torch_export", "train"), HOST) is None
+    assert backend.invalid_reason(torchax(precision="amp"), HOST) is None
+    assert "runs without xla and dynamo" in backend.invalid_reason(torchax(xla="PJRT"), HOST)
+    assert "runs without xla and dynamo" in backend.invalid_reason(
+        torchax(dynamo="inductor"), HOST)
+    assert "cannot autocast" in backend.invalid_reason(
+        torchax("torch_export", precision="amp"), HOST)
+
+
+def test_child_environment_picks_the_jax_platform_and_flags():
+    backend, settings = TorchaxBackend(), RunSettings()
+    assert backend.child_environment(torchax(), settings) == {"JAX_PLATFORMS": "cpu"}
+    assert backend.child_environment(torchax(accelerator="cuda", xla_flags="--a=1"), settings) == {
+        "JAX_PLATFORMS": "cuda", "XLA_FLAGS": "--a=1"}
+
+
+def test_mlp_both_modes_eval_and_train_write_jax_metrics(sweep, tmp_path):
+    dump = tmp_path / "jax-dump"
+    lines = sweep("--torch-xla2=extract_jax", "--torch-xla2=torch_export", "--test=eval",
+                  "--test=train", "-k", "^mlp$", f"--xla-flags=--xla_dump_to={dump}")
+    assert len(lines) == 4
+    assert not describe_failures(lines), describe_failures(lines)
+    for line in lines:
+        metrics = line["metrics"]
+        assert_per_run(metrics, JAX_METRICS + ("per_iter_time",), runs=2)
+        # One jitted function compiled once, in the warm-up: the steady state compiles nothing.
+        assert metrics["jax_compile_count"] == [0, 0], metrics
+        assert metrics["jax_jit_cache_size"] == [1, 1], metrics
+        assert metrics["jax_compile_count_total"] >= 1
+        assert metrics["jax_compile_time_total_s"] > 0
+        assert metrics["cold_start_time"] > max(metrics["per_iter_time"])
+        assert line["environment"]["variables"]["JAX_PLATFORMS"] == "cpu"
+        assert line["environment"]["torchax"] and line["environment"]["jax"]
+    assert dump.is_dir() and any(dump.iterdir())
+
+
+def test_every_builtin_model_trains_with_extract_jax(sweep):
+    lines = sweep("--torch-xla2=extract_jax", "--test=train", "-x", "^mlp$")
+    assert {line["model"]["model_name"] for line in lines} == {"cnn", "transformer_block"}
+    assert not describe_failures(lines), describe_failures(lines)
+
+
+PARITY = """
+import json, sys
+import torch
+from models import builtin_models
+from runner.config import ExperimentConfig
+from backends.torch_native import TorchPreparedModel
+from backends.torchax_runtime import TorchaxPreparedModel
+
+name, mode, test = sys.argv[1:4]
+inputs = builtin_models.build(name, 4).make_inputs(7)
+eager = TorchPreparedModel(builtin_models.build(name, 4),
+                           ExperimentConfig("cpu", None, None, None, test), torch.device("cpu"))
+jaxed = TorchaxPreparedModel(builtin_models.build(name, 4),
+                             ExperimentConfig("cpu", None, None, mode, test))
+expected = eager.result_to_host(eager.step(eager.inputs_to_device(inputs)))
+got = jaxed.result_to_host(jaxed.step(jaxed.inputs_to_device(inputs)))
+if test == "train":
+    assert set(got) == {"loss", "gradients"} and set(got["gradients"]) == set(expected["gradients"])
+    errors = {k: float((expected["gradients"][k] - v).abs().max()) for k, v in got["gradients"].items()}
+    errors["loss"] = float((expected["loss"] - got["loss"]).abs())
+else:
+    assert isinstance(got, torch.Tensor) and got.shape == expected.shape
+    errors = {"output": float((expected - got).abs().max())}
+print(json.dumps(errors))
+"""
+
+
+@pytest.mark.parametrize("mode", ["extract_jax", "torch_export"])
+def test_cnn_gradients_match_eager_through_max_pooling(mode):
+    """JAX differentiates torchax's max pooling only through the runner's override."""
+    completed = subprocess.run(
+        [sys.executable, "-c", PARITY, "cnn", mode, "train"], capture_output=True, text=True,
+        env={**cli_environment(), "JAX_PLATFORMS": "cpu"}, cwd=str(PROJECT_ROOT), timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    errors = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert len(errors) > 1
+    assert max(errors.values()) < 1e-4, errors

@@ -1,0 +1,89 @@
+"""The model suites through the real runner: timm, Hugging Face, TorchBench, precisions."""
+
+import subprocess
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT, CliRun, cli_command, cli_environment
+
+FAKE_TORCHBENCH = PROJECT_ROOT / "tests" / "fixtures" / "fake_torchbench"
+BASE = ["--accelerator=cpu", "--xla=None", "--repeat=2", "--warmup=1"]
+
+
+def sweep(output, *args, small=True):
+    environment = cli_environment()
+    if small:
+        environment["EXPERIMENT_RUNNER_SMALL_MODELS"] = "1"
+    completed = subprocess.run(cli_command(output, *BASE, *args), capture_output=True,
+                               text=True, env=environment, timeout=1200)
+    assert completed.returncode == 0, completed.stderr
+    return CliRun(0, completed.stdout, completed.stderr, output).lines()
+
+
+def by_key(lines):
+    return {(l["model"]["model_name"], l["experiment"]["dynamo"], l["experiment"]["test"]): l
+            for l in lines}
+
+
+@pytest.fixture(scope="module")
+def suite_lines(tmp_path_factory):
+    output = tmp_path_factory.mktemp("suites")
+    timm = sweep(output / "timm", "--suite-name=timm", "-k", "^deit_tiny", "--dynamo=None",
+                 "--dynamo=inductor", "--test=eval", "--test=train")
+    hf = sweep(output / "hf", "--suite-name=huggingface", "-k", "^BertForMaskedLM$",
+               "-k", "^DistillGPT2$", "-k", "^T5Small$", "--dynamo=None", "--dynamo=inductor",
+               "--test=eval", "--test=train")
+    return timm, hf
+
+
+def test_timm_model_runs_eager_and_inductor_in_eval_and_train(suite_lines):
+    timm, _ = suite_lines
+    lines = by_key(timm)
+    assert set(lines) == {("deit_tiny_patch16_224", d, t)
+                          for d in (None, "inductor") for t in ("eval", "train")}
+    for line in lines.values():
+        assert line["status"] == "ok", line["metrics"].get("error")
+        assert line["batch_size_used"] == 4  # the reduced cap, recorded as used
+        assert line["environment"]["variables"]["EXPERIMENT_RUNNER_SMALL_MODELS"] == "1"
+
+
+def test_encoder_decoder_and_encoder_decoder_models_run(suite_lines):
+    _, hf = suite_lines
+    lines = by_key(hf)
+    assert len(lines) == 12
+    failed = {k: l["metrics"].get("error", "")[:300] for k, l in lines.items() if l["status"] != "ok"}
+    assert not failed
+    for line in lines.values():
+        assert all(t > 0 for t in line["metrics"]["per_iter_time"])
+
+
+def test_torchbench_adapter_runs_and_writes_the_skip_as_a_line(tmp_path):
+    lines = sweep(tmp_path / "tb", "--suite-name=torchbench", f"--torchbench-dir={FAKE_TORCHBENCH}",
+                  "--dynamo=None", "--test=eval", "--test=train", small=False)
+    statuses = {(l["model"]["model_name"], l["experiment"]["test"]): l["status"] for l in lines}
+    skipped = [l for l in lines if l["status"] == "skipped"]
+    assert len(lines) == 4 and len(skipped) == 1
+    assert skipped[0]["skip_reason"] and skipped[0]["verification_code"] == "VERIFIER_SKIPPED"
+    assert sum(s == "ok" for s in statuses.values()) == 3
+
+
+def test_a_missing_torchbench_dir_is_named(tmp_path):
+    completed = subprocess.run(
+        cli_command(tmp_path / "o", "--suite-name=torchbench", f"--torchbench-dir={tmp_path}/nope",
+                    "--dry-run"),
+        capture_output=True, text=True, env=cli_environment(), timeout=120)
+    assert completed.returncode == 2
+    assert "nope" in completed.stderr and "Traceback" not in completed.stderr
+
+
+def test_every_precision_and_an_optimizer_on_one_model(tmp_path):
+    lines = sweep(tmp_path / "p", "-k", "^mlp$", "--dynamo=None", "--test=train",
+                  "--precision=fp32", "--precision=bf16", "--precision=fp16", "--precision=amp",
+                  "--optimizer=sgd", "--batch-size=4", "--batch-size=8", "--verify")
+    assert len(lines) == 8
+    for line in lines:
+        assert line["status"] == "ok", line["metrics"].get("error")
+        assert line["experiment"]["optimizer"] == "sgd"
+        assert line["batch_size_used"] == line["experiment"]["batch_size"]
+        assert line["verification_code"] == "PASS", line.get("verification_reason")
+    assert {l["experiment"]["precision"] for l in lines} == {"fp32", "bf16", "fp16", "amp"}
