@@ -1,5 +1,6 @@
 """Observability flags end to end: real sweeps in real children, files parsed."""
 
+import importlib.util
 import json
 import subprocess
 from pathlib import Path
@@ -118,3 +119,76 @@ def test_a_rerun_clears_the_old_dumps(torch_sweep, tmp_path):
                                env=cli_environment())
     assert completed.returncode == 0, completed.stderr
     assert not stale.exists()
+
+
+XLA_FLAGS_UNDER_TEST = [
+    "--dump-hlo", "--save-ir-format=stablehlo", "--dump-pytorch-xla-metrics",
+    "--profile-cuda-cpu", "--dump-pytorch-profiles", "--dump-dynamo-counters",
+]
+
+
+@pytest.fixture(scope="module")
+def xla_sweep(tmp_path_factory):
+    """PyTorch/XLA lazy, openxla and torchax with the XLA flags."""
+    for package in ("torch_xla", "torchax", "jax"):
+        if importlib.util.find_spec(package) is None:
+            pytest.skip(f"{package} is not installed")
+    output = tmp_path_factory.mktemp("observe-xla") / "output"
+    common = ["-k", "^mlp$", "--accelerator=cpu", "--test=eval", "--repeat=2", "--warmup=1",
+              "--xla-flags=--xla_cpu_enable_fast_math=false", *XLA_FLAGS_UNDER_TEST]
+    for stack in (["--xla=PJRT", "--dynamo=None", "--dynamo=openxla"],
+                  ["--torch-xla2=extract_jax"]):
+        completed = subprocess.run(cli_command(output, *stack, *common), capture_output=True,
+                                   text=True, timeout=900, env=cli_environment())
+        assert completed.returncode == 0, completed.stderr
+    run = CliRun(0, "", "", output)
+    lines = {}
+    for line in run.lines():
+        experiment = line["experiment"]
+        lines["torchax" if experiment["torch_xla2"] else experiment["dynamo"] or "lazy"] = line
+    return run, lines
+
+
+def test_xla_stacks_succeed(xla_sweep):
+    _, lines = xla_sweep
+    assert sorted(lines) == ["lazy", "openxla", "torchax"]
+    for line in lines.values():
+        assert line["status"] == "ok", line["metrics"].get("error")
+
+
+def test_hlo_dump_keeps_the_experiments_xla_flags(xla_sweep):
+    run, lines = xla_sweep
+    for line in lines.values():
+        flags = line["environment"]["variables"]["XLA_FLAGS"]
+        assert flags.startswith("--xla_cpu_enable_fast_math=false --xla_dump_to=")
+        modules = list((folder(run, line) / "hlo").glob("*before_optimizations.txt"))
+        assert modules, line["experiment"]
+        assert all("HloModule" in path.read_text() for path in modules)
+
+
+def test_stablehlo_holds_a_module(xla_sweep):
+    run, lines = xla_sweep
+    for line in lines.values():
+        (path,) = (folder(run, line) / "ir").glob("graphs.stablehlo.txt*")
+        text = path.read_text()
+        assert "module @" in text and "stablehlo." in text and "func.func" in text
+
+
+def test_torch_xla_stacks_dump_metrics_and_profiles_torchax_says_why_not(xla_sweep):
+    run, lines = xla_sweep
+    for name in ("lazy", "openxla"):
+        line = lines[name]
+        for index in range(2):
+            directory = folder(run, line) / f"run-{index}"
+            assert "Metric:" in (directory / "xla_metrics.txt").read_text()
+            assert json.loads((directory / "trace.json").read_text())["traceEvents"]
+        assert len(line["metrics"]["total_cpu_time_s"]) == 2
+    assert (folder(run, lines["openxla"]) / "run-0" / "dynamo_counters.json").exists()
+    assert lines["openxla"]["metrics"]["dynamo_graph_count"] == 1
+    torchax = lines["torchax"]
+    assert not list(folder(run, torchax).glob("run-*"))
+    assert "total_cpu_time_s" not in torchax["metrics"]
+    flags = sorted(note.split()[0] for note in torchax["notes"])
+    assert flags == ["--dump-dynamo-counters", "--dump-pytorch-profiles",
+                     "--dump-pytorch-xla-metrics", "--profile-cuda-cpu"]
+    assert [n.split()[0] for n in lines["lazy"]["notes"]] == ["--dump-dynamo-counters"]
