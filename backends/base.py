@@ -88,6 +88,27 @@ class PreparedModel(ABC):
         """Name of the device the experiment runs on."""
         return ""
 
+    # Observability hooks (runner/observers). The defaults suit stacks without XLA.
+
+    def xla_metrics_report(self) -> Optional[str]:
+        """torch_xla's metrics report as text; None where the stack has none."""
+        return None
+
+    def fallback_operators(self) -> Optional[set[str]]:
+        """Operators that fell back to the CPU instead of being lowered (XLA stacks).
+
+        None means the stack has no such notion, and the profiler reports aten operators.
+        """
+        return None
+
+    def graph_ir(self, ir_format: str, device_inputs: Any) -> Optional[str]:
+        """The IR of one step on `device_inputs` in `ir_format` ('text', 'hlo' or
+        'stablehlo'), for stacks that lower the step themselves (torchax); None otherwise.
+
+        Stacks on torch_xla save their IR through torch_xla's own environment variables.
+        """
+        return None
+
 
 class Backend(ABC):
     """One execution stack: validity rules in the parent, preparation in the child."""

@@ -359,6 +359,17 @@ class TorchaxPreparedModel(PreparedModel):
     def result_to_host(self, result: Any) -> Any:
         return to_cpu(self.env.j2t_copy(result))
 
+    def graph_ir(self, ir_format: str, device_inputs: Any) -> Optional[str]:
+        """The jitted step lowered for these inputs: StableHLO, or HLO text."""
+        dialects = {"stablehlo": "stablehlo", "hlo": "hlo"}
+        if ir_format not in dialects:
+            return None
+        args, kwargs, targets = device_inputs
+        lowered = self.jitted.lower(
+            self.params, self.buffers, self.optimizer_state, args, kwargs, targets
+        )
+        return lowered.as_text(dialect=dialects[ir_format])
+
     def accelerator_model(self) -> str:
         device = self.jax.devices()[0]
         if device.platform == "cpu":

@@ -93,6 +93,13 @@ class XlaPreparedModel(TorchPreparedModel):
         peak = memory.get("peak_bytes_used") or memory.get("bytes_used")
         return {"peak_device_memory_bytes": int(peak)} if peak else {}
 
+    def xla_metrics_report(self) -> Optional[str]:
+        return xla_metrics.metrics_report()
+
+    def fallback_operators(self) -> Optional[set[str]]:
+        # torch_xla counts each operator it runs on the CPU under its aten:: name.
+        return {name for name in xla_metrics.counter_names() if name.startswith("aten::")}
+
     def accelerator_hardware(self) -> str:
         return xm.xla_device_hw(self.device)
 

@@ -25,6 +25,7 @@ from models import (
 )
 from runner.config import (
     ACCELERATORS,
+    IR_FORMATS,
     MATMUL_PRECISIONS,
     PRECISIONS,
     TESTS,
@@ -164,6 +165,31 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--verify-iterations", type=positive_int, default=1,
                      help="iterations run before the results are compared")
 
+    observe = parser.add_argument_group(
+        "observability",
+        "what is collected besides the timings; files go to the experiment's folder under "
+        "--output-dirname (docs/observability.md). A flag that does not apply to a stack adds "
+        "a note to its line.")
+    observe.add_argument("--collect-dynamo-counters", action="store_true",
+                         help="dynamo's counters in the line's metrics (dynamo stacks)")
+    observe.add_argument("--dump-dynamo-counters", action="store_true",
+                         help="dynamo's counters as run-N/dynamo_counters.json per timed run")
+    observe.add_argument("--profile-cuda-cpu", action="store_true",
+                         help="CPU and CUDA time from the PyTorch profiler, in profiled runs "
+                              "of their own after the timed runs")
+    observe.add_argument("--profile-cuda-cpu-individual-ops", dest="profile_individual_ops",
+                         action="store_true",
+                         help="per operator CPU/CUDA time and calls (XLA stacks: the operators "
+                              "that fell back to CPU; others: aten operators)")
+    observe.add_argument("--dump-pytorch-profiles", action="store_true",
+                         help="a Chrome trace and the profiler's operator table per profiled run")
+    observe.add_argument("--dump-pytorch-xla-metrics", action="store_true",
+                         help="torch_xla's metrics report per timed run (PyTorch/XLA stacks)")
+    observe.add_argument("--dump-hlo", action="store_true",
+                         help="XLA's HLO dump (XLA_FLAGS=--xla_dump_to) in hlo/ (XLA stacks)")
+    observe.add_argument("--save-ir-format", choices=IR_FORMATS,
+                         help="save the IR of the experiment's graphs in ir/ (XLA stacks)")
+
     output = parser.add_argument_group("output and control")
     output.add_argument("--output-dirname", default="./output", help="results folder")
     output.add_argument("--output-basename", default="results.jsonl", help="results file name")
@@ -220,6 +246,14 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         verify=args.verify or args.verify_only,
         verify_only=args.verify_only,
         verify_iterations=args.verify_iterations,
+        collect_dynamo_counters=args.collect_dynamo_counters,
+        dump_dynamo_counters=args.dump_dynamo_counters,
+        profile_cuda_cpu=args.profile_cuda_cpu,
+        profile_individual_ops=args.profile_individual_ops,
+        dump_pytorch_profiles=args.dump_pytorch_profiles,
+        dump_pytorch_xla_metrics=args.dump_pytorch_xla_metrics,
+        dump_hlo=args.dump_hlo,
+        save_ir_format=args.save_ir_format,
     )
 
 

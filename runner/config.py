@@ -21,6 +21,7 @@ TESTS = ("eval", "train")
 PRECISIONS = ("fp32", "bf16", "fp16", "amp")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 DEFAULT_DYNAMO = (None, "inductor", "openxla")
+IR_FORMATS = ("text", "hlo", "stablehlo")
 
 
 def none_if_none_string(value: Optional[str]) -> Optional[str]:
@@ -101,7 +102,27 @@ class RunSettings:
     verify: bool = False
     verify_only: bool = False
     verify_iterations: int = 1
+    # Observability (runner/observers): what is collected or dumped besides the timings.
+    collect_dynamo_counters: bool = False
+    dump_dynamo_counters: bool = False
+    profile_cuda_cpu: bool = False
+    profile_individual_ops: bool = False
+    dump_pytorch_profiles: bool = False
+    dump_pytorch_xla_metrics: bool = False
+    dump_hlo: bool = False
+    save_ir_format: Optional[str] = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.save_ir_format is not None and self.save_ir_format not in IR_FORMATS:
+            raise ValueError(
+                f"save_ir_format {self.save_ir_format!r} is not one of {', '.join(IR_FORMATS)}"
+            )
+
+    @property
+    def profiled_runs(self) -> bool:
+        """Whether profiled runs follow the timed runs."""
+        return self.profile_cuda_cpu or self.profile_individual_ops or self.dump_pytorch_profiles
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

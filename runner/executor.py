@@ -26,6 +26,8 @@ import psutil
 import backends
 from runner.config import RunSettings
 from runner.matrix import PlannedExperiment
+from runner.observers.layout import clear_dumps
+from runner.observers.rules import observability_environment
 from runner.results import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, bounded, make_line
 
 log = logging.getLogger(__name__)
@@ -147,9 +149,11 @@ class ExperimentExecutor:
     def __init__(self, options: ExecutorOptions, settings: RunSettings) -> None:
         self.options = options
         self.settings = settings
+        self._notes_logged: set[str] = set()
 
     def experiment_dir(self, planned: PlannedExperiment) -> Path:
-        return self.options.output_dir / planned.experiment_id
+        """The experiment's folder, absolute: the child runs inside it."""
+        return (self.options.output_dir / planned.experiment_id).resolve()
 
     def child_environment(self, planned: PlannedExperiment, scratch: Path) -> dict[str, str]:
         environment = dict(os.environ)
@@ -166,6 +170,8 @@ class ExperimentExecutor:
         backend = backends.backend_for(planned.experiment)
         if backend is not None:
             environment.update(backend.child_environment(planned.experiment, self.settings))
+        environment.update(observability_environment(
+            planned.experiment, self.settings, self.experiment_dir(planned), environment))
         return environment
 
     def run_child(self, planned: PlannedExperiment) -> ChildOutcome:
@@ -174,6 +180,7 @@ class ExperimentExecutor:
 
         directory = self.experiment_dir(planned)
         directory.mkdir(parents=True, exist_ok=True)
+        clear_dumps(directory)
         spec_path = directory / "spec.json"
         result_path = directory / "child_result.json"
         log_path = directory / "child.log"
@@ -251,7 +258,15 @@ class ExperimentExecutor:
     def run(self, planned: PlannedExperiment, run_fields: dict[str, Any]) -> dict[str, Any]:
         """Run one experiment and return its results line (never raises for the child)."""
         outcome = self.run_child(planned)
+        self._log_child_notes(outcome)
         return line_from_outcome(planned, self.settings, outcome, run_fields)
+
+    def _log_child_notes(self, outcome: ChildOutcome) -> None:
+        """Warn about each distinct note of the children once per sweep."""
+        for note in (outcome.result or {}).get("notes", []):
+            if note not in self._notes_logged:
+                self._notes_logged.add(note)
+                log.warning("%s", note)
 
 
 def line_from_outcome(
@@ -285,8 +300,9 @@ def line_from_outcome(
     for key in ("batch_size_used", "verification_reason", "verification_details"):
         if key in result:
             extra[key] = result[key]
-    if outcome.notes and succeeded:
-        extra["notes"] = outcome.notes
+    notes = list(result.get("notes", [])) + (outcome.notes if succeeded else [])
+    if notes:
+        extra["notes"] = notes
     return make_line(
         planned.model,
         planned.experiment,

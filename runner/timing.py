@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Optional
 
 from backends.base import PreparedModel
 from models.base import BenchmarkModel
@@ -33,6 +33,19 @@ class TimingResult:
         return metrics
 
 
+class RunHooks:
+    """Called by the timing loop outside the timed regions; the defaults do nothing."""
+
+    def before_timed_run(self, index: int) -> None:
+        """Timed run `index` (0-based) is about to start."""
+
+    def after_timed_run(self, index: int) -> None:
+        """Timed run `index` (0-based) has ended and been measured."""
+
+    def after_timed_runs(self, run_once: Callable[[], Any], device_inputs: list[Any]) -> None:
+        """All timed runs have ended; `run_once()` runs one more run like them, untimed."""
+
+
 def input_seeds(settings: RunSettings) -> list[int]:
     """One seed per distinct input set: several only with --randomize-input."""
     count = settings.iterations_per_run if settings.randomize_input else 1
@@ -46,8 +59,26 @@ def _iteration(prepared: PreparedModel, device_inputs: Any) -> Any:
     return result
 
 
-def measure(prepared: PreparedModel, bench: BenchmarkModel, settings: RunSettings) -> TimingResult:
-    """Warm up (the first iteration is the cold start), then time `repeat` runs."""
+def _run(prepared: PreparedModel, inputs: list[Any], iterations: int) -> Any:
+    """One run: `iterations` iterations, then the stack's synchronization."""
+    result = None
+    for index in range(iterations):
+        result = _iteration(prepared, inputs[index % len(inputs)])
+    prepared.sync_run(result)
+    return result
+
+
+def measure(
+    prepared: PreparedModel,
+    bench: BenchmarkModel,
+    settings: RunSettings,
+    hooks: Optional[RunHooks] = None,
+) -> TimingResult:
+    """Warm up (the first iteration is the cold start), then time `repeat` runs.
+
+    `hooks` see each timed run after it is measured, then may run untimed runs of their own.
+    """
+    hooks = hooks or RunHooks()
     inputs = [prepared.inputs_to_device(bench.make_inputs(seed)) for seed in input_seeds(settings)]
     timing = TimingResult()
     result = None
@@ -56,16 +87,17 @@ def measure(prepared: PreparedModel, bench: BenchmarkModel, settings: RunSetting
         result = _iteration(prepared, inputs[index % len(inputs)])
         prepared.sync_run(result)
         timing.warmup_times.append(time.perf_counter() - start)
-    for _ in range(settings.repeat):
+    for run_index in range(settings.repeat):
+        hooks.before_timed_run(run_index)
         prepared.begin_timed_run()
         start = time.perf_counter()
-        for index in range(settings.iterations_per_run):
-            result = _iteration(prepared, inputs[index % len(inputs)])
-        prepared.sync_run(result)
+        result = _run(prepared, inputs, settings.iterations_per_run)
         elapsed = time.perf_counter() - start
         timing.total_time.append(elapsed)
         timing.per_iter_time.append(elapsed / settings.iterations_per_run)
         for name, value in prepared.end_timed_run().items():
             timing.run_metrics.setdefault(name, []).append(value)
+        hooks.after_timed_run(run_index)
     timing.last_result = result
+    hooks.after_timed_runs(lambda: _run(prepared, inputs, settings.iterations_per_run), inputs)
     return timing

@@ -87,6 +87,7 @@ def run_experiment(spec: WorkerSpec, result: dict[str, Any]) -> None:
 
     import backends
     from models import get_suite
+    from runner.observers.session import ExperimentObservers
     from runner.timing import measure
 
     torch.manual_seed(spec.settings.seed)
@@ -104,12 +105,19 @@ def run_experiment(spec: WorkerSpec, result: dict[str, Any]) -> None:
     result["environment"]["torch_settings"] = torch_settings()
     timing_error = None
     if not spec.settings.verify_only:
+        observers = ExperimentObservers(spec.experiment, spec.settings,
+                                        Path(spec.experiment_dir))
+        result["notes"] = observers.notes
+        for note in observers.notes:
+            log.warning("%s", note)
         try:
             log.info("preparing %s on %s", spec.model.model_name, backend.name)
             prepared = backend.prepare(bench, spec.experiment, spec.settings)
-            timing = measure(prepared, bench, spec.settings)
+            observers.attach(prepared)
+            timing = measure(prepared, bench, spec.settings, observers)
             metrics = timing.metrics()
             metrics.update(prepared.final_metrics())
+            metrics.update(observers.metrics())
             result["metrics"] = metrics
             result["accelerator_model"] = prepared.accelerator_model()
             del prepared, timing

@@ -1,6 +1,7 @@
 """Every deliberate failure model, in real children, through the real CLI."""
 
 import re
+from pathlib import Path
 
 import psutil
 import pytest
@@ -62,3 +63,33 @@ def test_the_hung_childs_grandchild_is_killed_too(fault_sweep):
     pid = int(re.search(r"fault-model grandchild pid (\d+)", log).group(1))
     alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     assert not alive
+
+
+@pytest.mark.parametrize("model_name", [
+    "../../escape", "/etc/passwd", "..", ".", "a/../../b", "~root", "x\x00y", "C:\\evil",
+])
+def test_a_model_name_cannot_escape_the_output_folder(tmp_path, model_name):
+    from runner.config import ExperimentConfig, ModelConfig, RunSettings
+    from runner.executor import ExecutorOptions, ExperimentExecutor
+    from runner.matrix import PlannedExperiment
+
+    output = tmp_path / "output"
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=output), RunSettings())
+    planned = PlannedExperiment(ModelConfig("builtin", model_name),
+                                ExperimentConfig("cpu", None, None, None, "eval"))
+    directory = executor.experiment_dir(planned)
+    assert directory.is_absolute()
+    assert directory.parent == output.resolve()
+    assert directory.name not in (".", "..") and "/" not in directory.name
+
+
+def test_a_relative_output_folder_is_made_absolute(tmp_path, monkeypatch):
+    from runner.config import ExperimentConfig, ModelConfig, RunSettings
+    from runner.executor import ExecutorOptions, ExperimentExecutor
+    from runner.matrix import PlannedExperiment
+
+    monkeypatch.chdir(tmp_path)
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=Path("output")), RunSettings())
+    planned = PlannedExperiment(ModelConfig("builtin", "mlp"),
+                                ExperimentConfig("cpu", None, None, None, "eval"))
+    assert executor.experiment_dir(planned) == tmp_path.resolve() / "output" / planned.experiment_id

@@ -1,0 +1,125 @@
+"""Dynamo's counters (child side): a summary always, the full counters on request.
+
+The summary, recorded for every dynamo stack: `dynamo_graph_count` (distinct frames dynamo
+compiled into a graph: the graphs one iteration runs), `dynamo_unique_graphs` (graphs handed
+to the backend, recompilations included), `dynamo_recompiles`, `dynamo_graph_breaks` and
+`dynamo_graph_break_reasons` (first line of each reason: count).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Optional
+
+from runner.observers.layout import DYNAMO_COUNTERS_FILE, run_dir
+
+log = logging.getLogger(__name__)
+
+REASON_CHARS = 300
+
+
+def counters_snapshot() -> dict[str, dict[str, int]]:
+    """A plain copy of torch._dynamo.utils.counters (category -> name -> count)."""
+    from torch._dynamo.utils import counters
+
+    return {category: {str(k): int(v) for k, v in values.items()}
+            for category, values in counters.items()}
+
+
+def counters_change(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
+                    ) -> dict[str, dict[str, int]]:
+    """Counts that grew from `before` to `after`, by how much."""
+    change: dict[str, dict[str, int]] = {}
+    for category, values in after.items():
+        grown = {name: count - before.get(category, {}).get(name, 0)
+                 for name, count in values.items()
+                 if count != before.get(category, {}).get(name, 0)}
+        if grown:
+            change[category] = grown
+    return change
+
+
+def short_reason(reason: str) -> str:
+    """The first line of a graph-break reason, bounded."""
+    first = reason.strip().splitlines()[0] if reason.strip() else "(no reason given)"
+    return first[:REASON_CHARS]
+
+
+def compiled_frames() -> tuple[int, int]:
+    """(distinct frames compiled into a graph, recompilations) from dynamo's metrics."""
+    from torch._dynamo.utils import get_compilation_metrics
+
+    frames = set()
+    recompiles = 0
+    for metrics in get_compilation_metrics():
+        if getattr(metrics, "recompile_reason", None):
+            recompiles += 1
+        if getattr(metrics, "fail_type", None) or not getattr(metrics, "graph_op_count", 0):
+            continue
+        frames.add((metrics.co_filename, metrics.co_firstlineno, metrics.co_name))
+    return len(frames), recompiles
+
+
+def summary(snapshot: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The counts every dynamo line carries."""
+    breaks = snapshot.get("graph_break", {})
+    reasons: dict[str, int] = {}
+    for reason, count in breaks.items():
+        key = short_reason(reason)
+        reasons[key] = reasons.get(key, 0) + count
+    graph_count, recompiles = compiled_frames()
+    return {
+        "dynamo_graph_count": graph_count,
+        "dynamo_unique_graphs": snapshot.get("stats", {}).get("unique_graphs", 0),
+        "dynamo_recompiles": recompiles,
+        "dynamo_graph_breaks": sum(breaks.values()),
+        "dynamo_graph_break_reasons": reasons,
+    }
+
+
+def compile_times() -> dict[str, float]:
+    """Seconds dynamo spent in each of its compile phases, summed over compilations."""
+    from torch._dynamo.utils import compile_times as dynamo_compile_times
+
+    names, values = dynamo_compile_times(repr="csv")
+    totals = {}
+    for name, text in zip(names, values):
+        totals[str(name)] = sum(float(v) for v in str(text).split(",") if v.strip())
+    return totals
+
+
+class DynamoCountersObserver:
+    """Snapshots the counters after each timed run; dumps them per run on request."""
+
+    def __init__(self, experiment_dir: Path, collect: bool, dump: bool) -> None:
+        self.experiment_dir = experiment_dir
+        self.collect = collect
+        self.dump = dump
+        self._before_run: dict[str, dict[str, int]] = {}
+        self._last: Optional[dict[str, dict[str, int]]] = None
+
+    def before_timed_run(self, index: int) -> None:
+        if self.dump:
+            self._before_run = counters_snapshot()
+
+    def after_timed_run(self, index: int) -> None:
+        snapshot = counters_snapshot()
+        if self.dump:
+            record = {
+                "run": index,
+                "counters": snapshot,
+                "changed_in_run": counters_change(self._before_run, snapshot),
+            }
+            path = run_dir(self.experiment_dir, index) / DYNAMO_COUNTERS_FILE
+            path.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+        self._last = snapshot
+
+    def metrics(self) -> dict[str, Any]:
+        snapshot = self._last if self._last is not None else counters_snapshot()
+        metrics = summary(snapshot)
+        if self.collect:
+            metrics["dynamo_counters"] = snapshot
+            metrics["dynamo_compile_times_s"] = compile_times()
+        return metrics

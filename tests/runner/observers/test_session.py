@@ -1,0 +1,77 @@
+"""The observers of one experiment: which are built, and failures turned into notes."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from backends.base import PreparedModel  # noqa: E402
+from runner.config import ExperimentConfig, RunSettings  # noqa: E402
+from runner.observers.session import ExperimentObservers  # noqa: E402
+
+EAGER = ExperimentConfig("cpu", None, None, None, "eval")
+AOT_EAGER = ExperimentConfig("cpu", None, "aot_eager", None, "eval")
+LAZY = ExperimentConfig("cpu", "PJRT", None, None, "eval")
+
+
+class Model(PreparedModel):
+    def __init__(self, fallbacks=None):
+        self.fallbacks = fallbacks
+
+    def inputs_to_device(self, inputs):
+        return inputs
+
+    def step(self, device_inputs):
+        return torch.ones(3).relu()
+
+    def sync_run(self, last_result):
+        pass
+
+    def fallback_operators(self):
+        if isinstance(self.fallbacks, Exception):
+            raise self.fallbacks
+        return self.fallbacks
+
+
+def run(observers, prepared, repeat=2):
+    for index in range(repeat):
+        observers.before_timed_run(index)
+        prepared.step(None)
+        observers.after_timed_run(index)
+    observers.after_timed_runs(lambda: prepared.step(None), [None])
+    return observers.metrics()
+
+
+def test_a_failing_observer_leaves_a_note_and_the_others_go_on(tmp_path):
+    settings = RunSettings(repeat=2, profile_individual_ops=True, collect_dynamo_counters=True)
+    observers = ExperimentObservers(AOT_EAGER, settings, tmp_path)
+    observers.attach(Model(fallbacks=RuntimeError("no metrics here")))
+    metrics = run(observers, Model())
+    assert observers.notes == [
+        "ProfilerObserver failed and was stopped: RuntimeError: no metrics here"]
+    assert "dynamo_counters" in metrics and "profiled_ops" not in metrics
+
+
+def test_eager_gets_no_dynamo_summary_and_notes_for_dynamo_flags(tmp_path):
+    observers = ExperimentObservers(EAGER, RunSettings(dump_dynamo_counters=True), tmp_path)
+    observers.attach(Model())
+    assert run(observers, Model()) == {}
+    assert len(observers.notes) == 1 and observers.notes[0].startswith("--dump-dynamo-counters")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dynamo_stacks_always_get_the_summary(tmp_path):
+    observers = ExperimentObservers(AOT_EAGER, RunSettings(), tmp_path)
+    observers.attach(Model())
+    metrics = run(observers, Model())
+    assert {"dynamo_graph_count", "dynamo_unique_graphs", "dynamo_graph_breaks",
+            "dynamo_graph_break_reasons", "dynamo_recompiles"} <= set(metrics)
+    assert observers.notes == []
+
+
+def test_a_stack_without_a_metrics_report_says_so(tmp_path):
+    observers = ExperimentObservers(LAZY, RunSettings(dump_pytorch_xla_metrics=True,
+                                                      save_ir_format="text"), tmp_path)
+    assert (tmp_path / "ir").is_dir()  # torch_xla writes its IR file there
+    observers.attach(Model())  # the base PreparedModel reports no metrics
+    run(observers, Model())
+    assert observers.notes == ["--dump-pytorch-xla-metrics: the stack gave no metrics report"]
