@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Optional
 
@@ -155,7 +155,9 @@ class ExperimentExecutor:
         """The experiment's folder, absolute: the child runs inside it."""
         return (self.options.output_dir / planned.experiment_id).resolve()
 
-    def child_environment(self, planned: PlannedExperiment, scratch: Path) -> dict[str, str]:
+    def child_environment(
+        self, planned: PlannedExperiment, scratch: Path, settings: RunSettings
+    ) -> dict[str, str]:
         environment = dict(os.environ)
         environment.update(OFFLINE_ENVIRONMENT)
         python_path = [str(PROJECT_ROOT)]
@@ -169,23 +171,31 @@ class ExperimentExecutor:
         environment["TRITON_CACHE_DIR"] = str(scratch / "triton")
         backend = backends.backend_for(planned.experiment)
         if backend is not None:
-            environment.update(backend.child_environment(planned.experiment, self.settings))
+            environment.update(backend.child_environment(planned.experiment, settings))
         environment.update(observability_environment(
-            planned.experiment, self.settings, self.experiment_dir(planned), environment))
+            planned.experiment, settings, self.experiment_dir(planned), environment))
         return environment
 
-    def run_child(self, planned: PlannedExperiment) -> ChildOutcome:
-        """Start the child, watch it, and collect its result and output."""
+    def run_child(
+        self, planned: PlannedExperiment, settings: RunSettings, role: str = ""
+    ) -> ChildOutcome:
+        """Start a child, watch it, and collect its result and output.
+
+        `role` tells apart the files of the verification child ("verify") from the timing
+        child's (""), both in the experiment's folder.
+        """
         from runner.worker import WorkerSpec
 
         directory = self.experiment_dir(planned)
         directory.mkdir(parents=True, exist_ok=True)
-        clear_dumps(directory)
-        spec_path = directory / "spec.json"
-        result_path = directory / "child_result.json"
-        log_path = directory / "child.log"
+        suffix = f"_{role}" if role else ""
+        if not role:
+            clear_dumps(directory)
+        spec_path = directory / f"spec{suffix}.json"
+        result_path = directory / f"child_result{suffix}.json"
+        log_path = directory / f"child{suffix}.log"
         result_path.unlink(missing_ok=True)
-        spec = WorkerSpec(planned.model, planned.experiment, self.settings, str(directory))
+        spec = WorkerSpec(planned.model, planned.experiment, settings, str(directory))
         spec_path.write_text(json.dumps(spec.to_dict(), indent=1), encoding="utf-8")
         scratch = Path(tempfile.mkdtemp(prefix="experiment-runner-"))
         outcome = ChildOutcome()
@@ -196,7 +206,7 @@ class ExperimentExecutor:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=self.child_environment(planned, scratch),
+                env=self.child_environment(planned, scratch, settings),
                 cwd=str(directory),
                 start_new_session=True,
             )
@@ -256,10 +266,23 @@ class ExperimentExecutor:
             time.sleep(POLL_SECONDS)
 
     def run(self, planned: PlannedExperiment, run_fields: dict[str, Any]) -> dict[str, Any]:
-        """Run one experiment and return its results line (never raises for the child)."""
-        outcome = self.run_child(planned)
+        """Run one experiment and return its results line (never raises for the child).
+
+        Timing and verification run in separate children: verification needs eager
+        references in a process that no other stack has touched.
+        """
+        settings = self.settings
+        if settings.verify_only:
+            outcome = self.run_child(planned, settings, "verify")
+            self._log_child_notes(outcome)
+            return line_from_outcome(planned, settings, outcome, run_fields)
+        outcome = self.run_child(planned, replace(settings, verify=False))
         self._log_child_notes(outcome)
-        return line_from_outcome(planned, self.settings, outcome, run_fields)
+        line = line_from_outcome(planned, settings, outcome, run_fields)
+        if settings.verify:
+            verification = self.run_child(planned, replace(settings, verify_only=True), "verify")
+            apply_verification(line, verification)
+        return line
 
     def _log_child_notes(self, outcome: ChildOutcome) -> None:
         """Warn about each distinct note of the children once per sweep."""
@@ -314,6 +337,18 @@ def line_from_outcome(
         environment=result.get("environment"),
         extra=extra,
     )
+
+
+def apply_verification(line: dict[str, Any], verification: ChildOutcome) -> None:
+    """Put the verification child's code and reason into a timing line."""
+    result = verification.result or {}
+    if "verification_code" in result:
+        line["verification_code"] = result["verification_code"]
+        line["verification_reason"] = result.get("verification_reason")
+        line["verification_details"] = result.get("verification_details", {})
+    else:
+        line["verification_code"] = "VERIFIER_DIDNT_RUN"
+        line["verification_reason"] = failure_text(verification)
 
 
 def verification_code(result: dict[str, Any], succeeded: bool) -> str:

@@ -25,7 +25,13 @@ def verify_experiment(
     nondeterministic_reason: Optional[str] = None,
 ) -> Verdict:
     """Run eager twice, fp64 where it can run, and the experiment, each on a fresh model."""
+    import torch
+
     import backends
+
+    # Deterministic kernels, so two eager runs agree where the model itself is deterministic.
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
     def load():
         return suite.load(model.model_name, experiment.test, experiment.batch_size)

@@ -78,11 +78,7 @@ def environment_record() -> dict[str, Any]:
 
 
 def run_experiment(spec: WorkerSpec, result: dict[str, Any]) -> None:
-    """Load, prepare, time and verify, filling `result` as it goes (raises on failure).
-
-    With verification on, the verifier runs even when timing raised, so an eager failure
-    is recorded as EAGER_FAILED rather than lost behind the timing error.
-    """
+    """Load and prepare, then time or (with verify_only) verify, filling `result`."""
     import torch
 
     import backends
@@ -92,6 +88,8 @@ def run_experiment(spec: WorkerSpec, result: dict[str, Any]) -> None:
 
     torch.manual_seed(spec.settings.seed)
     torch.set_float32_matmul_precision(spec.experiment.matmul_precision)
+    # "highest" means full fp32 for convolutions too, not only matmuls.
+    torch.backends.cudnn.allow_tf32 = spec.experiment.matmul_precision != "highest"
     suite = get_suite(spec.model.suite_name)
     try:
         bench = suite.load(spec.model.model_name, spec.experiment.test, spec.experiment.batch_size)
@@ -103,32 +101,24 @@ def run_experiment(spec: WorkerSpec, result: dict[str, Any]) -> None:
         raise RuntimeError(backends.no_backend_reason(spec.experiment))
     result.update(batch_size_used=bench.batch_size, backend=backend.name)
     result["environment"]["torch_settings"] = torch_settings()
-    timing_error = None
-    if not spec.settings.verify_only:
-        observers = ExperimentObservers(spec.experiment, spec.settings,
-                                        Path(spec.experiment_dir))
-        result["notes"] = observers.notes
-        for note in observers.notes:
-            log.warning("%s", note)
-        try:
-            log.info("preparing %s on %s", spec.model.model_name, backend.name)
-            prepared = backend.prepare(bench, spec.experiment, spec.settings)
-            observers.attach(prepared)
-            timing = measure(prepared, bench, spec.settings, observers)
-            metrics = timing.metrics()
-            metrics.update(prepared.final_metrics())
-            metrics.update(observers.metrics())
-            result["metrics"] = metrics
-            result["accelerator_model"] = prepared.accelerator_model()
-            del prepared, timing
-        except Exception as error:
-            if not spec.settings.verify:
-                raise
-            timing_error = error
-    if spec.settings.verify or spec.settings.verify_only:
+    if spec.settings.verify_only:
+        # Verification runs in a child of its own (see executor), never after timing: a
+        # stack like torchax changes the process so that eager references would break.
         result.update(verification_fields(spec, suite, backend, bench.nondeterministic_reason))
-    if timing_error is not None:
-        raise timing_error
+        return
+    observers = ExperimentObservers(spec.experiment, spec.settings, Path(spec.experiment_dir))
+    result["notes"] = observers.notes
+    for note in observers.notes:
+        log.warning("%s", note)
+    log.info("preparing %s on %s", spec.model.model_name, backend.name)
+    prepared = backend.prepare(bench, spec.experiment, spec.settings)
+    observers.attach(prepared)
+    timing = measure(prepared, bench, spec.settings, observers)
+    metrics = timing.metrics()
+    metrics.update(prepared.final_metrics())
+    metrics.update(observers.metrics())
+    result["metrics"] = metrics
+    result["accelerator_model"] = prepared.accelerator_model()
 
 
 def verification_fields(spec: WorkerSpec, suite, backend, nondeterministic_reason) -> dict[str, Any]:

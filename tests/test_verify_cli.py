@@ -56,3 +56,10 @@ def test_a_failing_model_gives_eager_failed(tmp_path):
     assert line["status"] == "failed"
     assert line["verification_code"] == "EAGER_FAILED"
     assert "fails on purpose" in line["verification_reason"]
+
+
+def test_torchax_training_passes_against_eager_references(tmp_path):
+    (line,) = run(tmp_path, "--accelerator=cpu", "--repeat=1", "--warmup=1", "--verify",
+                  "-k", "^mlp$", "--torch-xla2=extract_jax", "--test=train")
+    assert line["status"] == "ok"
+    assert line["verification_code"] == "PASS", line.get("verification_reason")
