@@ -206,3 +206,16 @@ def test_verdicts_are_strict_json(many_outputs_runs):
                     compare_cosine(nan_eager, (torch.tensor([1.0, math.nan]),), FP32),
                     compare(None, (torch.zeros(20),), (torch.ones(20),), FP32)):
         json.dumps(verdict.to_dict(), allow_nan=False)
+
+
+def test_a_leaf_that_is_zero_in_fp64_is_judged_against_the_results_scale():
+    # The gradient of a conv bias feeding a batch norm is exactly zero in fp64 and rounding
+    # noise in fp32; noise of the same size in the experiment must not fail it.
+    reference = {"weight": torch.full((64,), 5e-2, dtype=torch.float64),
+                 "bias": torch.zeros(16, dtype=torch.float64)}
+    eager = {"weight": reference["weight"].float(), "bias": torch.full((16,), 1.5e-8)}
+    actual = {"weight": reference["weight"].float(), "bias": torch.full((16,), -4e-8)}
+    assert compare(reference, eager, actual, tolerance_for("fp32", "train")).code == Code.PASS
+    wrong = {"weight": reference["weight"].float(), "bias": torch.full((16,), 1e-4)}
+    verdict = compare(reference, eager, wrong, tolerance_for("fp32", "train"))
+    assert verdict.code == Code.FAIL and "bias" in verdict.reason
