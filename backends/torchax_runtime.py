@@ -16,11 +16,13 @@ Imported only by the child: it imports torch, JAX and torchax.
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib.util
 import logging
 import sys
 import types
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import torch
 from torch.utils import _pytree as torch_pytree
@@ -130,10 +132,22 @@ class ExtractedFunction:
                 op, implementation, is_jax_function=True, is_user_defined=True,
                 needs_env=False, is_view_op=False,
             )
-        self.states, self._function = torchax.extract_jax(module, env)
+        # Like torchax.extract_jax, but tied weights (an LM head sharing the embedding)
+        # stay tied: named_parameters() lists a tied weight once, and functional_call
+        # only substitutes the alias when told to keep the ties.
+        states = dict(module.named_buffers())
+        states.update(module.named_parameters())
+        self.states = env.t2j_copy(states)
+        self._module = module
+        self._env = env
 
     def __call__(self, states: dict[str, Any], args: Any, kwargs: Any) -> Any:
-        return self._function(states, args, kwargs)
+        env = self._env
+        states, args, kwargs = env.j2t_iso((states, args, kwargs))
+        with env:
+            outputs = torch.func.functional_call(self._module, states, args, kwargs,
+                                                 tie_weights=True)
+        return env.t2j_iso(outputs)
 
 
 class ExportedFunction:
@@ -257,7 +271,7 @@ class TorchaxPreparedModel(PreparedModel):
             return self.forward({**params, **buffers}, args, kwargs)
 
     def _eval_step(self, params, buffers, optimizer_state, args, kwargs, targets):
-        return self._outputs(params, buffers, args, kwargs)
+        return as_jax_pytree(self._outputs(params, buffers, args, kwargs))
 
     def _loss(self, params, buffers, args, kwargs, targets):
         outputs = self._outputs(params, buffers, args, kwargs)
@@ -381,3 +395,17 @@ def _null_context():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def as_jax_pytree(value: Any) -> Any:
+    """Outputs JAX can return from a jitted function: model-output objects (mappings that
+    JAX does not know, like transformers' ModelOutput) and dataclasses become dicts."""
+    if isinstance(value, Mapping):
+        return {key: as_jax_pytree(item) for key, item in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: as_jax_pytree(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return type(value)(*(as_jax_pytree(item) for item in value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(as_jax_pytree(item) for item in value)
+    return value

@@ -87,3 +87,13 @@ def test_every_precision_and_an_optimizer_on_one_model(tmp_path):
         assert line["batch_size_used"] == line["experiment"]["batch_size"]
         assert line["verification_code"] == "PASS", line.get("verification_reason")
     assert {l["experiment"]["precision"] for l in lines} == {"fp32", "bf16", "fp16", "amp"}
+
+
+def test_tied_weights_and_model_outputs_run_on_torchax_and_verify(tmp_path):
+    # BertForMaskedLM ties its LM head to the embedding and returns a ModelOutput.
+    lines = sweep(tmp_path / "tax", "--suite-name=huggingface", "-k", "^BertForMaskedLM$",
+                  "--torch-xla2=extract_jax", "--test=eval", "--test=train", "--verify")
+    assert len(lines) == 2
+    for line in lines:
+        assert line["status"] == "ok", line["metrics"].get("error")
+        assert line["verification_code"] == "PASS", line.get("verification_reason")
