@@ -300,11 +300,31 @@ def select_run(run: str, runs: list[RunInfo]) -> str:
     raise ReportError(f"--run {run!r} matches no run in the results; runs there: {known}")
 
 
+def _has_timings(line: dict[str, Any]) -> bool:
+    metrics = line.get("metrics")
+    return isinstance(metrics, dict) and bool(metrics.get("per_iter_time"))
+
+
+def _with_earlier_timings(
+    line: dict[str, Any], timed: Optional[tuple[float, dict[str, Any]]]
+) -> dict[str, Any]:
+    """A --verify-only line carries no timings: keep the latest timed line of the same
+    experiment, with the newer verification code and reason."""
+    if timed is None or _has_timings(line) or line.get("status") != "ok":
+        return line
+    merged = dict(timed[1])
+    for key in ("verification_code", "verification_reason", "verification_details"):
+        if key in line:
+            merged[key] = line[key]
+    return merged
+
+
 def load(paths: Sequence[Path], run: Optional[str] = None) -> Loaded:
     """Records of the given results files, one per experiment.
 
     Without `run`, each experiment's latest line (by timestamp) wins; with `run`, only that
-    run's lines are used (the latest per experiment within it).
+    run's lines are used (the latest per experiment within it). A latest line from
+    --verify-only lends its verification code to the latest timed line instead.
     """
     if not paths:
         raise ReportError("no results file given")
@@ -327,11 +347,19 @@ def _load(paths: Sequence[Path], run: Optional[str]) -> Loaded:
         chosen = select_run(run, runs)
         usable = [item for item in usable if item[1] == chosen]
     latest: dict[str, tuple[float, dict[str, Any]]] = {}
+    latest_timed: dict[str, tuple[float, dict[str, Any]]] = {}
     for key, _, stamp, line in usable:
         current = latest.get(key)
         if current is None or stamp >= current[0]:
             latest[key] = (stamp, line)
-    records = [record for _, line in latest.values() if (record := record_from_line(line)) is not None]
+        if _has_timings(line):
+            current = latest_timed.get(key)
+            if current is None or stamp >= current[0]:
+                latest_timed[key] = (stamp, line)
+    chosen_lines = [
+        _with_earlier_timings(line, latest_timed.get(key)) for key, (_, line) in latest.items()
+    ]
+    records = [record for line in chosen_lines if (record := record_from_line(line)) is not None]
     records.sort(key=lambda r: (r.config, r.model_label))
     if unusable:
         log.warning("%d results lines name no model or experiment and were skipped", len(unusable))

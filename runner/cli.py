@@ -36,7 +36,7 @@ from runner.config import (
 from runner.executor import ExecutorOptions, ExperimentExecutor
 from runner.matrix import MatrixError, MatrixRequest, Plan, build_plan, select_models
 from runner.probe import probe_host
-from runner.results import ResultsFileError, backup_existing, read_results, iter_fingerprints
+from runner.results import ResultsFileError, backup_existing, read_results, recorded_fingerprints
 from runner.sweep import SweepReport, describe, format_summary, run_plan
 
 log = logging.getLogger("experiment_runner")
@@ -305,9 +305,10 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     host = probe_host()
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
+    settings = run_settings(args)
     recorded: frozenset[str] = frozenset()
     if not args.no_resume:
-        recorded = frozenset(iter_fingerprints(read_results(results_path).lines))
+        recorded = recorded_fingerprints(read_results(results_path).lines, settings)
     plan = build_plan(suite, request, host, recorded)
     report_dropped(plan)
     if args.dry_run:
@@ -320,7 +321,6 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if plan.already_recorded:
         print(f"{len(plan.already_recorded)} experiment(s) already recorded in {results_path}; "
               "skipping them (--no-resume starts over)")
-    settings = run_settings(args)
     executor = ExperimentExecutor(
         ExecutorOptions(
             output_dir=Path(args.output_dirname),

@@ -14,7 +14,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import jsonlines
 from filelock import FileLock
@@ -175,16 +175,27 @@ def _short_reason(error: jsonlines.InvalidLineError) -> str:
     return re.sub(r"\s*\(line \d+\)$", "", message)[:200] or "invalid JSON"
 
 
-def iter_fingerprints(lines: list[dict[str, Any]]) -> Iterator[str]:
-    for line in lines:
-        value = fingerprint_of_line(line)
-        if value:
-            yield value
+def covers(line: dict[str, Any], settings: RunSettings) -> bool:
+    """Whether a recorded line already holds what `settings` would measure.
+
+    A failed or skipped line covers everything (rerun with --no-resume to retry); a timed
+    line does not cover --verify, and a --verify-only line does not cover timing.
+    """
+    if line.get("status") in (STATUS_FAILED, STATUS_SKIPPED):
+        return True
+    verified = line.get("verification_code", "VERIFIER_SKIPPED") != "VERIFIER_SKIPPED"
+    timed = bool((line.get("metrics") or {}).get("per_iter_time"))
+    if settings.verify_only:
+        return verified
+    return timed and (verified or not settings.verify)
 
 
-def recorded_fingerprints(path: Path) -> set[str]:
-    """Fingerprints of the experiments a results file already holds."""
-    return set(iter_fingerprints(read_results(path).lines))
+def recorded_fingerprints(lines: list[dict[str, Any]], settings: RunSettings) -> frozenset[str]:
+    """Fingerprints of the experiments whose lines already hold what `settings` measures."""
+    return frozenset(
+        value for line in lines
+        if covers(line, settings) and (value := fingerprint_of_line(line))
+    )
 
 
 def backup_existing(path: Path) -> Optional[Path]:

@@ -27,6 +27,16 @@ def test_latest_run_wins_by_default(write_results):
     assert [r.run_id for r in loaded.runs] == ["old", "new"]
 
 
+def test_a_later_verify_only_line_lends_its_code_to_the_timed_line(write_results):
+    path = write_results([
+        craft_line("mlp", "inductor", times=[2.0, 4.0], run_id="timed", timestamp=100.0),
+        craft_line("mlp", "inductor", code="FAIL", run_id="verified", timestamp=200.0),
+    ])
+    (record,) = load([path]).records
+    assert record.median_time == 3.0
+    assert record.verification_code == "FAIL"
+
+
 def test_run_selects_one_run_by_id_prefix_or_latest(write_results):
     path = write_results([
         craft_line("mlp", times=[1.0], run_id="2024-a", timestamp=100.0),
