@@ -12,6 +12,7 @@ import logging
 import os
 import platform
 import resource
+import signal
 import socket
 import sys
 import traceback
@@ -161,7 +162,22 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
+def die_with_parent() -> None:
+    """Ask Linux to kill this child when the runner dies (a SIGKILLed runner leaves no
+    orphan experiment behind). Elsewhere this is a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        log.debug("could not ask to die with the parent")
+
+
 def main(argv: list[str]) -> int:
+    die_with_parent()
     logging.basicConfig(
         level=os.environ.get("EXPERIMENT_RUNNER_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

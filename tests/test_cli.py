@@ -6,6 +6,7 @@ import signal
 import subprocess
 import time
 
+import psutil
 import pytest
 
 from runner.config import fingerprint_of_line
@@ -71,6 +72,17 @@ def wait_for_lines(path, count, process, limit=300):
     raise AssertionError("no line appeared in time")
 
 
+def children_still_running(output, grace=10.0):
+    deadline = time.monotonic() + grace
+    while True:
+        alive = [p for p in psutil.process_iter(["cmdline"])
+                 if "runner.worker" in (p.info["cmdline"] or [])
+                 and any(str(output) in part for part in p.info["cmdline"])]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
+
+
 EAGER_SWEEP = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--repeat=2", "--warmup=1"]
 
 
@@ -82,6 +94,7 @@ def test_sigkill_of_the_parent_then_rerun_completes_without_duplicates(tmp_path)
     wait_for_lines(results, 2, process)
     process.kill()
     process.wait()
+    assert not children_still_running(output), "the SIGKILLed runner left its child running"
     written = results.read_bytes().count(b"\n")
     assert 2 <= written < 6
     rerun = subprocess.run(cli_command(output, *EAGER_SWEEP), capture_output=True, text=True,
