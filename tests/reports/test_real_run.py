@@ -20,7 +20,7 @@ def real_results(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("real-run")
     command = [
         sys.executable, "experiment_runner.py", "--suite-name=builtin", "--accelerator=cpu",
-        "--dynamo=None", "--dynamo=inductor", "--test=eval", "--repeat=3", "-k", "mlp",
+        "--xla=None", "--dynamo=None", "--dynamo=inductor", "--test=eval", "--repeat=3", "-k", "mlp",
         "--output-dirname", str(out),
     ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
