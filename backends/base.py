@@ -131,6 +131,14 @@ class Backend(ABC):
         """Environment variables the child needs before anything is imported."""
         return {}
 
+    def initialize_process(self, experiment: ExperimentConfig) -> None:
+        """Start the stack's runtime in the child before any model runs (child only).
+
+        The verification child calls it before the eager references: PyTorch's autograd
+        engine sizes its device queues at the first backward, so a device registered later
+        (the XLA device) would fail there.
+        """
+
     @abstractmethod
     def prepare(
         self, bench: "BenchmarkModel", experiment: ExperimentConfig, settings: RunSettings

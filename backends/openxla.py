@@ -48,6 +48,11 @@ class OpenXlaBackend(Backend):
     ) -> dict[str, str]:
         return torch_xla_environment(experiment)
 
+    def initialize_process(self, experiment: ExperimentConfig) -> None:
+        from backends.xla_runtime import start_xla_device
+
+        start_xla_device()
+
     def prepare(self, bench, experiment: ExperimentConfig, settings: RunSettings) -> PreparedModel:
         import torch
 

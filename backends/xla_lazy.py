@@ -31,6 +31,11 @@ class XlaLazyBackend(Backend):
     ) -> dict[str, str]:
         return torch_xla_environment(experiment)
 
+    def initialize_process(self, experiment: ExperimentConfig) -> None:
+        from backends.xla_runtime import start_xla_device
+
+        start_xla_device()
+
     def prepare(self, bench, experiment: ExperimentConfig, settings: RunSettings) -> PreparedModel:
         from backends.xla_runtime import XlaPreparedModel
 

@@ -32,6 +32,11 @@ def xla_metric(name: str) -> tuple[int, float]:
     return int(count), float(total_ns) / NANOSECONDS
 
 
+def start_xla_device() -> None:
+    """Register the XLA device with PyTorch (and start the PJRT client)."""
+    torch_xla.device()
+
+
 class XlaPreparedModel(TorchPreparedModel):
     """A torch module on the XLA device; lazy (sync per iteration) or wrapped by dynamo.
 

@@ -36,6 +36,7 @@ def verify_experiment(
     def load():
         return suite.load(model.model_name, experiment.test, experiment.batch_size)
 
+    backend.initialize_process(experiment)
     reference = reference_experiment(experiment)
     reference_backend = backends.backend_for(reference)
     seed, iterations = settings.seed, settings.verify_iterations

@@ -63,3 +63,11 @@ def test_torchax_training_passes_against_eager_references(tmp_path):
                   "-k", "^mlp$", "--torch-xla2=extract_jax", "--test=train")
     assert line["status"] == "ok"
     assert line["verification_code"] == "PASS", line.get("verification_reason")
+
+
+@pytest.mark.parametrize("dynamo", ["None", "openxla"])
+def test_pjrt_training_verifies_after_eager_backward_in_the_same_child(tmp_path, dynamo):
+    # The eager references run backward first; the XLA device must already be registered.
+    (line,) = run(tmp_path, "--accelerator=cpu", "--repeat=1", "--warmup=1", "--verify-only",
+                  "-k", "^mlp$", "--xla=PJRT", f"--dynamo={dynamo}", "--test=train")
+    assert line["verification_code"] == "PASS", line.get("verification_reason")
