@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from backends.base import Backend, HostCapabilities, PreparedModel
-from backends.xla_common import torch_xla_environment, torch_xla_reason
+from backends.base import HostCapabilities, PreparedModel
+from backends.xla_common import TorchXlaBackend, torch_xla_reason
 from runner.config import ExperimentConfig, RunSettings
 
 OPENXLA_BACKENDS = ("openxla", "openxla_eval")
 
 
-class OpenXlaBackend(Backend):
+class OpenXlaBackend(TorchXlaBackend):
     """xla=PJRT with dynamo: dynamo graphs compiled by XLA, run on the XLA device."""
 
     name = "openxla"
@@ -42,16 +42,6 @@ class OpenXlaBackend(Backend):
                 f"dynamo backend {dynamo!r} is not registered in torch {host.torch_version}"
             )
         return None
-
-    def child_environment(
-        self, experiment: ExperimentConfig, settings: RunSettings
-    ) -> dict[str, str]:
-        return torch_xla_environment(experiment)
-
-    def initialize_process(self, experiment: ExperimentConfig) -> None:
-        from backends.xla_runtime import start_xla_device
-
-        start_xla_device()
 
     def prepare(self, bench, experiment: ExperimentConfig, settings: RunSettings) -> PreparedModel:
         import torch

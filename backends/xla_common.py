@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from backends.base import HostCapabilities
-from runner.config import ExperimentConfig
+from backends.base import Backend, HostCapabilities
+from runner.config import ExperimentConfig, RunSettings
 
 #: The first torch_xla release without XLA:CUDA (2.8 was the last to ship it).
 XLA_CUDA_REMOVED_IN = (2, 9)
@@ -101,3 +101,17 @@ def torchax_environment(experiment: ExperimentConfig) -> dict[str, str]:
     environment = {"JAX_PLATFORMS": JAX_PLATFORMS[experiment.accelerator]}
     environment.update(xla_flags_environment(experiment))
     return environment
+
+
+class TorchXlaBackend(Backend):
+    """What the PyTorch/XLA stacks share: their child's environment and device start-up."""
+
+    def child_environment(
+        self, experiment: ExperimentConfig, settings: RunSettings
+    ) -> dict[str, str]:
+        return torch_xla_environment(experiment)
+
+    def initialize_process(self, experiment: ExperimentConfig) -> None:
+        from backends.xla_runtime import start_xla_device
+
+        start_xla_device()

@@ -50,34 +50,25 @@ class UsageError(ValueError):
     """A flag value the runner cannot use."""
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
+def number_parser(cast, kind: str, minimum: float, inclusive: bool = True):
+    """An argparse type: a number of `cast`'s kind at least (or above) `minimum`."""
+
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}")
+        if value < minimum or (not inclusive and value == minimum):
+            bound = "at least" if inclusive else "above"
+            raise argparse.ArgumentTypeError(f"{text!r} must be {bound} {minimum:g}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
+positive_int = number_parser(int, "an integer", 1)
+non_negative_int = number_parser(int, "an integer", 0)
+positive_float = number_parser(float, "a number", 0, inclusive=False)
 
 
 def choice_or_none(choices: Sequence[Optional[str]], flag: str):
