@@ -11,6 +11,16 @@ from runner.config import ExperimentConfig, RunSettings
 XLA_ONLY_DYNAMO_BACKENDS = ("openxla", "openxla_eval")
 
 
+def unregistered_dynamo_reason(dynamo: str, host: HostCapabilities) -> Optional[str]:
+    """Why a dynamo backend name cannot be used here (the probe did not find it), or None."""
+    if host.dynamo_backends and dynamo not in host.dynamo_backends:
+        return (
+            f"dynamo backend {dynamo!r} is not registered in torch {host.torch_version}; "
+            f"known backends: {', '.join(sorted(host.dynamo_backends))}"
+        )
+    return None
+
+
 class DynamoBackend(Backend):
     """torch.compile(backend=dynamo) on a CPU or CUDA device."""
 
@@ -32,12 +42,7 @@ class DynamoBackend(Backend):
         reason = native_accelerator_reason(experiment, host, f"dynamo={dynamo}")
         if reason:
             return reason
-        if host.dynamo_backends and dynamo not in host.dynamo_backends:
-            return (
-                f"dynamo backend {dynamo!r} is not registered in torch {host.torch_version}; "
-                f"known backends: {', '.join(sorted(host.dynamo_backends))}"
-            )
-        return None
+        return unregistered_dynamo_reason(dynamo, host)
 
     def prepare(self, bench, experiment: ExperimentConfig, settings: RunSettings) -> PreparedModel:
         import torch

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from backends.base import HostCapabilities, PreparedModel
+from backends.dynamo import unregistered_dynamo_reason
 from backends.xla_common import TorchXlaBackend, torch_xla_reason
 from runner.config import ExperimentConfig, RunSettings
 
@@ -34,14 +35,7 @@ class OpenXlaBackend(TorchXlaBackend):
             )
         if dynamo == "openxla_eval" and experiment.test == "train":
             return "dynamo=openxla_eval compiles inference only; train with dynamo=openxla"
-        reason = torch_xla_reason(experiment, host)
-        if reason:
-            return reason
-        if host.dynamo_backends and dynamo not in host.dynamo_backends:
-            return (
-                f"dynamo backend {dynamo!r} is not registered in torch {host.torch_version}"
-            )
-        return None
+        return torch_xla_reason(experiment, host) or unregistered_dynamo_reason(dynamo, host)
 
     def prepare(self, bench, experiment: ExperimentConfig, settings: RunSettings) -> PreparedModel:
         import torch

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from models.base import BenchmarkModel, Suite
-from models.reduced import REDUCED_MAX_BATCH_SIZE, reduced_requested
+from models.base import BenchmarkModel
+from models.reduced import ReducibleSuite
 
 MASKED_LM = "masked_lm"  # labels: a token per position
 CAUSAL_LM = "causal_lm"  # labels: the next tokens (see HFSpec.model_shifts_labels)
@@ -124,21 +124,12 @@ HF_MODELS: dict[str, HFSpec] = {
 }
 
 
-class HuggingFaceSuite(Suite):
+class HuggingFaceSuite(ReducibleSuite):
     """transformers models from configs; `reduced=True` builds small versions."""
 
     name = "huggingface"
 
-    def __init__(self, reduced: Optional[bool] = None) -> None:
-        self.reduced = reduced_requested(reduced)
-
-    def model_names(self) -> list[str]:
-        return list(HF_MODELS)
-
-    def default_batch_size(self, model_name: str) -> int:
-        self.check_model(model_name)
-        batch_size = HF_MODELS[model_name].batch_size
-        return min(batch_size, REDUCED_MAX_BATCH_SIZE) if self.reduced else batch_size
+    specs = HF_MODELS
 
     def sequence_length(self, model_name: str) -> int:
         """Tokens per sequence (encoder and decoder alike)."""

@@ -8,7 +8,9 @@ Suites take `reduced=True`, or read EXPERIMENT_RUNNER_SMALL_MODELS when `reduced
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
+
+from models.base import Suite
 
 SMALL_MODELS_ENV = "EXPERIMENT_RUNNER_SMALL_MODELS"
 # Default batch sizes are capped at this in reduced mode (an explicit batch size is kept).
@@ -32,3 +34,21 @@ def reduced_requested(
     raise ValueError(
         f"{SMALL_MODELS_ENV}={value!r} is not a boolean; use 1 or 0"
     )
+
+
+class ReducibleSuite(Suite):
+    """A suite whose models are listed in `specs` (name -> spec with a batch_size) and
+    that can build reduced versions, with default batch sizes capped when reduced."""
+
+    specs: Mapping[str, Any] = {}
+
+    def __init__(self, reduced: Optional[bool] = None) -> None:
+        self.reduced = reduced_requested(reduced)
+
+    def model_names(self) -> list[str]:
+        return list(self.specs)
+
+    def default_batch_size(self, model_name: str) -> int:
+        self.check_model(model_name)
+        batch_size = self.specs[model_name].batch_size
+        return min(batch_size, REDUCED_MAX_BATCH_SIZE) if self.reduced else batch_size

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from models.base import BenchmarkModel, Suite
-from models.reduced import REDUCED_MAX_BATCH_SIZE, reduced_requested
+from models.base import BenchmarkModel
+from models.reduced import ReducibleSuite
 
 
 @dataclass(frozen=True)
@@ -69,21 +69,12 @@ TIMM_MODELS: dict[str, TimmSpec] = {
 }
 
 
-class TimmSuite(Suite):
+class TimmSuite(ReducibleSuite):
     """timm image classifiers; `reduced=True` builds small versions (see models.reduced)."""
 
     name = "timm"
 
-    def __init__(self, reduced: Optional[bool] = None) -> None:
-        self.reduced = reduced_requested(reduced)
-
-    def model_names(self) -> list[str]:
-        return list(TIMM_MODELS)
-
-    def default_batch_size(self, model_name: str) -> int:
-        self.check_model(model_name)
-        batch_size = TIMM_MODELS[model_name].batch_size
-        return min(batch_size, REDUCED_MAX_BATCH_SIZE) if self.reduced else batch_size
+    specs = TIMM_MODELS
 
     def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
         self.check_model(model_name)

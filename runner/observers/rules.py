@@ -44,17 +44,15 @@ class FlagRule:
     elsewhere: str
 
 
+NO_DYNAMO = "dynamo counters exist only where dynamo compiles (--dynamo=...)"
+NOT_PROFILED = "torchax runs jitted JAX functions, whose work the PyTorch profiler does not see"
+
 FLAG_RULES = (
-    FlagRule("--collect-dynamo-counters", "collect_dynamo_counters", DYNAMO_FAMILIES,
-             "dynamo counters exist only where dynamo compiles (--dynamo=...)"),
-    FlagRule("--dump-dynamo-counters", "dump_dynamo_counters", DYNAMO_FAMILIES,
-             "dynamo counters exist only where dynamo compiles (--dynamo=...)"),
-    FlagRule("--profile-cuda-cpu", "profile_cuda_cpu", PROFILED_FAMILIES,
-             "torchax runs jitted JAX functions, whose work the PyTorch profiler does not see"),
-    FlagRule("--profile-cuda-cpu-individual-ops", "profile_individual_ops", PROFILED_FAMILIES,
-             "torchax runs jitted JAX functions, whose work the PyTorch profiler does not see"),
-    FlagRule("--dump-pytorch-profiles", "dump_pytorch_profiles", PROFILED_FAMILIES,
-             "torchax runs jitted JAX functions, whose work the PyTorch profiler does not see"),
+    FlagRule("--collect-dynamo-counters", "collect_dynamo_counters", DYNAMO_FAMILIES, NO_DYNAMO),
+    FlagRule("--dump-dynamo-counters", "dump_dynamo_counters", DYNAMO_FAMILIES, NO_DYNAMO),
+    FlagRule("--profile-cuda-cpu", "profile_cuda_cpu", PROFILED_FAMILIES, NOT_PROFILED),
+    FlagRule("--profile-cuda-cpu-individual-ops", "profile_individual_ops", PROFILED_FAMILIES, NOT_PROFILED),
+    FlagRule("--dump-pytorch-profiles", "dump_pytorch_profiles", PROFILED_FAMILIES, NOT_PROFILED),
     FlagRule("--dump-pytorch-xla-metrics", "dump_pytorch_xla_metrics", TORCH_XLA_FAMILIES,
              "torch_xla's metrics exist only on PyTorch/XLA stacks (--xla=PJRT)"),
     FlagRule("--dump-hlo", "dump_hlo", XLA_FAMILIES,
