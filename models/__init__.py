@@ -16,11 +16,11 @@ def suite_names() -> tuple[str, ...]:
 
 
 def _factories():
-    from models.builtin import BuiltinSuite
-    from models.faults import FaultsSuite
-    from models.huggingface_suite import HuggingFaceSuite
-    from models.timm_suite import TimmSuite
-    from models.torchbench import TorchBenchSuite
+    from models.suites.builtin import BuiltinSuite
+    from models.suites.faults import FaultsSuite
+    from models.suites.huggingface import HuggingFaceSuite
+    from models.suites.timm import TimmSuite
+    from models.suites.torchbench import TorchBenchSuite
 
     return {
         "builtin": BuiltinSuite,

@@ -6,10 +6,10 @@ import pytest
 
 from models import get_suite
 from models.base import UnknownModelError
-from models.huggingface_suite import (
-    HEADS, HF_MODELS, QUESTION_ANSWERING, REDUCED_SEQUENCE_LENGTH, SEQ2SEQ,
-    SEQUENCE_CLASSIFICATION, HuggingFaceSuite,
+from models.specs.huggingface import (
+    CAUSAL_LM, HEADS, QUESTION_ANSWERING, SEQ2SEQ, SEQUENCE_CLASSIFICATION,
 )
+from models.suites.huggingface import HF_MODELS, REDUCED_SEQUENCE_LENGTH, HuggingFaceSuite
 from tests.models.conftest import eval_forward, run_listing_without_torch, train_step
 
 ENCODER, DECODER, ENCODER_DECODER = "BertForMaskedLM", "DistillGPT2", "T5Small"
@@ -137,7 +137,7 @@ def test_labels_fit_each_head(reduced_suite):
 
 
 def test_full_size_configs_keep_the_family_defaults():
-    from models.huggingface_models import build_config
+    from models.builders.huggingface import build_config
 
     import transformers
 
@@ -152,7 +152,7 @@ def test_every_model_constructs_at_full_size_on_the_meta_device():
     import torch
     import transformers
 
-    from models.huggingface_models import build_config
+    from models.builders.huggingface import build_config
 
     for name, spec in HF_MODELS.items():
         model_class = getattr(transformers, spec.model_class)
@@ -176,8 +176,6 @@ def test_causal_lm_losses_are_next_token_predictions(reduced_suite):
     """Whether the model shifts labels itself or not, its loss scores the next token."""
     import torch
     from torch.nn import functional as F
-
-    from models.huggingface_suite import CAUSAL_LM
 
     for name, spec in HF_MODELS.items():
         if spec.head != CAUSAL_LM:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from models.huggingface_suite import HuggingFaceSuite
+from models.suites.huggingface import HuggingFaceSuite
 from models.reduced import SMALL_MODELS_ENV, reduced_requested
-from models.timm_suite import TimmSuite
+from models.suites.timm import TimmSuite
 
 
 @pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("0", False), ("", False)])

@@ -6,7 +6,7 @@ import pytest
 
 from models import get_suite
 from models.base import UnknownModelError
-from models.timm_suite import TIMM_MODELS, TimmSuite
+from models.suites.timm import TIMM_MODELS, TimmSuite
 from tests.models.conftest import eval_forward, run_listing_without_torch, train_step
 
 SMALL_MODEL = "deit_tiny_patch16_224"

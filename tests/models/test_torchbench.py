@@ -6,7 +6,7 @@ import pytest
 
 from models import get_suite
 from models.base import SuiteUnavailableError, UnknownModelError
-from models.torchbench import TORCHBENCH_DIR_ENV, TorchBenchSuite
+from models.suites.torchbench import TORCHBENCH_DIR_ENV, TorchBenchSuite
 from tests.models.conftest import FAKE_TORCHBENCH, eval_forward, run_listing_without_torch, train_step
 
 STAND_IN_MODELS = ["tiny_dict_eval_only", "tiny_mlp"]
@@ -86,7 +86,7 @@ def test_train_step_uses_the_mean_of_outputs_as_loss(fake_torchbench_dir):
 def test_keyword_inputs_and_tuple_outputs(fake_torchbench_dir):
     import torch
 
-    from models.torchbench_models import reduce_to_scalar_loss
+    from models.builders.torchbench import reduce_to_scalar_loss
 
     bench = TorchBenchSuite(str(fake_torchbench_dir)).load("tiny_dict_eval_only", "eval", None)
     inputs = bench.make_inputs(0)
@@ -114,7 +114,7 @@ def test_unsupported_test_raises_naming_the_model(fake_torchbench_dir):
 def test_reduce_to_scalar_loss_prefers_an_outputs_loss():
     import torch
 
-    from models.torchbench_models import reduce_to_scalar_loss
+    from models.builders.torchbench import reduce_to_scalar_loss
 
     class Output(dict):
         def __init__(self, **kwargs):

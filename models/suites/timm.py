@@ -7,24 +7,11 @@ cross-entropy against seeded labels. timm is imported only in `load` (child proc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from models.base import BenchmarkModel
 from models.reduced import ReducibleSuite
-
-
-@dataclass(frozen=True)
-class TimmSpec:
-    """One model: timm architecture, dashboard batch size and its reduced form."""
-
-    architecture: str
-    batch_size: int
-    # The pretrained tag only chooses timm's default input size (weights stay random).
-    tag: str = ""
-    reduced_kwargs: dict[str, Any] = field(default_factory=dict)
-    reduced_image_size: int = 64
-
+from models.specs.timm import TimmSpec
 
 _VIT_SMALL = {"depth": 2, "embed_dim": 64, "num_heads": 2}
 
@@ -78,10 +65,10 @@ class TimmSuite(ReducibleSuite):
 
     def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
         self.check_model(model_name)
-        from models import timm_models
+        from models.builders import timm as builder
 
         spec = TIMM_MODELS[model_name]
-        return timm_models.build(
+        return builder.build(
             model_name,
             spec,
             batch_size or self.default_batch_size(model_name),

@@ -125,6 +125,6 @@ class TorchBenchSuite(Suite):
 
     def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
         self.check_model(model_name)
-        from models import torchbench_models
+        from models.builders import torchbench as builder
 
-        return torchbench_models.build(self.checkout(), model_name, test, batch_size)
+        return builder.build(self.checkout(), model_name, test, batch_size)

@@ -21,6 +21,6 @@ class BuiltinSuite(Suite):
 
     def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
         self.check_model(model_name)
-        from models import builtin_models
+        from models.builders import builtin as builder
 
-        return builtin_models.build(model_name, batch_size or _BATCH_SIZES[model_name])
+        return builder.build(model_name, batch_size or _BATCH_SIZES[model_name])

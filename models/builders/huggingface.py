@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from models.base import BenchmarkModel, ModelInputs
-from models import huggingface_suite as hs
+from models.specs import huggingface as hs
 
 IGNORED_LABEL = -100  # cross-entropy's ignore index in transformers' losses
 _DROPOUT_MARKERS = ("dropout", "pdrop", "layerdrop")

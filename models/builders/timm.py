@@ -6,7 +6,7 @@ import torch
 from torch.nn import functional as F
 
 from models.base import BenchmarkModel, ModelInputs
-from models.timm_suite import TimmSpec
+from models.specs.timm import TimmSpec
 
 NUM_CLASSES = 1000
 

@@ -27,6 +27,6 @@ class FaultsSuite(Suite):
 
     def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
         self.check_model(model_name)
-        from models import fault_models
+        from models.builders import faults as builder
 
-        return fault_models.build(model_name, batch_size or 2)
+        return builder.build(model_name, batch_size or 2)

@@ -1,0 +1,1 @@
+"""One module a suite: builds its torch modules (child only; imports torch)."""

@@ -1,0 +1,34 @@
+"""The huggingface suite's heads and spec dataclass, shared by models.suites.huggingface
+and models.builders.huggingface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+MASKED_LM = "masked_lm"  # labels: a token per position
+CAUSAL_LM = "causal_lm"  # labels: the next tokens (see HFSpec.model_shifts_labels)
+SEQ2SEQ = "seq2seq"  # encoder input ids; labels: decoder tokens (decoder inputs derive from them)
+SEQUENCE_CLASSIFICATION = "sequence_classification"  # labels: a class per sequence
+QUESTION_ANSWERING = "question_answering"  # start and end positions per sequence
+HEADS = (MASKED_LM, CAUSAL_LM, SEQ2SEQ, SEQUENCE_CLASSIFICATION, QUESTION_ANSWERING)
+
+
+@dataclass(frozen=True)
+class HFSpec:
+    """One model: transformers class, its head, dashboard batch size, sequence length."""
+
+    model_class: str
+    head: str
+    batch_size: int
+    sequence_length: int
+    # Settings on top of the config class's defaults (what a short name stands for).
+    config: dict[str, Any] = field(default_factory=dict)
+    # Settings on top of the generic shrinking, for the reduced form.
+    reduced_config: dict[str, Any] = field(default_factory=dict)
+    # Decoder-only classes of encoder families take is_decoder=True for a causal mask.
+    is_decoder: bool = False
+    extra: bool = False  # not on the dashboard's list
+    # Most causal LMs shift labels themselves (labels = input ids); the decoder-only classes
+    # of encoder-decoder families do not, so they get the next tokens, the last one ignored.
+    model_shifts_labels: bool = True
