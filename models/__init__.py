@@ -1,10 +1,16 @@
-"""Model suites. `get_suite(name)` builds one; nothing here imports torch."""
+"""Model suites. `get_suite(name)` builds one; nothing here imports torch.
+
+Suites are found at call time: every module of models/suites/ exposes its Suite subclass
+as `SUITE`, and the module's name is the suite's name.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Optional
 
-from models.base import Suite, UnknownModelError, SuiteUnavailableError
+from models.base import Suite, SuiteUnavailableError, UnknownModelError
 
 
 class UnknownSuiteError(ValueError):
@@ -12,32 +18,27 @@ class UnknownSuiteError(ValueError):
 
 
 def suite_names() -> tuple[str, ...]:
-    return tuple(_factories())
+    """Every suite, ordered by the classes' `order`, then by name."""
+    return tuple(_suite_classes())
 
 
-def _factories():
-    from models.suites.builtin import BuiltinSuite
-    from models.suites.faults import FaultsSuite
-    from models.suites.huggingface import HuggingFaceSuite
-    from models.suites.timm import TimmSuite
-    from models.suites.torchbench import TorchBenchSuite
+def _suite_classes() -> dict[str, type[Suite]]:
+    from models import suites
 
-    return {
-        "builtin": BuiltinSuite,
-        "faults": FaultsSuite,
-        "timm": TimmSuite,
-        "huggingface": HuggingFaceSuite,
-        "torchbench": TorchBenchSuite,
-    }
+    found = {}
+    for module in pkgutil.iter_modules(suites.__path__):
+        if not module.name.startswith("_"):
+            found[module.name] = importlib.import_module(f"{suites.__name__}.{module.name}").SUITE
+    return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 
 def get_suite(name: str, torchbench_dir: Optional[str] = None) -> Suite:
     """The suite called `name`; `torchbench_dir` locates a TorchBench checkout."""
-    factories = _factories()
-    if name not in factories:
+    classes = _suite_classes()
+    if name not in classes:
         raise UnknownSuiteError(
-            f"unknown suite {name!r}; available suites: {', '.join(factories)}"
+            f"unknown suite {name!r}; available suites: {', '.join(classes)}"
         )
     if name == "torchbench":
-        return factories[name](torchbench_dir=torchbench_dir)
-    return factories[name]()
+        return classes[name](torchbench_dir=torchbench_dir)
+    return classes[name]()

@@ -48,6 +48,8 @@ class Suite(ABC):
     """A named collection of models."""
 
     name: str = ""
+    # Place in suite_names(): lower first; equal orders go by name.
+    order: int = 100
 
     @abstractmethod
     def model_names(self) -> list[str]:

@@ -11,6 +11,7 @@ _BATCH_SIZES = {"mlp": 16, "cnn": 8, "transformer_block": 4}
 
 class BuiltinSuite(Suite):
     name = "builtin"
+    order = 10
 
     def model_names(self) -> list[str]:
         return list(_BATCH_SIZES)
@@ -24,3 +25,6 @@ class BuiltinSuite(Suite):
         from models.builders import builtin as builder
 
         return builder.build(model_name, batch_size or _BATCH_SIZES[model_name])
+
+
+SUITE = BuiltinSuite

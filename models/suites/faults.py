@@ -17,6 +17,7 @@ FAULT_MODELS = ("raises", "segfault", "exit", "signal", "hang", "memory_hog")
 
 class FaultsSuite(Suite):
     name = "faults"
+    order = 20
 
     def model_names(self) -> list[str]:
         return list(FAULT_MODELS)
@@ -30,3 +31,6 @@ class FaultsSuite(Suite):
         from models.builders import faults as builder
 
         return builder.build(model_name, batch_size or 2)
+
+
+SUITE = FaultsSuite

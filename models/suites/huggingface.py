@@ -102,6 +102,7 @@ class HuggingFaceSuite(ReducibleSuite):
     """transformers models from configs; `reduced=True` builds small versions."""
 
     name = "huggingface"
+    order = 40
 
     specs = HF_MODELS
 
@@ -123,3 +124,6 @@ class HuggingFaceSuite(ReducibleSuite):
             self.sequence_length(model_name),
             reduced=self.reduced,
         )
+
+
+SUITE = HuggingFaceSuite

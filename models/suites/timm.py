@@ -60,6 +60,7 @@ class TimmSuite(ReducibleSuite):
     """timm image classifiers; `reduced=True` builds small versions (see models.reduced)."""
 
     name = "timm"
+    order = 30
 
     specs = TIMM_MODELS
 
@@ -74,3 +75,6 @@ class TimmSuite(ReducibleSuite):
             batch_size or self.default_batch_size(model_name),
             reduced=self.reduced,
         )
+
+
+SUITE = TimmSuite

@@ -76,6 +76,7 @@ class TorchBenchSuite(Suite):
     """TorchBench models through their own API. Needs a checkout (see HOW_TO_GET)."""
 
     name = "torchbench"
+    order = 50
 
     def __init__(self, torchbench_dir: Optional[str] = None) -> None:
         self.torchbench_dir = torchbench_dir
@@ -128,3 +129,6 @@ class TorchBenchSuite(Suite):
         from models.builders import torchbench as builder
 
         return builder.build(self.checkout(), model_name, test, batch_size)
+
+
+SUITE = TorchBenchSuite
