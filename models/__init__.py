@@ -32,13 +32,14 @@ def _suite_classes() -> dict[str, type[Suite]]:
     return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 
-def get_suite(name: str, torchbench_dir: Optional[str] = None) -> Suite:
-    """The suite called `name`; `torchbench_dir` locates a TorchBench checkout."""
+def get_suite(
+    name: str, *, reduced: bool = False, torchbench_dir: Optional[str] = None
+) -> Suite:
+    """The suite called `name`, with reduced models or not; `torchbench_dir` locates a
+    TorchBench checkout. The caller reads any environment setting and passes it here."""
     classes = _suite_classes()
     if name not in classes:
         raise UnknownSuiteError(
             f"unknown suite {name!r}; available suites: {', '.join(classes)}"
         )
-    if name == "torchbench":
-        return classes[name](torchbench_dir=torchbench_dir)
-    return classes[name]()
+    return classes[name](reduced=reduced, torchbench_dir=torchbench_dir)

@@ -51,6 +51,15 @@ class Suite(ABC):
     # Place in suite_names(): lower first; equal orders go by name.
     order: int = 100
 
+    def __init__(self, *, reduced: bool = False, torchbench_dir: Optional[str] = None) -> None:
+        """Options every suite takes; a suite that has no use for one ignores it.
+
+        `reduced` asks for small model configurations (models.reduced); `torchbench_dir`
+        locates a TorchBench checkout.
+        """
+        self.reduced = bool(reduced)
+        self.torchbench_dir = torchbench_dir
+
     @abstractmethod
     def model_names(self) -> list[str]:
         """Every model of the suite, in a stable order (no torch import)."""

@@ -1,14 +1,14 @@
-"""The switch for reduced ("small") model configurations, used by tests and CI.
+"""Reduced ("small") model configurations, used by tests and CI.
 
 A reduced model keeps its architecture family but has fewer layers, a smaller hidden size,
-a smaller vocabulary, smaller inputs and default batch sizes of at most 4, so it builds and runs in well under a second on a CPU.
-Suites take `reduced=True`, or read EXPERIMENT_RUNNER_SMALL_MODELS when `reduced` is None.
+a smaller vocabulary, smaller inputs and default batch sizes of at most 4, so it builds and
+runs in well under a second on a CPU. Suites take `reduced=True`; nothing in models/ reads
+the environment: the runner reads SMALL_MODELS_ENV and parses it with `parse_reduced_setting`.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 from models.base import Suite
 
@@ -19,31 +19,23 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 
 
-def reduced_requested(
-    reduced: Optional[bool] = None, environ: Optional[Mapping[str, str]] = None
-) -> bool:
-    """`reduced` when given, else the EXPERIMENT_RUNNER_SMALL_MODELS setting."""
-    if reduced is not None:
-        return reduced
-    value = (os.environ if environ is None else environ).get(SMALL_MODELS_ENV, "")
-    value = value.strip().lower()
+def parse_reduced_setting(text: str) -> bool:
+    """1/true/yes/on or 0/false/no/off/"" (any case, spaces around ignored); else ValueError."""
+    value = text.strip().lower()
     if value in _TRUE:
         return True
     if value in _FALSE:
         return False
     raise ValueError(
-        f"{SMALL_MODELS_ENV}={value!r} is not a boolean; use 1 or 0"
+        f"{text!r} is not a boolean: use 1/true/yes/on or 0/false/no/off (or leave it empty)"
     )
 
 
 class ReducibleSuite(Suite):
     """A suite whose models are listed in `specs` (name -> spec with a batch_size) and
-    that can build reduced versions, with default batch sizes capped when reduced."""
+    that can build reduced versions (`reduced=True`), with default batch sizes capped."""
 
     specs: Mapping[str, Any] = {}
-
-    def __init__(self, reduced: Optional[bool] = None) -> None:
-        self.reduced = reduced_requested(reduced)
 
     def model_names(self) -> list[str]:
         return list(self.specs)

@@ -1,8 +1,8 @@
 """The torchbench suite: an adapter for an installed TorchBench checkout (pytorch/benchmark).
 
-TorchBench is not on PyPI. Where it is found, in order: the `torchbench_dir` argument, the
-TORCHBENCH_DIR environment variable, then an importable `torchbenchmark` package. The
-directory may be the checkout (holding torchbenchmark/) or the torchbenchmark package itself.
+TorchBench is not on PyPI. Where it is found, in order: the `torchbench_dir` argument (the
+CLI's --torchbench-dir), then an importable `torchbenchmark` package. The directory may be
+the checkout (holding torchbenchmark/) or the torchbenchmark package itself.
 Model names come from scanning torchbenchmark/models/ (no torch import); each model is built
 through TorchBench's API, `Model(test=..., device="cpu", batch_size=...)`, then
 `get_module()` gives the module and its example inputs.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import importlib.util
 import logging
-import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -21,7 +20,6 @@ from models.base import BenchmarkModel, Suite, SuiteUnavailableError
 
 log = logging.getLogger(__name__)
 
-TORCHBENCH_DIR_ENV = "TORCHBENCH_DIR"
 PACKAGE = "torchbenchmark"
 _BATCH_SIZE_NAMES = ("DEFAULT_EVAL_BSIZE", "DEFAULT_TRAIN_BSIZE")
 FALLBACK_BATCH_SIZE = 1
@@ -29,13 +27,13 @@ FALLBACK_BATCH_SIZE = 1
 HOW_TO_GET = (
     "TorchBench is not on PyPI: git clone https://github.com/pytorch/benchmark, run "
     "`python install.py` in it (add model names to install only some), then pass its "
-    f"directory with --torchbench-dir or the {TORCHBENCH_DIR_ENV} environment variable"
+    "directory with --torchbench-dir"
 )
 
 
 def find_checkout(torchbench_dir: Optional[str] = None) -> Path:
     """The directory that holds the torchbenchmark package, or SuiteUnavailableError."""
-    given = torchbench_dir or os.environ.get(TORCHBENCH_DIR_ENV) or None
+    given = torchbench_dir or None
     if given:
         path = Path(given).expanduser().resolve()
         if (path / PACKAGE / "models").is_dir():
@@ -77,9 +75,6 @@ class TorchBenchSuite(Suite):
 
     name = "torchbench"
     order = 50
-
-    def __init__(self, torchbench_dir: Optional[str] = None) -> None:
-        self.torchbench_dir = torchbench_dir
 
     def checkout(self) -> Path:
         return find_checkout(self.torchbench_dir)

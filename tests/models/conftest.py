@@ -23,10 +23,9 @@ def fake_torchbench_dir(monkeypatch) -> Path:
 
 @pytest.fixture
 def no_torchbench(monkeypatch):
-    """No TORCHBENCH_DIR and no importable torchbenchmark."""
+    """No importable torchbenchmark."""
     import importlib.util
 
-    monkeypatch.delenv("TORCHBENCH_DIR", raising=False)
     real_find_spec = importlib.util.find_spec
 
     def find_spec(name, *args, **kwargs):
@@ -57,23 +56,23 @@ def eval_forward(bench, seed: int = 0):
         return bench.module(*inputs.args, **inputs.kwargs)
 
 
-def run_listing_without_torch(suite: str, env_extra: dict[str, str] | None = None) -> dict:
+def run_listing_without_torch(
+    suite: str, *, reduced: bool = False, torchbench_dir: str | None = None
+) -> dict:
     """List a suite in a fresh interpreter; report its names and whether torch got imported."""
     import json
-    import os
 
     code = (
         "import json, sys, models\n"
-        f"suite = models.get_suite({suite!r})\n"
+        f"suite = models.get_suite({suite!r}, reduced={reduced!r},"
+        f" torchbench_dir={torchbench_dir!r})\n"
         "names = suite.model_names()\n"
         "sizes = {n: suite.default_batch_size(n) for n in names}\n"
         "heavy = [m for m in ('torch', 'timm', 'transformers') if m in sys.modules]\n"
         "print(json.dumps({'names': names, 'sizes': sizes, 'heavy': heavy}))\n"
     )
-    env = dict(os.environ)
-    env.update(env_extra or {})
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env,
+        [sys.executable, "-c", code], cwd=REPO_ROOT,
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr

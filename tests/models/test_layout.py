@@ -13,6 +13,7 @@ import pytest
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 HEAVY = ("torch", "timm", "transformers")
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def module_files(folder: str) -> dict[str, Path]:
@@ -34,7 +35,7 @@ def imports(path: Path, package: str) -> list[tuple[str, bool]]:
                     base = ".".join(parts + ([base] if base else []))
                 found.append((base, top))
                 found.extend((f"{base}.{alias.name}", top) for alias in child.names)
-            visit(child, top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+            visit(child, top and not isinstance(child, FUNCTIONS))
 
     visit(ast.parse(path.read_text(encoding="utf-8")), True)
     return found
@@ -69,10 +70,22 @@ def test_import_graph_has_no_builder_to_suite_chain_and_no_cycle():
     """With grimp: chains through other modules count too (lazy imports included)."""
     grimp = pytest.importorskip("grimp")
     graph = grimp.build_graph("models", cache_dir=None)
-    assert not graph.chain_exists(importer="models.builders", imported="models.suites", as_packages=True)
+    assert not graph.chain_exists(
+        importer="models.builders", imported="models.suites", as_packages=True
+    )
     cycles = []
     for importer in sorted(graph.modules):
         for imported in sorted(graph.find_modules_directly_imported_by(importer)):
             if imported != importer and graph.chain_exists(importer=imported, imported=importer):
                 cycles.append((importer, imported))
     assert cycles == []
+
+
+def test_no_module_reads_the_environment():
+    """The runner reads environment settings and passes them to get_suite."""
+    for path in sorted(MODELS.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not names & {"environ", "getenv", "environb"}, path.relative_to(MODELS.parent)

@@ -30,3 +30,9 @@ def test_unknown_suite_names_the_value_and_the_available_suites():
     message = str(caught.value)
     assert "'resnet_zoo'" in message
     assert "available suites: " + ", ".join(SUITES) in message
+
+
+@pytest.mark.parametrize("name", SUITES)
+def test_every_suite_takes_the_shared_keyword_options(name):
+    suite = get_suite(name, reduced=True, torchbench_dir="/nonexistent/torchbench")
+    assert suite.reduced is True and suite.torchbench_dir == "/nonexistent/torchbench"
