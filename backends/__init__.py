@@ -1,46 +1,69 @@
-"""Execution stacks. `all_backends()` lists them; `backend_for` picks the owner."""
+"""The stack registry: every module of backends/stacks/ declares one stack as `STACK`.
+
+The parent picks a combination's stack once, at planning (`stack_for`); the child looks it
+up by the name recorded in the experiment (`get_stack`). Adding a stack is adding one module
+to backends/stacks/ (and its tests).
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Optional
 
-from backends.base import Backend, HostCapabilities
-from runner.config import ExperimentConfig
+from backends.base import Stack
+from core.config import ExperimentConfig
+from core.host import HostCapabilities
+
+STACKS_PACKAGE = "backends.stacks"
 
 
-def all_backends() -> tuple[Backend, ...]:
-    """Every backend, in the order they are asked whether they own a combination."""
-    from backends.debug_perturb import DebugPerturbBackend, debug_stacks_enabled
-    from backends.dynamo import DynamoBackend
-    from backends.eager import EagerBackend
-    from backends.openxla import OpenXlaBackend
-    from backends.torchax import TorchaxBackend
-    from backends.xla_lazy import XlaLazyBackend
-
-    debug = (DebugPerturbBackend(),) if debug_stacks_enabled() else ()
-    return (TorchaxBackend(), XlaLazyBackend(), OpenXlaBackend(), EagerBackend(), *debug,
-            DynamoBackend())
+class UnknownStackError(LookupError):
+    """A stack name that no module of backends/stacks declares."""
 
 
-def backend_for(experiment: ExperimentConfig) -> Optional[Backend]:
-    """The backend that owns this combination, or None when none does."""
-    for backend in all_backends():
-        if backend.handles(experiment):
-            return backend
-    return None
+def all_stacks() -> tuple[Stack, ...]:
+    """Every registered stack, in name order."""
+    package = importlib.import_module(STACKS_PACKAGE)
+    stacks = []
+    for module_info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{STACKS_PACKAGE}.{module_info.name}")
+        stack = getattr(module, "STACK", None)
+        if isinstance(stack, Stack):
+            stacks.append(stack)
+    return tuple(sorted(stacks, key=lambda s: s.name))
+
+
+def get_stack(name: Optional[str]) -> Stack:
+    """The stack called `name`."""
+    for stack in all_stacks():
+        if stack.name == name:
+            return stack
+    known = ", ".join(s.name for s in all_stacks())
+    raise UnknownStackError(f"no stack is called {name!r}; stacks: {known}")
+
+
+def stack_for(experiment: ExperimentConfig) -> Optional[Stack]:
+    """The stack that owns this combination (the highest priority of those that handle it)."""
+    candidates = [s for s in all_stacks() if s.handles(experiment)]
+    if not candidates:
+        return None
+    candidates.sort(key=lambda s: -s.priority)
+    if len(candidates) > 1 and candidates[0].priority == candidates[1].priority:
+        raise RuntimeError(
+            f"stacks {candidates[0].name!r} and {candidates[1].name!r} both claim "
+            f"{experiment.describe()} with the same priority"
+        )
+    return candidates[0]
+
+
+def no_stack_reason(experiment: ExperimentConfig) -> str:
+    return f"no stack runs {experiment.describe()}"
 
 
 def invalid_reason(experiment: ExperimentConfig, host: HostCapabilities) -> Optional[str]:
     """Why the combination cannot run here, or None when it can."""
-    backend = backend_for(experiment)
-    if backend is None:
-        return no_backend_reason(experiment)
-    return backend.invalid_reason(experiment, host)
-
-
-def no_backend_reason(experiment: ExperimentConfig) -> str:
-    if experiment.torch_xla2 is not None:
-        return f"torch_xla2={experiment.torch_xla2} has no backend in this version"
-    if experiment.xla is not None:
-        return f"xla={experiment.xla} has no backend in this version"
-    return f"no backend runs {experiment.describe()}"
+    stack = stack_for(experiment)
+    if stack is None:
+        return no_stack_reason(experiment)
+    return stack.invalid_reason(experiment, host)

@@ -1,51 +1,101 @@
-"""The contract every execution stack implements.
+"""What every execution stack declares (`Stack`) and what its runtime does (`PreparedModel`).
 
-The parent uses only `handles`, `invalid_reason` and `child_environment`, which must not
-import torch or any runtime. The child calls `prepare`, which imports what the stack needs
-and returns a `PreparedModel` that the timing loop drives.
+A stack module (backends/stacks/<name>.py) is parent-safe: its name, label, validity rules,
+child environment and capabilities never import torch or a runtime. The child calls
+`prepare`, which imports the stack's runtime (backends/runtimes/) and returns a
+`PreparedModel` that the timing loop drives.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from runner.config import ExperimentConfig, RunSettings
+from core.config import ExperimentConfig, RunSettings
+from core.host import HostCapabilities
 
 if TYPE_CHECKING:
     from models.base import BenchmarkModel, ModelInputs
 
+# Features a stack offers to observers (runner/observers declares which one each needs).
+DYNAMO_GRAPHS = "dynamo_graphs"  # dynamo compiles the model: counters, graph breaks
+TORCH_PROFILER = "torch_profiler"  # the PyTorch profiler sees the work
+TORCH_XLA_METRICS = "torch_xla_metrics"  # torch_xla's metrics report
+XLA_HLO_DUMP = "xla_hlo_dump"  # XLA honours XLA_FLAGS=--xla_dump_to
+TORCH_XLA_IR_FILES = "torch_xla_ir_files"  # torch_xla writes IR through XLA_SAVE_TENSORS_*
+LOWERED_IR = "lowered_ir"  # the runtime lowers a step itself (PreparedModel.graph_ir)
+
 
 @dataclass(frozen=True)
-class HostCapabilities:
-    """What the probe child found on this machine (see runner/probe.py)."""
+class Capabilities:
+    """What a stack offers beyond running a model."""
 
-    python: str = ""
-    torch_version: Optional[str] = None
-    cuda_available: bool = False
-    cuda_device_names: tuple[str, ...] = ()
-    dynamo_backends: tuple[str, ...] = ()
-    packages: dict[str, str] = field(default_factory=dict)
-    torch_error: Optional[str] = None
+    #: Observer features (the constants above).
+    features: frozenset[str] = frozenset()
+    #: IR formats the stack can save (--save-ir-format).
+    ir_formats: tuple[str, ...] = ()
+    #: How a timed run ends, in words (docs and --list-stacks).
+    synchronization: str = ""
+    #: Whether the stack can share a process with eager PyTorch.
+    shares_process_with_eager: bool = True
 
-    def version_of(self, package: str) -> Optional[str]:
-        return self.packages.get(package)
 
-    def has_tpu(self) -> bool:
-        return "libtpu" in self.packages or "libtpu-nightly" in self.packages
+class Stack(ABC):
+    """One execution stack, selected once at planning and looked up by name in the child."""
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HostCapabilities":
-        return cls(
-            python=data.get("python", ""),
-            torch_version=data.get("torch_version"),
-            cuda_available=bool(data.get("cuda_available")),
-            cuda_device_names=tuple(data.get("cuda_device_names", ())),
-            dynamo_backends=tuple(data.get("dynamo_backends", ())),
-            packages=dict(data.get("packages", {})),
-            torch_error=data.get("torch_error"),
+    #: The registry name, recorded in every line as experiment.stack.
+    name: str = ""
+    capabilities: Capabilities = Capabilities()
+    #: Among stacks that all handle a combination, the highest priority owns it.
+    priority: int = 0
+
+    @abstractmethod
+    def handles(self, experiment: ExperimentConfig) -> bool:
+        """Whether this stack runs the combination (it may still reject it)."""
+
+    @abstractmethod
+    def label(self, experiment: ExperimentConfig) -> str:
+        """Short human label, e.g. 'inductor', 'PJRT+openxla' or 'torchax:extract_jax'."""
+
+    @abstractmethod
+    def invalid_reason(
+        self, experiment: ExperimentConfig, host: HostCapabilities
+    ) -> Optional[str]:
+        """Why the combination cannot run here, in a user's words, or None."""
+
+    def planned(self, experiment: ExperimentConfig, environ: Mapping[str, str]) -> ExperimentConfig:
+        """The experiment as this stack will run it: its name set, and any options it takes
+        from the parent's environment (only debug stacks do) recorded in it."""
+        return dataclasses.replace(experiment, stack=self.name)
+
+    def child_environment(self, experiment: ExperimentConfig) -> dict[str, str]:
+        """Environment variables the child needs before anything is imported."""
+        return {}
+
+    def reference_experiment(self, experiment: ExperimentConfig) -> ExperimentConfig:
+        """The eager experiment verification compares against: same test, precision and
+        batch, on the experiment's device (the CPU for a TPU, which eager cannot drive)."""
+        accelerator = "cpu" if experiment.accelerator == "tpu" else experiment.accelerator
+        return dataclasses.replace(
+            experiment, accelerator=accelerator, xla=None, dynamo=None, torch_xla2=None, xla_flags=None,
+            enable_functionalization=False, stack_options=(), stack="eager",
         )
+
+    def initialize_process(self, experiment: ExperimentConfig) -> None:
+        """Start the stack's runtime in the child before any model runs (child only).
+
+        The verification child calls it before the eager references: PyTorch's autograd
+        engine sizes its device queues at the first backward, so a device registered later
+        (the XLA device) would fail there.
+        """
+
+    @abstractmethod
+    def prepare(
+        self, bench: "BenchmarkModel", experiment: ExperimentConfig, settings: RunSettings
+    ) -> "PreparedModel":
+        """Place the model on the stack (child only)."""
 
 
 class PreparedModel(ABC):
@@ -88,10 +138,10 @@ class PreparedModel(ABC):
         """Name of the device the experiment runs on."""
         return ""
 
-    # Observability hooks (runner/observers). The defaults suit stacks without XLA.
+    # Hooks for observers; a stack offers them through its capabilities' features.
 
     def xla_metrics_report(self) -> Optional[str]:
-        """torch_xla's metrics report as text; None where the stack has none."""
+        """torch_xla's metrics report as text (feature TORCH_XLA_METRICS)."""
         return None
 
     def fallback_operators(self) -> Optional[set[str]]:
@@ -102,45 +152,5 @@ class PreparedModel(ABC):
         return None
 
     def graph_ir(self, ir_format: str, device_inputs: Any) -> Optional[str]:
-        """The IR of one step on `device_inputs` in `ir_format` ('text', 'hlo' or
-        'stablehlo'), for stacks that lower the step themselves (torchax); None otherwise.
-
-        Stacks on torch_xla save their IR through torch_xla's own environment variables.
-        """
+        """The IR of one step on `device_inputs` in `ir_format` (feature LOWERED_IR)."""
         return None
-
-
-class Backend(ABC):
-    """One execution stack: validity rules in the parent, preparation in the child."""
-
-    name: str = ""
-
-    @abstractmethod
-    def handles(self, experiment: ExperimentConfig) -> bool:
-        """Whether this backend owns the combination (it may still reject it)."""
-
-    @abstractmethod
-    def invalid_reason(
-        self, experiment: ExperimentConfig, host: HostCapabilities
-    ) -> Optional[str]:
-        """Why the combination cannot run here, in a user's words, or None."""
-
-    def child_environment(
-        self, experiment: ExperimentConfig, settings: RunSettings
-    ) -> dict[str, str]:
-        """Environment variables the child needs before anything is imported."""
-        return {}
-
-    def initialize_process(self, experiment: ExperimentConfig) -> None:
-        """Start the stack's runtime in the child before any model runs (child only).
-
-        The verification child calls it before the eager references: PyTorch's autograd
-        engine sizes its device queues at the first backward, so a device registered later
-        (the XLA device) would fail there.
-        """
-
-    @abstractmethod
-    def prepare(
-        self, bench: "BenchmarkModel", experiment: ExperimentConfig, settings: RunSettings
-    ) -> PreparedModel:
-        """Place the model on the stack (child only)."""

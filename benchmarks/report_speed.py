@@ -31,8 +31,8 @@ from reports.render_html import render_html  # noqa: E402
 from reports.render_markdown import render_markdown  # noqa: E402
 from reports.render_text import render_tables  # noqa: E402
 from reports.tables import report_tables  # noqa: E402
-from runner.config import ExperimentConfig, ModelConfig, RunSettings  # noqa: E402
-from runner.results import make_line  # noqa: E402
+from core.config import ExperimentConfig, ModelConfig, RunSettings  # noqa: E402
+from core.schema import ResultLine, Status, VerificationCode  # noqa: E402
 
 STACKS = [
     dict(xla=None, dynamo=None, torch_xla2=None),
@@ -71,10 +71,12 @@ def generate(path: Path, lines: int, seed: int = 0) -> None:
                         "cold_start_time": scale * 5 + (c * 3.0),
                         "peak_device_memory_bytes": int(2**30 * rng.uniform(0.5, 2)),
                     }
-                    line = make_line(model, exp, settings, metrics=metrics,
-                                     status="failed" if failed else "ok",
-                                     verification_code="VERIFIER_DIDNT_RUN" if failed else "PASS",
-                                     extra={"run_id": f"run-{run}"})
+                    line = ResultLine(
+                        model, exp, settings, metrics=metrics,
+                        status=Status.FAILED if failed else Status.OK,
+                        verification_code=(VerificationCode.VERIFIER_DIDNT_RUN if failed
+                                           else VerificationCode.PASS),
+                        run_id=f"run-{run}").to_dict()
                     line["timestamp"] = 1_000_000.0 + run * 10_000 + m
                     writer.write(line)
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from reports.errors import ReportError
-from reports.load import VERIFICATION_NOT_RUN, ConfigKey, Record
+from reports.load import ConfigKey, Record
 from reports.stats import geomean
-from runner.results import STATUS_FAILED, STATUS_SKIPPED
+from core.schema import VERIFICATION_NOT_RUN, Status, VerificationCode
 
 DEFAULT_BASELINE = "eager"
 SPEEDUP_WARNING = 0.95
@@ -96,11 +96,11 @@ def resolve_baseline(baseline: Optional[str], records: list[Record]) -> str:
 def _warnings(row: Row) -> list[str]:
     record = row.record
     found: list[str] = []
-    if record.status == STATUS_FAILED:
+    if record.status == Status.FAILED:
         first = record.error.strip().splitlines()[-1] if record.error.strip() else "no error message"
         found.append(f"failed: {first[:160]}")
-    elif record.status != STATUS_SKIPPED:
-        if record.verification_code != "PASS" and record.verification_code not in VERIFICATION_NOT_RUN:
+    elif record.status != Status.SKIPPED:
+        if record.verification_code != VerificationCode.PASS and record.verification_code not in VERIFICATION_NOT_RUN:
             found.append(f"verification {record.verification_code}")
         if not record.ran:
             found.append("no per-iteration times")
@@ -129,7 +129,7 @@ def build_rows(records: list[Record], baseline: str) -> list[Row]:
             and base.peak_memory
             and record.peak_memory
             and base.memory_kind == record.memory_kind
-            and record.status != STATUS_SKIPPED
+            and record.status != Status.SKIPPED
         ):
             row.compression_ratio = base.peak_memory / record.peak_memory
         row.warnings = _warnings(row)
@@ -152,7 +152,7 @@ def summarise(rows: list[Row]) -> list[ConfigSummary]:
             ConfigSummary(
                 config=config,
                 models=len(members),
-                skipped=sum(r.record.status == STATUS_SKIPPED for r in members),
+                skipped=sum(r.record.status == Status.SKIPPED for r in members),
                 passed=sum(r.record.passed for r in members),
                 geomean_speedup=geomean(speedups),
                 speedup_models=len(speedups),

@@ -11,22 +11,27 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
+from core.results_file import BadLine, ResultsFileError, read_results
+from core.schema import (
+    VERIFICATION_FAILED,
+    Status,
+    fingerprint_of,
+    finite_number,
+    has_timings,
+    metrics_of,
+    stack_label_of,
+    status_of,
+    text,
+    verification_code_of,
+)
 from reports.errors import ReportError
 from reports.stats import Interval, finite_numbers, median, median_interval
-from runner.config import fingerprint_of_line
-from runner.results import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, BadLine, ResultsFileError, read_results
 
 log = logging.getLogger(__name__)
-
-# Codes meaning the verifier ran and found the experiment's output wrong.
-VERIFICATION_FAILED = frozenset({"FAIL", "EXCEPTION_RAISED"})
-# Codes meaning the verifier did not judge the output (no verdict either way).
-VERIFICATION_NOT_RUN = frozenset({"VERIFIER_SKIPPED", "VERIFIER_DIDNT_RUN"})
 
 _EXPERIMENT_DEFAULTS = {
     "matmul_precision": "highest",
@@ -95,7 +100,7 @@ class Record:
     @property
     def ran(self) -> bool:
         """The experiment ran to the end and has timings."""
-        return self.status == STATUS_OK and self.median_time is not None and self.median_time > 0
+        return self.status == Status.OK and self.median_time is not None and self.median_time > 0
 
     @property
     def verification_failed(self) -> bool:
@@ -129,32 +134,7 @@ class Loaded:
     unusable: list[str]
 
 
-def _text(value: Any, default: str = "") -> str:
-    if value is None:
-        return default
-    return str(value)
-
-
-def _number(value: Any) -> Optional[float]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def stack_label(experiment: dict[str, Any]) -> str:
-    """The stack label of an experiment dict, tolerant of missing keys.
-
-    Same rule as `ExperimentConfig.stack_label`: torchax mode, else xla and dynamo joined
-    by '+', else 'eager'.
-    """
-    torch_xla2 = experiment.get("torch_xla2")
-    if torch_xla2:
-        return f"torchax:{torch_xla2}"
-    parts = [str(p) for p in (experiment.get("xla"), experiment.get("dynamo")) if p]
-    return "+".join(parts) if parts else "eager"
-
-
-def config_key(experiment: dict[str, Any]) -> ConfigKey:
+def config_key(experiment: dict[str, Any], stack: str) -> ConfigKey:
     """The configuration key of an experiment dict (missing keys read as unknown)."""
     extras = []
     for name, default in _EXPERIMENT_DEFAULTS.items():
@@ -163,21 +143,14 @@ def config_key(experiment: dict[str, Any]) -> ConfigKey:
             extras.append(f"{name}={value}")
     batch = experiment.get("batch_size")
     return ConfigKey(
-        accelerator=_text(experiment.get("accelerator"), "?"),
-        stack=stack_label(experiment),
-        test=_text(experiment.get("test"), "?"),
-        precision=_text(experiment.get("precision"), "fp32"),
-        batch_size="" if batch is None else _text(batch),
-        xla_flags=_text(experiment.get("xla_flags")),
+        accelerator=text(experiment.get("accelerator"), "?"),
+        stack=stack,
+        test=text(experiment.get("test"), "?"),
+        precision=text(experiment.get("precision"), "fp32"),
+        batch_size="" if batch is None else text(batch),
+        xla_flags=text(experiment.get("xla_flags")),
         extras=" ".join(extras),
     )
-
-
-def _line_fingerprint(line: dict[str, Any]) -> Optional[str]:
-    stored = line.get("fingerprint")
-    if isinstance(stored, str) and stored:
-        return stored
-    return fingerprint_of_line(line)
 
 
 def record_from_line(line: dict[str, Any]) -> Optional[Record]:
@@ -186,33 +159,29 @@ def record_from_line(line: dict[str, Any]) -> Optional[Record]:
     experiment = line.get("experiment")
     if not isinstance(model, dict) or not isinstance(experiment, dict) or not model.get("model_name"):
         return None
-    metrics = line.get("metrics")
-    if not isinstance(metrics, dict):
-        metrics = {}
+    metrics = metrics_of(line)
     times = finite_numbers(metrics.get("per_iter_time"))
     med = median(times)
-    cold = _number(metrics.get("cold_start_time"))
+    cold = finite_number(metrics.get("cold_start_time"))
     compile_time = None
     if cold is not None:
         compile_time = max(0.0, cold - med) if med is not None else cold
     peak, kind = None, None
     for key, name in (("peak_device_memory_bytes", "device"), ("peak_host_memory_bytes", "host")):
-        value = _number(metrics.get(key))
+        value = finite_number(metrics.get(key))
         if value is not None and value > 0:
             peak, kind = int(value), name
             break
-    status = _text(line.get("status"), STATUS_FAILED if metrics.get("error") else STATUS_OK)
-    if status not in (STATUS_OK, STATUS_FAILED, STATUS_SKIPPED):
-        status = STATUS_FAILED
+    status = status_of(line)
     return Record(
-        suite=_text(model.get("suite_name")),
-        model=_text(model.get("model_name")),
-        config=config_key(experiment),
-        fingerprint=_line_fingerprint(line) or "",
+        suite=text(model.get("suite_name")),
+        model=text(model.get("model_name")),
+        config=config_key(experiment, stack_label_of(line)),
+        fingerprint=fingerprint_of(line) or "",
         status=status,
-        verification_code=_text(line.get("verification_code"), "VERIFIER_DIDNT_RUN"),
-        run_id=_text(line.get("run_id")),
-        timestamp=_number(line.get("timestamp")) or 0.0,
+        verification_code=verification_code_of(line),
+        run_id=text(line.get("run_id")),
+        timestamp=finite_number(line.get("timestamp")) or 0.0,
         per_iter_times=times,
         median_time=med,
         interval=median_interval(times),
@@ -220,9 +189,9 @@ def record_from_line(line: dict[str, Any]) -> Optional[Record]:
         compile_time=compile_time,
         peak_memory=peak,
         memory_kind=kind,
-        error=_text(metrics.get("error")),
-        skip_reason=_text(line.get("skip_reason")),
-        accelerator_model=_text(experiment.get("accelerator_model")),
+        error=text(metrics.get("error")),
+        skip_reason=text(line.get("skip_reason")),
+        accelerator_model=text(experiment.get("accelerator_model")),
     )
 
 
@@ -278,7 +247,7 @@ def _identity(line: dict[str, Any]) -> Optional[str]:
     model = line.get("model")
     if not isinstance(model, dict) or not isinstance(line.get("experiment"), dict) or not model.get("model_name"):
         return None
-    return _line_fingerprint(line) or repr((model, line["experiment"]))
+    return fingerprint_of(line) or repr((model, line["experiment"]))
 
 
 def select_run(run: str, runs: list[RunInfo]) -> str:
@@ -300,17 +269,12 @@ def select_run(run: str, runs: list[RunInfo]) -> str:
     raise ReportError(f"--run {run!r} matches no run in the results; runs there: {known}")
 
 
-def _has_timings(line: dict[str, Any]) -> bool:
-    metrics = line.get("metrics")
-    return isinstance(metrics, dict) and bool(metrics.get("per_iter_time"))
-
-
 def _with_earlier_timings(
     line: dict[str, Any], timed: Optional[tuple[float, dict[str, Any]]]
 ) -> dict[str, Any]:
     """A --verify-only line carries no timings: keep the latest timed line of the same
     experiment, with the newer verification code and reason."""
-    if timed is None or _has_timings(line) or line.get("status") != "ok":
+    if timed is None or has_timings(line) or line.get("status") != "ok":
         return line
     merged = dict(timed[1])
     for key in ("verification_code", "verification_reason", "verification_details"):
@@ -341,7 +305,7 @@ def _load(paths: Sequence[Path], run: Optional[str]) -> Loaded:
         if key is None:
             unusable.append(f"valid line {index + 1} names no model or experiment")
             continue
-        usable.append((key, _text(line.get("run_id")), _number(line.get("timestamp")) or 0.0, line))
+        usable.append((key, text(line.get("run_id")), finite_number(line.get("timestamp")) or 0.0, line))
     runs = _runs([(run_id, stamp) for _, run_id, stamp, _ in usable])
     if run is not None:
         chosen = select_run(run, runs)
@@ -352,7 +316,7 @@ def _load(paths: Sequence[Path], run: Optional[str]) -> Loaded:
         current = latest.get(key)
         if current is None or stamp >= current[0]:
             latest[key] = (stamp, line)
-        if _has_timings(line):
+        if has_timings(line):
             current = latest_timed.get(key)
             if current is None or stamp >= current[0]:
                 latest_timed[key] = (stamp, line)

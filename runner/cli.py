@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 import uuid
@@ -16,16 +17,9 @@ from typing import Optional, Sequence
 
 import psutil
 
-from models import (
-    SuiteUnavailableError,
-    UnknownModelError,
-    UnknownSuiteError,
-    get_suite,
-    suite_names,
-)
-from runner.config import (
+import backends
+from core.config import (
     ACCELERATORS,
-    IR_FORMATS,
     MATMUL_PRECISIONS,
     PRECISIONS,
     TESTS,
@@ -33,15 +27,26 @@ from runner.config import (
     RunSettings,
     none_if_none_string,
 )
-from runner.executor import ExecutorOptions, ExperimentExecutor
+from core.results_file import ResultsFileError, backup_existing, read_results
+from models import (
+    SuiteUnavailableError,
+    UnknownModelError,
+    UnknownSuiteError,
+    get_suite,
+    suite_names,
+)
+from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
+from runner import observers
+from runner.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.matrix import MatrixError, MatrixRequest, Plan, build_plan, select_models
 from runner.probe import probe_host
-from runner.results import ResultsFileError, backup_existing, read_results, recorded_fingerprints
-from runner.sweep import SweepReport, describe, format_summary, run_plan
+from runner.resume import recorded_fingerprints
+from runner.sweep import SweepReport, format_summary, run_plan
 
 log = logging.getLogger("experiment_runner")
 
 REPORT_COMMANDS = ("report", "compare", "score")
+TORCHBENCH_DIR_ENV = "TORCHBENCH_DIR"
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
@@ -102,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"model suite: {', '.join(suite_names())}")
     what.add_argument("--torchbench-dir",
                       help="TorchBench checkout for --suite-name=torchbench "
-                           "(default: $TORCHBENCH_DIR or an importable torchbenchmark)")
+                           f"(default: ${TORCHBENCH_DIR_ENV} or an importable torchbenchmark)")
     what.add_argument("--accelerator", action="append", choices=ACCELERATORS,
                       help="(repeatable) device to run on; default: every one present")
     what.add_argument("--xla", action="append", type=choice_or_none((None, "PJRT"), "--xla"),
@@ -161,25 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
         "what is collected besides the timings; files go to the experiment's folder under "
         "--output-dirname (docs/observability.md). A flag that does not apply to a stack adds "
         "a note to its line.")
-    observe.add_argument("--collect-dynamo-counters", action="store_true",
-                         help="dynamo's counters in the line's metrics (dynamo stacks)")
-    observe.add_argument("--dump-dynamo-counters", action="store_true",
-                         help="dynamo's counters as run-N/dynamo_counters.json per timed run")
-    observe.add_argument("--profile-cuda-cpu", action="store_true",
-                         help="CPU and CUDA time from the PyTorch profiler, in profiled runs "
-                              "of their own after the timed runs")
-    observe.add_argument("--profile-cuda-cpu-individual-ops", dest="profile_individual_ops",
-                         action="store_true",
-                         help="per operator CPU/CUDA time and calls (XLA stacks: the operators "
-                              "that fell back to CPU; others: aten operators)")
-    observe.add_argument("--dump-pytorch-profiles", action="store_true",
-                         help="a Chrome trace and the profiler's operator table per profiled run")
-    observe.add_argument("--dump-pytorch-xla-metrics", action="store_true",
-                         help="torch_xla's metrics report per timed run (PyTorch/XLA stacks)")
-    observe.add_argument("--dump-hlo", action="store_true",
-                         help="XLA's HLO dump (XLA_FLAGS=--xla_dump_to) in hlo/ (XLA stacks)")
-    observe.add_argument("--save-ir-format", choices=IR_FORMATS,
-                         help="save the IR of the experiment's graphs in ir/ (XLA stacks)")
+    observers.add_flags(observe)
 
     output = parser.add_argument_group("output and control")
     output.add_argument("--output-dirname", default="./output", help="results folder")
@@ -190,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the experiments that would run, run nothing")
     output.add_argument("--list-models", action="store_true",
                         help="print the suite's models and default batch sizes")
+    output.add_argument("--list-stacks", action="store_true",
+                        help="print the registered stacks with their capabilities")
     output.add_argument("--subprocess-timeout", type=positive_float, default=1800.0,
                         help="seconds before a child and its whole process tree are killed")
     output.add_argument("--memory-limit-mb", type=positive_int,
@@ -203,7 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def matrix_request(args: argparse.Namespace) -> MatrixRequest:
+def reduced_models() -> bool:
+    """EXPERIMENT_RUNNER_SMALL_MODELS, read once by the parent (children get it in their spec)."""
+    try:
+        return parse_reduced_setting(os.environ.get(SMALL_MODELS_ENV, ""))
+    except ValueError as error:
+        raise UsageError(f"{SMALL_MODELS_ENV}: {error}") from None
+
+
+def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -> MatrixRequest:
     def dimension(values):
         return None if values is None else tuple(dict.fromkeys(values))
 
@@ -224,6 +221,8 @@ def matrix_request(args: argparse.Namespace) -> MatrixRequest:
         amp_dtype=args.amp_dtype,
         total_partitions=args.total_partitions,
         partition_id=args.partition_id,
+        reduced=reduced_models(),
+        torchbench_dir=torchbench,
     )
 
 
@@ -237,20 +236,13 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         verify=args.verify or args.verify_only,
         verify_only=args.verify_only,
         verify_iterations=args.verify_iterations,
-        collect_dynamo_counters=args.collect_dynamo_counters,
-        dump_dynamo_counters=args.dump_dynamo_counters,
-        profile_cuda_cpu=args.profile_cuda_cpu,
-        profile_individual_ops=args.profile_individual_ops,
-        dump_pytorch_profiles=args.dump_pytorch_profiles,
-        dump_pytorch_xla_metrics=args.dump_pytorch_xla_metrics,
-        dump_hlo=args.dump_hlo,
-        save_ir_format=args.save_ir_format,
+        observe=observers.options_from(args),
     )
 
 
 def print_plan(plan: Plan) -> None:
     for planned in plan.experiments:
-        print(f"{planned.model.model_name}: {planned.experiment.describe()}")
+        print(f"{planned.model.model_name}: {planned.experiment.describe()} [{planned.label}]")
     print(f"{len(plan.experiments)} experiment(s) would run; "
           f"{len(plan.already_recorded)} already recorded")
 
@@ -270,28 +262,42 @@ def default_memory_limit() -> int:
 
 
 def list_models(args: argparse.Namespace) -> int:
-    suite = get_suite(args.suite_name, torchbench_dir=torchbench_dir(args))
+    suite = get_suite(args.suite_name, reduced=reduced_models(), torchbench_dir=torchbench_dir(args))
     for name in suite.model_names():
         print(f"{name}\t{suite.default_batch_size(name)}")
     return 0
 
 
+def list_stacks() -> int:
+    for stack in backends.all_stacks():
+        caps = stack.capabilities
+        print(f"{stack.name}: features {', '.join(sorted(caps.features)) or '-'}; "
+              f"IR formats {', '.join(caps.ir_formats) or '-'}; "
+              f"shares a process with eager: {'yes' if caps.shares_process_with_eager else 'no'}; "
+              f"synchronization: {caps.synchronization}")
+    return 0
+
+
 def torchbench_dir(args: argparse.Namespace) -> Optional[str]:
-    if not args.torchbench_dir:
+    """--torchbench-dir, else $TORCHBENCH_DIR, resolved; None when neither is given."""
+    given, source = args.torchbench_dir, "--torchbench-dir"
+    if not given and os.environ.get(TORCHBENCH_DIR_ENV):
+        given, source = os.environ[TORCHBENCH_DIR_ENV], TORCHBENCH_DIR_ENV
+    if not given:
         return None
-    path = Path(args.torchbench_dir).expanduser().resolve()
+    path = Path(given).expanduser().resolve()
     if not path.is_dir():
-        raise UsageError(f"--torchbench-dir {args.torchbench_dir!r} is not a folder")
+        raise UsageError(f"{source} {given!r} is not a folder")
     return str(path)
 
 
 def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     tb_dir = torchbench_dir(args)
-    suite = get_suite(args.suite_name, torchbench_dir=tb_dir)
+    request = matrix_request(args, tb_dir)
+    suite = get_suite(args.suite_name, reduced=request.reduced, torchbench_dir=tb_dir)
     results_path = Path(args.output_dirname) / args.output_basename
     if results_path.is_dir():
         raise UsageError(f"--output-basename {args.output_basename!r} names a folder")
-    request = matrix_request(args)
     select_models(suite, request.filters, request.excludes)  # bad regexes fail before the probe
     host = probe_host()
     if host.torch_error:
@@ -320,15 +326,13 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                 else default_memory_limit()),
             print_subprocess=args.print_subprocess,
             log_level=args.log_level.upper(),
-            extra_environment={"TORCHBENCH_DIR": tb_dir} if tb_dir else {},
         ),
         settings,
+        SweepInfo(run_id=uuid.uuid4().hex[:12], command=shlex.join(["experiment-runner", *argv])),
     )
-    run_fields = {"run_id": uuid.uuid4().hex[:12], "command": shlex.join(["experiment-runner", *argv])}
     report = SweepReport()
     try:
-        run_plan(plan, suite, executor, results_path, run_fields, report,
-                 show_progress=not args.no_progress)
+        run_plan(plan, suite, executor, results_path, report, show_progress=not args.no_progress)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {len(report.lines)} experiment(s) finished and recorded in "
               f"{results_path}; run the same command again to resume", file=sys.stderr)
@@ -361,6 +365,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.list_models:
             return list_models(args)
+        if args.list_stacks:
+            return list_stacks()
         return run_sweep(args, argv)
     except (UsageError, MatrixError, UnknownSuiteError, ResultsFileError,
             SuiteUnavailableError, UnknownModelError) as error:

@@ -7,7 +7,6 @@ process tree, grandchildren included.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -17,18 +16,27 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Optional
 
 import psutil
 
 import backends
-from runner.config import RunSettings
+from core.config import RunSettings
+from core.contract import (
+    LOG_FILE,
+    RESULT_FILE,
+    SPEC_FILE,
+    ChildResult,
+    ChildSpec,
+    Role,
+    read_message,
+    write_message,
+)
+from core.schema import ResultLine, Status, Verdict, VerificationCode, bounded
 from runner.matrix import PlannedExperiment
-from runner.observers.layout import clear_dumps
-from runner.observers.rules import observability_environment
-from runner.results import STATUS_FAILED, STATUS_OK, STATUS_SKIPPED, bounded, make_line
+from runner.observers import observability_environment
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 OUTPUT_TAIL_CHARS = 2500
 POLL_SECONDS = 0.1
 EXIT_GRACE_SECONDS = 60.0
+
+#: The runner's own variables never reach a child: it reads its spec, nothing else.
+RUNNER_VARIABLE_PREFIX = "EXPERIMENT_RUNNER_"
 
 OFFLINE_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -54,15 +65,23 @@ class ExecutorOptions:
     memory_limit_bytes: Optional[int] = None
     print_subprocess: bool = False
     log_level: str = "WARNING"
-    extra_environment: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SweepInfo:
+    """What every line of one runner invocation shares."""
+
+    run_id: str
+    command: str = ""
 
 
 @dataclass
 class ChildOutcome:
     """What the parent saw of one child."""
 
+    folder: Path
     returncode: Optional[int] = None
-    result: Optional[dict[str, Any]] = None
+    result: Optional[ChildResult] = None
     timed_out: bool = False
     memory_exceeded: bool = False
     peak_tree_rss_bytes: int = 0
@@ -144,70 +163,59 @@ def read_tail(path: Path, limit: int = OUTPUT_TAIL_CHARS) -> str:
 
 
 class ExperimentExecutor:
-    """Runs planned experiments one at a time, each in its own child."""
+    """Runs planned experiments one at a time, each in children of its own."""
 
-    def __init__(self, options: ExecutorOptions, settings: RunSettings) -> None:
+    def __init__(self, options: ExecutorOptions, settings: RunSettings, sweep: SweepInfo) -> None:
         self.options = options
         self.settings = settings
+        self.sweep = sweep
         self._notes_logged: set[str] = set()
 
-    def experiment_dir(self, planned: PlannedExperiment) -> Path:
-        """The experiment's folder, absolute: the child runs inside it."""
-        return (self.options.output_dir / planned.experiment_id).resolve()
+    def child_folder(self, planned: PlannedExperiment, role: Role) -> Path:
+        """The child's own folder, absolute: <experiment id>/<run id>/<role>."""
+        return (self.options.output_dir / planned.experiment_id / self.sweep.run_id
+                / role.value).resolve()
 
-    def child_environment(
-        self, planned: PlannedExperiment, scratch: Path, settings: RunSettings
-    ) -> dict[str, str]:
-        environment = dict(os.environ)
+    def child_environment(self, planned: PlannedExperiment, role: Role, folder: Path,
+                          scratch: Path) -> dict[str, str]:
+        """The runner's environment less its own variables, plus what the stack (and, for
+        timing, the observers) declare."""
+        environment = {name: value for name, value in os.environ.items()
+                       if not name.startswith(RUNNER_VARIABLE_PREFIX)}
         environment.update(OFFLINE_ENVIRONMENT)
         python_path = [str(PROJECT_ROOT)]
         if environment.get("PYTHONPATH"):
             python_path.append(environment["PYTHONPATH"])
         environment["PYTHONPATH"] = os.pathsep.join(python_path)
-        environment["EXPERIMENT_RUNNER_LOG_LEVEL"] = self.options.log_level
-        environment.update(self.options.extra_environment)
         # A fresh compile cache per child keeps cold-start latency honest.
         environment["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
         environment["TRITON_CACHE_DIR"] = str(scratch / "triton")
-        backend = backends.backend_for(planned.experiment)
-        if backend is not None:
-            environment.update(backend.child_environment(planned.experiment, settings))
-        environment.update(observability_environment(
-            planned.experiment, settings, self.experiment_dir(planned), environment))
+        stack = backends.get_stack(planned.experiment.stack)
+        environment.update(stack.child_environment(planned.experiment))
+        if role is Role.TIME:
+            environment.update(observability_environment(stack, self.settings, folder, environment))
         return environment
 
-    def run_child(
-        self, planned: PlannedExperiment, settings: RunSettings, role: str = ""
-    ) -> ChildOutcome:
-        """Start a child, watch it, and collect its result and output.
-
-        `role` tells apart the files of the verification child ("verify") from the timing
-        child's (""), both in the experiment's folder.
-        """
-        from runner.worker import WorkerSpec
-
-        directory = self.experiment_dir(planned)
-        directory.mkdir(parents=True, exist_ok=True)
-        suffix = f"_{role}" if role else ""
-        if not role:
-            clear_dumps(directory)
-        spec_path = directory / f"spec{suffix}.json"
-        result_path = directory / f"child_result{suffix}.json"
-        log_path = directory / f"child{suffix}.log"
+    def run_child(self, planned: PlannedExperiment, role: Role) -> ChildOutcome:
+        """Start a child in its own folder, watch it, and collect its result and output."""
+        folder = self.child_folder(planned, role)
+        folder.mkdir(parents=True, exist_ok=True)
+        result_path = folder / RESULT_FILE
         result_path.unlink(missing_ok=True)
-        spec = WorkerSpec(planned.model, planned.experiment, settings, str(directory))
-        spec_path.write_text(json.dumps(spec.to_dict(), indent=1), encoding="utf-8")
+        spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
+                         self.options.log_level)
+        write_message(folder / SPEC_FILE, spec)
         scratch = Path(tempfile.mkdtemp(prefix="experiment-runner-"))
-        outcome = ChildOutcome()
+        outcome = ChildOutcome(folder)
         start = time.monotonic()
-        with open(log_path, "wb") as log_file:
+        with open(folder / LOG_FILE, "wb") as log_file:
             process = subprocess.Popen(
-                [sys.executable, "-m", "runner.worker", str(spec_path), str(result_path)],
+                [sys.executable, "-m", "runner.worker", str(folder)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=self.child_environment(planned, scratch, settings),
-                cwd=str(directory),
+                env=self.child_environment(planned, role, folder, scratch),
+                cwd=str(folder),
                 start_new_session=True,
             )
             pump = threading.Thread(
@@ -224,12 +232,12 @@ class ExperimentExecutor:
                 shutil.rmtree(scratch, ignore_errors=True)
         outcome.returncode = process.returncode
         outcome.wall_seconds = time.monotonic() - start
-        outcome.output_tail = read_tail(log_path)
+        outcome.output_tail = read_tail(folder / LOG_FILE)
         if result_path.exists():
             try:
-                outcome.result = json.loads(result_path.read_text(encoding="utf-8"))
-            except ValueError:
-                outcome.notes.append("the child's result file was not valid JSON")
+                outcome.result = read_message(result_path, ChildResult)
+            except ValueError as error:
+                outcome.notes.append(f"the child's result could not be read: {error}")
         return outcome
 
     def _watch(
@@ -265,107 +273,97 @@ class ExperimentExecutor:
                 return
             time.sleep(POLL_SECONDS)
 
-    def run(self, planned: PlannedExperiment, run_fields: dict[str, Any]) -> dict[str, Any]:
+    def run(self, planned: PlannedExperiment) -> ResultLine:
         """Run one experiment and return its results line (never raises for the child).
 
         Timing and verification run in separate children: verification needs eager
         references in a process that no other stack has touched.
         """
-        settings = self.settings
-        if settings.verify_only:
-            outcome = self.run_child(planned, settings, "verify")
+        if self.settings.verify_only:
+            outcome = self.run_child(planned, Role.VERIFY)
             self._log_child_notes(outcome)
-            return line_from_outcome(planned, settings, outcome, run_fields)
-        outcome = self.run_child(planned, replace(settings, verify=False))
+            line = self.line_from_outcome(planned, outcome)
+            line.artifacts = {Role.VERIFY.value: self._relative(outcome.folder)}
+            return line
+        outcome = self.run_child(planned, Role.TIME)
         self._log_child_notes(outcome)
-        line = line_from_outcome(planned, settings, outcome, run_fields)
-        if settings.verify:
-            verification = self.run_child(planned, replace(settings, verify_only=True), "verify")
-            apply_verification(line, verification)
+        line = self.line_from_outcome(planned, outcome)
+        line.artifacts = {Role.TIME.value: self._relative(outcome.folder)}
+        if self.settings.verify:
+            verification = self.run_child(planned, Role.VERIFY)
+            line.apply_verdict(verdict_of(verification))
+            line.artifacts[Role.VERIFY.value] = self._relative(verification.folder)
         return line
+
+    def _relative(self, folder: Path) -> str:
+        try:
+            return str(folder.relative_to(self.options.output_dir.resolve()))
+        except ValueError:
+            return str(folder)
 
     def _log_child_notes(self, outcome: ChildOutcome) -> None:
         """Warn about each distinct note of the children once per sweep."""
-        for note in (outcome.result or {}).get("notes", []):
+        for note in outcome.result.notes if outcome.result else ():
             if note not in self._notes_logged:
                 self._notes_logged.add(note)
                 log.warning("%s", note)
 
+    def new_line(self, planned: PlannedExperiment, **fields) -> ResultLine:
+        """A line for `planned` with this sweep's identity."""
+        return ResultLine(
+            model=planned.model, experiment=planned.experiment, settings=self.settings,
+            stack_label=planned.label, experiment_id=planned.experiment_id,
+            run_id=self.sweep.run_id, command=self.sweep.command, **fields)
 
-def line_from_outcome(
-    planned: PlannedExperiment,
-    settings: RunSettings,
-    outcome: ChildOutcome,
-    run_fields: dict[str, Any],
-) -> dict[str, Any]:
-    """The results line for a child's outcome, success or any kind of failure."""
-    result = outcome.result or {}
-    metrics = dict(result.get("metrics", {}))
-    peak = max(outcome.peak_tree_rss_bytes, int(metrics.get("child_max_rss_bytes", 0)))
-    if peak:
-        metrics["peak_host_memory_bytes"] = peak
-    metrics["wall_time"] = outcome.wall_seconds
-    if result.get("status") == STATUS_SKIPPED:
-        extra = dict(run_fields, experiment_id=planned.experiment_id,
-                     skip_reason=result.get("skip_reason"))
-        return make_line(planned.model, planned.experiment, settings, metrics=metrics,
-                         status=STATUS_SKIPPED, verification_code="VERIFIER_SKIPPED",
-                         environment=result.get("environment"), extra=extra)
-    succeeded = (
-        result.get("status") == STATUS_OK
-        and not outcome.timed_out
-        and not outcome.memory_exceeded
-    )
-    if not succeeded:
-        metrics["error"] = failure_text(outcome)
-    extra = dict(run_fields)
-    extra["experiment_id"] = planned.experiment_id
-    for key in ("batch_size_used", "verification_reason", "verification_details"):
-        if key in result:
-            extra[key] = result[key]
-    notes = list(result.get("notes", [])) + (outcome.notes if succeeded else [])
-    if notes:
-        extra["notes"] = notes
-    return make_line(
-        planned.model,
-        planned.experiment,
-        settings,
-        metrics=metrics,
-        status=STATUS_OK if succeeded else STATUS_FAILED,
-        verification_code=verification_code(result, succeeded),
-        accelerator_model=result.get("accelerator_model"),
-        environment=result.get("environment"),
-        extra=extra,
-    )
+    def skipped_line(self, planned: PlannedExperiment, reason: str) -> ResultLine:
+        """The line of an experiment its suite says cannot run."""
+        return self.new_line(planned, status=Status.SKIPPED,
+                             verification_code=VerificationCode.VERIFIER_SKIPPED,
+                             skip_reason=reason)
+
+    def line_from_outcome(self, planned: PlannedExperiment, outcome: ChildOutcome) -> ResultLine:
+        """The results line for a child's outcome, success or any kind of failure."""
+        result = outcome.result or ChildResult()
+        metrics = dict(result.metrics)
+        peak = max(outcome.peak_tree_rss_bytes, int(metrics.get("child_max_rss_bytes", 0)))
+        if peak:
+            metrics["peak_host_memory_bytes"] = peak
+        metrics["wall_time"] = outcome.wall_seconds
+        common = dict(environment=result.environment, batch_size_used=result.batch_size_used,
+                      accelerator_model=result.accelerator_model)
+        if outcome.result is not None and result.status is Status.SKIPPED:
+            return self.new_line(planned, status=Status.SKIPPED, metrics=metrics,
+                                 verification_code=VerificationCode.VERIFIER_SKIPPED,
+                                 skip_reason=result.skip_reason, **common)
+        succeeded = (outcome.result is not None and result.status is Status.OK
+                     and not outcome.timed_out and not outcome.memory_exceeded)
+        if not succeeded:
+            metrics["error"] = failure_text(outcome)
+        line = self.new_line(
+            planned, status=Status.OK if succeeded else Status.FAILED, metrics=metrics,
+            verification_code=(VerificationCode.VERIFIER_SKIPPED if succeeded
+                               else VerificationCode.VERIFIER_DIDNT_RUN),
+            notes=list(result.notes) + (outcome.notes if succeeded else []), **common)
+        if result.verdict is not None:
+            line.apply_verdict(result.verdict)
+        return line
 
 
-def apply_verification(line: dict[str, Any], verification: ChildOutcome) -> None:
-    """Put the verification child's code and reason into a timing line."""
-    result = verification.result or {}
-    if "verification_code" in result:
-        line["verification_code"] = result["verification_code"]
-        line["verification_reason"] = result.get("verification_reason")
-        line["verification_details"] = result.get("verification_details", {})
-    else:
-        line["verification_code"] = "VERIFIER_DIDNT_RUN"
-        line["verification_reason"] = failure_text(verification)
-
-
-def verification_code(result: dict[str, Any], succeeded: bool) -> str:
-    """The verifier's code where it ran; otherwise SKIPPED, or DIDNT_RUN for a failure."""
-    if "verification_code" in result:
-        return result["verification_code"]
-    return "VERIFIER_SKIPPED" if succeeded else "VERIFIER_DIDNT_RUN"
+def verdict_of(verification: ChildOutcome) -> Verdict:
+    """The verification child's verdict, or VERIFIER_DIDNT_RUN with what happened."""
+    if verification.result is not None and verification.result.verdict is not None:
+        return verification.result.verdict
+    return Verdict.didnt_run(failure_text(verification))
 
 
 def failure_text(outcome: ChildOutcome) -> str:
     """A bounded, readable account: what happened, the exception, the output's tail."""
-    result = outcome.result or {}
+    result = outcome.result
     parts = list(outcome.notes)
-    if result.get("status") == STATUS_FAILED:
-        parts.append(f"the experiment raised {result.get('exception', 'an exception')}")
-        if result.get("traceback"):
-            parts.append("traceback:\n" + bounded(result["traceback"], 1500))
+    if result is not None and result.status is Status.FAILED and result.error is not None:
+        parts.append(f"the experiment raised {result.error.exception}")
+        if result.error.traceback:
+            parts.append("traceback:\n" + bounded(result.error.traceback, 1500))
     elif not outcome.timed_out and not outcome.memory_exceeded:
         parts.append(describe_exit(outcome.returncode))
     if outcome.output_tail:

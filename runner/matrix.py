@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import backends
-from backends.base import HostCapabilities
-from models.base import Suite
-from runner.config import (
+from core.config import (
     ACCELERATORS,
     DEFAULT_DYNAMO,
     TESTS,
@@ -23,6 +22,8 @@ from runner.config import (
     experiment_id,
     fingerprint,
 )
+from core.host import HostCapabilities
+from models.base import Suite
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +52,27 @@ class MatrixRequest:
     amp_dtype: Optional[str] = None
     total_partitions: int = 1
     partition_id: int = 0
+    #: Suite options, recorded in every ModelConfig.
+    reduced: bool = False
+    torchbench_dir: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PlannedConfiguration:
+    """A valid configuration, its stack picked: `experiment.stack` names it."""
+
+    experiment: ExperimentConfig
+    label: str
 
 
 @dataclass(frozen=True)
 class PlannedExperiment:
-    """One experiment to run: a model and a valid configuration."""
+    """One experiment to run: a model and a valid configuration on its stack."""
 
     model: ModelConfig
     experiment: ExperimentConfig
+    #: The stack's label for this experiment, e.g. 'inductor' or 'PJRT+openxla'.
+    label: str
 
     @property
     def fingerprint(self) -> str:
@@ -66,7 +80,7 @@ class PlannedExperiment:
 
     @property
     def experiment_id(self) -> str:
-        return experiment_id(self.model, self.experiment)
+        return experiment_id(self.model, self.experiment, self.label)
 
 
 @dataclass(frozen=True)
@@ -139,9 +153,14 @@ def default_torch_xla2(request: MatrixRequest) -> tuple[Optional[str], ...]:
 
 
 def expand_configurations(
-    request: MatrixRequest, host: HostCapabilities
-) -> tuple[list[ExperimentConfig], list[DroppedCombination]]:
-    """Every combination of the requested dimensions, split into valid and dropped."""
+    request: MatrixRequest, host: HostCapabilities, environ: Optional[Mapping[str, str]] = None,
+) -> tuple[list[PlannedConfiguration], list[DroppedCombination]]:
+    """Every combination of the requested dimensions, split into valid and dropped.
+
+    Each valid one has its stack picked here, once; `environ` (the parent's environment by
+    default) is where debug stacks read their options.
+    """
+    environ = os.environ if environ is None else environ
     dimensions = {
         "accelerator": request.accelerators or default_accelerators(host),
         "xla": request.xla if request.xla is not None else XLA_MODES,
@@ -166,21 +185,17 @@ def expand_configurations(
         if experiment.xla_flags and experiment.xla is None and experiment.torch_xla2 is None:
             # XLA flags mean nothing to a stack without XLA: run it once, without flags.
             continue
-        reason = backends.invalid_reason(experiment, host)
+        stack = backends.stack_for(experiment)
+        if stack is None:
+            dropped.append(DroppedCombination(experiment, backends.no_stack_reason(experiment)))
+            continue
+        experiment = stack.planned(experiment, environ)
+        reason = stack.invalid_reason(experiment, host)
         if reason:
             dropped.append(DroppedCombination(experiment, reason))
         else:
-            valid.append(experiment)
-    return _dedupe(valid), dropped
-
-
-def _dedupe(experiments: list[ExperimentConfig]) -> list[ExperimentConfig]:
-    seen, unique = set(), []
-    for experiment in experiments:
-        if experiment not in seen:
-            seen.add(experiment)
-            unique.append(experiment)
-    return unique
+            valid.append(PlannedConfiguration(experiment, stack.label(experiment)))
+    return list(dict.fromkeys(valid)), dropped
 
 
 def build_plan(
@@ -188,6 +203,7 @@ def build_plan(
     request: MatrixRequest,
     host: HostCapabilities,
     recorded: frozenset[str] = frozenset(),
+    environ: Optional[Mapping[str, str]] = None,
 ) -> Plan:
     """The experiments to run for `request`, in a stable order."""
     if request.total_partitions < 1:
@@ -203,13 +219,16 @@ def build_plan(
                 f"--accelerator {accelerator!r} is unknown; expected one of {', '.join(ACCELERATORS)}"
             )
     names = select_models(suite, request.filters, request.excludes)
-    configurations, dropped = expand_configurations(request, host)
+    configurations, dropped = expand_configurations(request, host, environ)
     plan = Plan(dropped=dropped, model_names=names)
     if not configurations:
         reasons = "; ".join(sorted({d.reason for d in dropped})) or "the matrix is empty"
         raise MatrixError(f"no requested combination can run here: {reasons}")
     everything = [
-        PlannedExperiment(ModelConfig(suite.name, name), configuration)
+        PlannedExperiment(
+            ModelConfig(suite.name, name, reduced=request.reduced,
+                        torchbench_dir=request.torchbench_dir),
+            configuration.experiment, configuration.label)
         for name in names
         for configuration in configurations
     ]

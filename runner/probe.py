@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from backends.base import HostCapabilities
+from core.host import HostCapabilities
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from typing import Any, Optional
 
 from tqdm import tqdm
 
+from core.results_file import append_line
+from core.schema import Status, stack_label_of
 from models.base import Suite
-from runner.config import ExperimentConfig
 from runner.executor import ExperimentExecutor
 from runner.matrix import Plan, PlannedExperiment
-from runner.results import STATUS_SKIPPED, append_line, make_line
 
 log = logging.getLogger(__name__)
 
@@ -26,23 +26,11 @@ class SweepReport:
     lines: list[dict[str, Any]] = field(default_factory=list)
 
 
-def skipped_line(
-    planned: PlannedExperiment, executor: ExperimentExecutor, reason: str,
-    run_fields: dict[str, Any],
-) -> dict[str, Any]:
-    extra = dict(run_fields, experiment_id=planned.experiment_id, skip_reason=reason)
-    return make_line(
-        planned.model, planned.experiment, executor.settings,
-        metrics={}, status=STATUS_SKIPPED, verification_code="VERIFIER_SKIPPED", extra=extra,
-    )
-
-
 def run_plan(
     plan: Plan,
     suite: Suite,
     executor: ExperimentExecutor,
     results_path: Path,
-    run_fields: dict[str, Any],
     report: SweepReport,
     show_progress: bool = True,
 ) -> SweepReport:
@@ -58,12 +46,12 @@ def run_plan(
             bar.set_postfix_str(describe(planned), refresh=True)
             reason = suite.skip_reason(planned.model.model_name, planned.experiment.test)
             if reason:
-                line = skipped_line(planned, executor, reason, run_fields)
+                line = executor.skipped_line(planned, reason).to_dict()
             else:
-                line = executor.run(planned, run_fields)
+                line = executor.run(planned).to_dict()
             append_line(results_path, line)
             report.lines.append(line)
-            if line["status"] == "failed":
+            if line["status"] == Status.FAILED.value:
                 log.warning("%s failed: %s", describe(planned),
                             line["metrics"].get("error", "").splitlines()[0:1])
             bar.update(1)
@@ -72,18 +60,10 @@ def run_plan(
 
 def describe(planned: PlannedExperiment) -> str:
     experiment = planned.experiment
-    text = f"{planned.model.model_name} {experiment.accelerator} {experiment.stack_label()} {experiment.test}"
+    text = f"{planned.model.model_name} {experiment.accelerator} {planned.label} {experiment.test}"
     if experiment.precision != "fp32":
         text += f" {experiment.precision}"
     return text
-
-
-def stack_label_of(experiment: dict[str, Any]) -> str:
-    """The stack label of an experiment read back from a line."""
-    try:
-        return ExperimentConfig.from_dict(experiment).stack_label()
-    except TypeError:
-        return "?"
 
 
 def median_iteration_time(line: dict[str, Any]) -> Optional[float]:
@@ -97,7 +77,7 @@ def format_summary(lines: list[dict[str, Any]]) -> str:
     for line in lines:
         experiment = line.get("experiment", {})
         median = median_iteration_time(line)
-        label = stack_label_of(experiment)
+        label = stack_label_of(line)
         rows.append((
             line.get("model", {}).get("model_name", "?"),
             str(experiment.get("accelerator")),

@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional
 
 from backends.base import PreparedModel
 from models.base import BenchmarkModel
-from runner.config import RunSettings
+from core.config import RunSettings
 
 
 @dataclass

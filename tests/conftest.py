@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runner.results import read_results
+from core.results_file import read_results
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

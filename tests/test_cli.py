@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from runner.config import fingerprint_of_line
+from core.config import fingerprint_of_line
 from tests.conftest import CliRun, cli_command, cli_environment
 
 

@@ -32,7 +32,8 @@ def torch_sweep(tmp_path_factory):
 
 
 def folder(run, line) -> Path:
-    return run.output_dir / line["experiment_id"]
+    """The timing child's own folder."""
+    return run.output_dir / line["artifacts"]["time"]
 
 
 def test_every_experiment_succeeds_in_its_own_folder(torch_sweep):
@@ -41,7 +42,7 @@ def test_every_experiment_succeeds_in_its_own_folder(torch_sweep):
     for line in lines.values():
         assert line["status"] == "ok", line["metrics"].get("error")
         assert folder(run, line).is_dir()
-        assert folder(run, line).parent == run.output_dir
+        assert folder(run, line).parents[2] == run.output_dir
         assert line["metrics"]["peak_host_memory_bytes"] > 0
 
 
@@ -108,17 +109,25 @@ def test_flags_that_do_not_apply_say_so_once(torch_sweep):
     assert not (folder(run, lines["eager"]) / "run-0" / "dynamo_counters.json").exists()
 
 
-def test_a_rerun_clears_the_old_dumps(torch_sweep, tmp_path):
+def test_a_rerun_writes_a_folder_of_its_own(torch_sweep, tmp_path):
     run, lines = torch_sweep
-    source = folder(run, lines["eager"])
-    stale = tmp_path / "output" / source.name / "run-7"
-    stale.mkdir(parents=True)
-    command = cli_command(tmp_path / "output", "-k", "mlp", "--accelerator=cpu", "--xla=None",
+    output = tmp_path / "output"
+    command = cli_command(output, "-k", "mlp", "--accelerator=cpu", "--xla=None",
                           "--dynamo=None", "--test=eval", "--repeat=1", "--warmup=0")
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=300,
-                               env=cli_environment())
-    assert completed.returncode == 0, completed.stderr
-    assert not stale.exists()
+    first = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                           env=cli_environment())
+    assert first.returncode == 0, first.stderr
+    (old,) = CliRun(0, "", "", output).lines()
+    stale = output / old["artifacts"]["time"] / "run-7"
+    stale.mkdir()
+    second = subprocess.run(command + ["--no-resume"], capture_output=True, text=True,
+                            timeout=300, env=cli_environment())
+    assert second.returncode == 0, second.stderr
+    (new,) = CliRun(0, "", "", output).lines()
+    assert new["experiment_id"] == old["experiment_id"] and new["run_id"] != old["run_id"]
+    assert sorted(p.name for p in (output / new["artifacts"]["time"]).iterdir()) == [
+        "child.log", "result.json", "spec.json"]
+    assert stale.exists()  # an earlier run's files are left as they were
 
 
 XLA_FLAGS_UNDER_TEST = [

@@ -44,7 +44,7 @@ def test_timm_model_runs_eager_and_inductor_in_eval_and_train(suite_lines):
     for line in lines.values():
         assert line["status"] == "ok", line["metrics"].get("error")
         assert line["batch_size_used"] == 4  # the reduced cap, recorded as used
-        assert line["environment"]["variables"]["EXPERIMENT_RUNNER_SMALL_MODELS"] == "1"
+        assert line["model"]["reduced"] is True  # the suite option, in the identity
 
 
 def test_encoder_decoder_and_encoder_decoder_models_run(suite_lines):

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import torch
 
-from verifier.codes import Code, Verdict
+from core.schema import Verdict, VerificationCode
 from verifier.tolerance import Tolerance, tolerance_for
 from verifier.tree import Path, StructureMismatch, render_path, zip_leaves
 
@@ -360,7 +360,7 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 def _structure_failure(exc: StructureMismatch, method: str) -> Verdict:
-    return Verdict(Code.FAIL, str(exc), {"method": method, "path": render_path(exc.path),
+    return Verdict(VerificationCode.FAIL, str(exc), {"method": method, "path": render_path(exc.path),
                                           "structure": exc.message})
 
 
@@ -375,9 +375,9 @@ def _verdict(checks: list[LeafCheck], method: str) -> Verdict:
                 f"{', ...' if len(failures) > 6 else ''})" if len(failures) > 1 else "")
         details.update(path=path, failed_leaves=len(failures),
                        failed_paths=[render_path(c.path) for c in failures[:20]], **first.numbers)
-        return Verdict(Code.FAIL, f"{path}: {first.failure}{more}", details)
+        return Verdict(VerificationCode.FAIL, f"{path}: {first.failure}{more}", details)
     if checks:
         worst = max(checks, key=lambda c: c.ratio)
         details.update(worst_path=render_path(worst.path), worst_ratio=_json_float(worst.ratio),
                        **worst.numbers)
-    return Verdict(Code.PASS, None, details)
+    return Verdict(VerificationCode.PASS, None, details)

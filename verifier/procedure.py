@@ -20,7 +20,7 @@ import os
 import traceback
 from typing import Any, Callable, Optional
 
-from verifier.codes import Code, Verdict
+from core.schema import Verdict, VerificationCode
 from verifier.compare import compare, eager_mismatch
 from verifier.tolerance import Tolerance
 
@@ -52,7 +52,7 @@ def verify(
 ) -> Verdict:
     """Run eager twice, the fp64 reference and the experiment; return the verdict."""
     if nondeterministic_reason:
-        return Verdict(Code.NONDETERMINISTIC_EAGER_RUN,
+        return Verdict(VerificationCode.NONDETERMINISTIC_EAGER_RUN,
                        f"model is listed as nondeterministic: {nondeterministic_reason}",
                        {"listed": True})
     results = []
@@ -61,12 +61,12 @@ def verify(
         try:
             results.append(run_eager())
         except Exception as exc:
-            return Verdict(Code.EAGER_FAILED,
+            return Verdict(VerificationCode.EAGER_FAILED,
                            f"the {attempt} eager run raised {describe_exception(exc)}",
                            {"run": f"eager ({attempt})"})
     mismatch = eager_mismatch(results[0], results[1], tolerance)
     if mismatch:
-        return Verdict(Code.NONDETERMINISTIC_EAGER_RUN,
+        return Verdict(VerificationCode.NONDETERMINISTIC_EAGER_RUN,
                        f"two eager runs from the same seed differ: {mismatch}", {"listed": False})
     expected = results[0]
     del results
@@ -84,14 +84,14 @@ def verify(
     try:
         actual = run_experiment()
     except Exception as exc:
-        return Verdict(Code.EXCEPTION_RAISED,
+        return Verdict(VerificationCode.EXCEPTION_RAISED,
                        f"the experiment raised {describe_exception(exc)}", {"run": "experiment"})
 
     try:
         verdict = compare(reference, expected, actual, tolerance)
     except Exception as exc:
         log.exception("verifier: comparison failed")
-        return Verdict(Code.EXCEPTION_RAISED,
+        return Verdict(VerificationCode.EXCEPTION_RAISED,
                        f"the comparison raised {describe_exception(exc)}", {"run": "comparison"})
     if fp64_note:
         verdict = verdict.with_details(fp64=fp64_note)

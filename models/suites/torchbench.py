@@ -14,7 +14,7 @@ import ast
 import importlib.util
 import logging
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from models.base import BenchmarkModel, Suite, SuiteUnavailableError
 

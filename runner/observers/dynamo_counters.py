@@ -13,7 +13,9 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
-from runner.observers.layout import DYNAMO_COUNTERS_FILE, run_dir
+from backends.base import DYNAMO_GRAPHS
+from runner.observers.base import Flag, Observer, ObserverContext, RunObserver
+from runner.observers.layout import DYNAMO_COUNTERS_FILE, RUN_DIR_PREFIX, run_dir
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +92,7 @@ def compile_times() -> dict[str, float]:
     return totals
 
 
-class DynamoCountersObserver:
+class DynamoCountersObserver(RunObserver):
     """Snapshots the counters after each timed run; dumps them per run on request."""
 
     def __init__(self, experiment_dir: Path, collect: bool, dump: bool) -> None:
@@ -123,3 +125,26 @@ class DynamoCountersObserver:
             metrics["dynamo_counters"] = snapshot
             metrics["dynamo_compile_times_s"] = compile_times()
         return metrics
+
+
+class DynamoCounters(Observer):
+    name = "dynamo_counters"
+    order = 10
+    flags = (
+        Flag("--collect-dynamo-counters",
+             "dynamo's counters and compile-phase times in the line's metrics (dynamo stacks)"),
+        Flag("--dump-dynamo-counters",
+             f"dynamo's counters as {RUN_DIR_PREFIX}N/{DYNAMO_COUNTERS_FILE} per timed run"),
+    )
+    feature = DYNAMO_GRAPHS
+    elsewhere = "dynamo counters exist only where dynamo compiles (--dynamo=...)"
+    files = (f"{RUN_DIR_PREFIX}<i>/{DYNAMO_COUNTERS_FILE}",)
+    always = True  # the graph summary goes into every line of a dynamo stack
+
+    def create(self, context: ObserverContext) -> RunObserver:
+        return DynamoCountersObserver(
+            context.folder, bool(context.settings.observing("collect_dynamo_counters")),
+            bool(context.settings.observing("dump_dynamo_counters")))
+
+
+OBSERVER = DynamoCounters()

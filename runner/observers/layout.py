@@ -1,13 +1,12 @@
-"""Where observability files go inside an experiment's folder (parent-safe, no torch).
+"""Where observability files go inside a timing child's folder (parent-safe, no torch).
 
-    <experiment dir>/run-<i>/      one folder per timed run, for files written per run
-    <experiment dir>/hlo/          XLA's own dump (--dump-hlo)
-    <experiment dir>/ir/           the IR of the experiment's graphs (--save-ir-format)
+    <child folder>/run-<i>/      one folder per timed run, for files written per run
+    <child folder>/hlo/          XLA's own dump (--dump-hlo)
+    <child folder>/ir/           the IR of the experiment's graphs (--save-ir-format)
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 RUN_DIR_PREFIX = "run-"
@@ -29,15 +28,3 @@ def run_dir(experiment_dir: Path, index: int) -> Path:
 def ir_file_stem(ir_format: str) -> str:
     """Base name of the IR file of one format, e.g. 'graphs.stablehlo.txt'."""
     return f"graphs.{ir_format}.txt"
-
-
-def clear_dumps(experiment_dir: Path) -> None:
-    """Remove the dumps of an earlier run of the same experiment, so none is mistaken as new."""
-    directory = Path(experiment_dir)
-    if not directory.is_dir():
-        return
-    for entry in directory.iterdir():
-        if entry.is_dir() and (
-            entry.name in (HLO_DIR, IR_DIR) or entry.name.startswith(RUN_DIR_PREFIX)
-        ):
-            shutil.rmtree(entry, ignore_errors=True)

@@ -12,7 +12,9 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from runner.observers.layout import CHROME_TRACE_FILE, PROFILE_TABLE_FILE, run_dir
+from backends.base import TORCH_PROFILER
+from runner.observers.base import Flag, Observer, ObserverContext, RunObserver
+from runner.observers.layout import CHROME_TRACE_FILE, PROFILE_TABLE_FILE, RUN_DIR_PREFIX, run_dir
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ def add_rows(into: dict[str, dict[str, float]], rows: dict[str, dict[str, float]
             target[field] += row[field]
 
 
-class ProfilerObserver:
+class ProfilerObserver(RunObserver):
     """Runs `repeat` profiled runs after the timed ones and records what was asked."""
 
     def __init__(
@@ -127,3 +129,34 @@ class ProfilerObserver:
 
     def metrics(self) -> dict[str, Any]:
         return self._metrics
+
+
+class Profiler(Observer):
+    name = "profiler"
+    order = 20
+    flags = (
+        Flag("--profile-cuda-cpu",
+             "CPU and CUDA time from the PyTorch profiler, in profiled runs of their own "
+             "after the timed runs"),
+        Flag("--profile-cuda-cpu-individual-ops",
+             "per operator CPU/CUDA time and calls (XLA stacks: the operators that fell back "
+             "to CPU; others: aten operators)"),
+        Flag("--dump-pytorch-profiles",
+             "a Chrome trace and the profiler's operator table per profiled run"),
+    )
+    feature = TORCH_PROFILER
+    elsewhere = "torchax runs jitted JAX functions, whose work the PyTorch profiler does not see"
+    files = (f"{RUN_DIR_PREFIX}<i>/{CHROME_TRACE_FILE}", f"{RUN_DIR_PREFIX}<i>/{PROFILE_TABLE_FILE}")
+
+    def create(self, context: ObserverContext) -> RunObserver:
+        settings = context.settings
+        return ProfilerObserver(
+            context.folder, settings.repeat, settings.iterations_per_run,
+            context.experiment.accelerator, context.prepared.fallback_operators,
+            totals=bool(settings.observing("profile_cuda_cpu")),
+            individual_ops=bool(settings.observing("profile_cuda_cpu_individual_ops")),
+            dump=bool(settings.observing("dump_pytorch_profiles")),
+        )
+
+
+OBSERVER = Profiler()

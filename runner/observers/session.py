@@ -1,4 +1,4 @@
-"""All observers of one experiment behind the timing loop's hooks (child side).
+"""All observers of one timing child behind the timing loop's hooks (child side).
 
 An observer that fails leaves a note on the line instead of failing the experiment: the
 timings it did not touch are still worth having.
@@ -10,18 +10,10 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from backends.base import PreparedModel
-from runner.config import ExperimentConfig, RunSettings
-from runner.observers.layout import IR_DIR
-from runner.observers.rules import (
-    DYNAMO_FAMILIES,
-    IR_FORMATS_BY_FAMILY,
-    PROFILED_FAMILIES,
-    TORCH_XLA_FAMILIES,
-    TORCHAX,
-    inapplicable_notes,
-    stack_family,
-)
+from backends.base import PreparedModel, Stack
+from core.config import ExperimentConfig, RunSettings
+from runner.observers import all_observers, inapplicable_notes
+from runner.observers.base import ObserverContext, RunObserver
 from runner.timing import RunHooks
 
 log = logging.getLogger(__name__)
@@ -30,70 +22,46 @@ log = logging.getLogger(__name__)
 class ExperimentObservers(RunHooks):
     """Builds the observers the settings ask for and that apply to the experiment's stack."""
 
-    def __init__(
-        self, experiment: ExperimentConfig, settings: RunSettings, experiment_dir: Path
-    ) -> None:
+    def __init__(self, stack: Stack, experiment: ExperimentConfig, settings: RunSettings,
+                 folder: Path) -> None:
+        self.stack = stack
         self.experiment = experiment
         self.settings = settings
-        self.experiment_dir = Path(experiment_dir)
-        self.family = stack_family(experiment)
-        self.notes: list[str] = inapplicable_notes(experiment, settings)
-        self._observers: list[Any] = []
-        if settings.save_ir_format and self.family in TORCH_XLA_FAMILIES:
-            # torch_xla opens XLA_SAVE_TENSORS_FILE in this folder at its first sync.
-            (self.experiment_dir / IR_DIR).mkdir(parents=True, exist_ok=True)
+        self.folder = Path(folder)
+        self.notes: list[str] = inapplicable_notes(stack, settings)
+        self._plugins = [o for o in all_observers()
+                         if o.requested(settings) and o.applies(stack, settings)]
+        self._active: list[tuple[str, RunObserver]] = []
+        for plugin in self._plugins:
+            plugin.setup(self.folder, stack, settings)
 
     def attach(self, prepared: PreparedModel) -> None:
-        """Create the observers for a prepared model (call before timing)."""
-        from runner.observers.dynamo_counters import DynamoCountersObserver
-        from runner.observers.profiler import ProfilerObserver
-        from runner.observers.xla_dumps import GraphIrObserver, XlaMetricsObserver
+        """Create the observers' hooks for a prepared model (call before timing)."""
+        context = ObserverContext(self.folder, self.experiment, self.settings, self.stack, prepared)
+        self._active = [(plugin.name, plugin.create(context)) for plugin in self._plugins]
 
-        settings, family, directory = self.settings, self.family, self.experiment_dir
-        if family in DYNAMO_FAMILIES:
-            self._observers.append(DynamoCountersObserver(
-                directory, settings.collect_dynamo_counters, settings.dump_dynamo_counters))
-        if settings.profiled_runs and family in PROFILED_FAMILIES:
-            self._observers.append(ProfilerObserver(
-                directory, settings.repeat, settings.iterations_per_run,
-                self.experiment.accelerator, prepared.fallback_operators,
-                totals=settings.profile_cuda_cpu,
-                individual_ops=settings.profile_individual_ops,
-                dump=settings.dump_pytorch_profiles,
-            ))
-        if settings.dump_pytorch_xla_metrics and family in TORCH_XLA_FAMILIES:
-            self._observers.append(XlaMetricsObserver(directory, prepared.xla_metrics_report))
-        ir_format = settings.save_ir_format
-        if ir_format and family == TORCHAX and ir_format in IR_FORMATS_BY_FAMILY[TORCHAX]:
-            self._observers.append(GraphIrObserver(directory, ir_format, prepared.graph_ir))
-
-    def _each(self, method: str, call: Callable[[Any], None]) -> None:
-        for observer in list(self._observers):
-            if not hasattr(observer, method):
-                continue
+    def _each(self, call: Callable[[RunObserver], None], hook: str) -> None:
+        for name, observer in list(self._active):
             try:
-                call(getattr(observer, method))
+                call(observer)
             except Exception as error:
-                name = type(observer).__name__
-                log.exception("%s failed in %s", name, method)
-                self.notes.append(f"{name} failed and was stopped: {type(error).__name__}: {error}")
-                self._observers.remove(observer)
+                log.exception("observer %s failed in %s", name, hook)
+                self.notes.append(
+                    f"observer {name} failed and was stopped: {type(error).__name__}: {error}")
+                self._active.remove((name, observer))
 
     def before_timed_run(self, index: int) -> None:
-        self._each("before_timed_run", lambda method: method(index))
+        self._each(lambda o: o.before_timed_run(index), "before_timed_run")
 
     def after_timed_run(self, index: int) -> None:
-        self._each("after_timed_run", lambda method: method(index))
+        self._each(lambda o: o.after_timed_run(index), "after_timed_run")
 
     def after_timed_runs(self, run_once: Callable[[], Any], device_inputs: list[Any]) -> None:
-        self._each("after_timed_runs", lambda method: method(run_once, device_inputs))
+        self._each(lambda o: o.after_timed_runs(run_once, device_inputs), "after_timed_runs")
 
     def metrics(self) -> dict[str, Any]:
         """Metrics of every observer, and notes for files a stack could not give."""
         collected: dict[str, Any] = {}
-        self._each("metrics", lambda method: collected.update(method()))
-        for observer in self._observers:
-            note = getattr(observer, "missing_note", None)
-            if note:
-                self.notes.append(note)
+        self._each(lambda o: collected.update(o.metrics()), "metrics")
+        self.notes.extend(o.missing_note for _, o in self._active if o.missing_note)
         return collected

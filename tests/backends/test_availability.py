@@ -10,10 +10,10 @@ import sys
 import pytest
 
 import backends
-from backends.base import HostCapabilities
+from core.host import HostCapabilities
 from models import get_suite
 from runner import cli
-from runner.config import ExperimentConfig
+from core.config import ExperimentConfig
 from runner.matrix import MatrixRequest, build_plan
 from tests.conftest import PROJECT_ROOT, cli_environment
 

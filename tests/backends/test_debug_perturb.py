@@ -1,18 +1,24 @@
 import pytest
 import torch
 
-from backends.base import HostCapabilities
-from backends.debug_perturb import DebugPerturbBackend, perturb_scale
-from backends.debug_perturb_model import perturb, perturb_leaf
+import backends
+from backends.base import DYNAMO_GRAPHS
+from core.config import fingerprint
+from runner.observers import inapplicable_notes
+
+from core.host import HostCapabilities
+from backends.stacks.debug_perturb import DebugPerturbStack, perturb_scale
+from backends.runtimes.perturb import perturb, perturb_leaf
 from models.base import BenchmarkModel, ModelInputs
-from runner.config import ExperimentConfig, RunSettings
+from core.config import ExperimentConfig, ModelConfig, RunSettings
 from tests.verifier.conftest import MLP, ManyOutputs, build
-from verifier.codes import Code
+from core.schema import VerificationCode
 from verifier.compare import tolerance_for
 from verifier.procedure import verify
 
 HOST = HostCapabilities(python="3.11", torch_version=torch.__version__)
 ON = {"EXPERIMENT_RUNNER_DEBUG_STACKS": "1"}
+MODEL = ModelConfig("builtin", "mlp")
 
 
 def experiment(test="eval", accelerator="cpu", **kwargs):
@@ -20,26 +26,40 @@ def experiment(test="eval", accelerator="cpu", **kwargs):
 
 
 def test_selected_by_dynamo_name_and_valid_only_with_debug_stacks_on():
-    assert DebugPerturbBackend().handles(experiment())
-    assert not DebugPerturbBackend().handles(ExperimentConfig("cpu", "PJRT", "debug_perturb",
+    assert DebugPerturbStack().handles(experiment())
+    assert not DebugPerturbStack().handles(ExperimentConfig("cpu", "PJRT", "debug_perturb",
                                                               None, "eval"))
-    reason = DebugPerturbBackend(environ={}).invalid_reason(experiment(), HOST)
+    reason = DebugPerturbStack(environ={}).invalid_reason(experiment(), HOST)
     assert "EXPERIMENT_RUNNER_DEBUG_STACKS=1" in reason
-    assert DebugPerturbBackend(environ=ON).invalid_reason(experiment(), HOST) is None
-    assert "only on cpu" in DebugPerturbBackend(environ=ON).invalid_reason(
+    assert DebugPerturbStack(environ=ON).invalid_reason(experiment(), HOST) is None
+    assert "only on cpu" in DebugPerturbStack(environ=ON).invalid_reason(
         experiment(accelerator="cuda"), HOST)
     bad = {**ON, "EXPERIMENT_RUNNER_PERTURB_SCALE": "big"}
+    stack = DebugPerturbStack(environ=bad)
     assert "EXPERIMENT_RUNNER_PERTURB_SCALE='big' is not a number" in (
-        DebugPerturbBackend(environ=bad).invalid_reason(experiment(), HOST))
+        stack.invalid_reason(stack.planned(experiment(), bad), HOST))
 
 
-def test_child_environment_carries_the_perturbation():
+def test_the_perturbation_is_planned_into_the_experiment_not_the_child_environment():
     environ = {**ON, "EXPERIMENT_RUNNER_PERTURB_PATH": "[2]", "UNRELATED": "x"}
-    assert DebugPerturbBackend(environ=environ).child_environment(experiment(), RunSettings()) == {
-        "EXPERIMENT_RUNNER_DEBUG_STACKS": "1", "EXPERIMENT_RUNNER_PERTURB_PATH": "[2]"}
-    assert perturb_scale({}) == 1e-2
+    stack = DebugPerturbStack(environ=environ)
+    planned = stack.planned(experiment(), environ)
+    assert planned.stack == "debug_perturb"
+    assert planned.option("perturb_path") == "[2]" and planned.option("perturb_scale") is None
+    assert stack.child_environment(planned) == {}
+    assert fingerprint(MODEL, planned) != fingerprint(MODEL, stack.planned(experiment(), ON))
+    assert perturb_scale(None) == 1e-2
     with pytest.raises(ValueError, match="'-1'"):
-        perturb_scale({"EXPERIMENT_RUNNER_PERTURB_SCALE": "-1"})
+        perturb_scale("-1")
+
+
+def test_the_debug_stack_counts_as_eager_for_observers():
+    settings = RunSettings(observe={"collect_dynamo_counters": True})
+    stack = backends.stack_for(experiment())
+    assert stack.name == "debug_perturb"
+    assert DYNAMO_GRAPHS not in stack.capabilities.features
+    (note,) = inapplicable_notes(stack, settings)
+    assert note.startswith("--collect-dynamo-counters does not apply to the debug_perturb stack")
 
 
 def test_perturb_leaf_changes_direction_and_exact_kinds():
@@ -66,10 +86,12 @@ def bench_of(factory, test):
     return BenchmarkModel(factory.__name__, build(factory), make_inputs, loss_fn, 4)
 
 
-def run_on(backend, factory, exp):
+def run_on(stack, factory, exp):
+    exp = stack.planned(exp, stack.environ)
+
     def run():
         bench = bench_of(factory, exp.test)
-        prepared = backend.prepare(bench, exp, RunSettings())
+        prepared = stack.prepare(bench, exp, RunSettings())
         result = prepared.step(prepared.inputs_to_device(bench.make_inputs(0)))
         return prepared.result_to_host(result)
     return run
@@ -83,13 +105,13 @@ def run_on(backend, factory, exp):
 ])
 def test_the_verifier_catches_the_perturbed_leaf(test, factory, path, named):
     exp = experiment(test)
-    eager = run_on(DebugPerturbBackend(environ=ON), factory, exp)
+    eager = run_on(DebugPerturbStack(environ=ON), factory, exp)
     tolerance = tolerance_for("fp32", test)
     clean = verify(eager, None, eager, tolerance=tolerance)
-    assert clean.code is Code.PASS, clean.reason
-    backend = DebugPerturbBackend(environ={**ON, "EXPERIMENT_RUNNER_PERTURB_PATH": path})
+    assert clean.code is VerificationCode.PASS, clean.reason
+    backend = DebugPerturbStack(environ={**ON, "EXPERIMENT_RUNNER_PERTURB_PATH": path})
     # Without a reference, and with eager itself standing in for the fp64 reference.
     for fp64 in (None, eager):
         verdict = verify(eager, fp64, run_on(backend, factory, exp), tolerance=tolerance)
-        assert verdict.code is Code.FAIL
+        assert verdict.code is VerificationCode.FAIL
         assert verdict.details["path"] == named

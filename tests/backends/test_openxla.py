@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from backends.base import HostCapabilities
-from backends.openxla import OpenXlaBackend
-from runner.config import ExperimentConfig
+from core.host import HostCapabilities
+from backends.stacks.openxla import OpenXlaStack
+from core.config import ExperimentConfig
 from tests.backends.conftest import assert_per_run, describe_failures
 from tests.backends.test_xla_lazy import XLA_METRICS
 
@@ -21,12 +21,12 @@ def openxla(dynamo="openxla", test="eval") -> ExperimentConfig:
 
 
 def test_rejects_dynamo_backends_that_do_not_target_xla():
-    reason = OpenXlaBackend().invalid_reason(openxla("inductor"), HOST)
+    reason = OpenXlaStack().invalid_reason(openxla("inductor"), HOST)
     assert reason == ("dynamo=inductor does not compile for the XLA device; "
                       "with xla=PJRT use dynamo=openxla")
-    assert "inference only" in OpenXlaBackend().invalid_reason(openxla("openxla_eval", "train"), HOST)
-    assert OpenXlaBackend().invalid_reason(openxla(), HOST) is None
-    assert OpenXlaBackend().invalid_reason(openxla("openxla_eval"), HOST) is None
+    assert "inference only" in OpenXlaStack().invalid_reason(openxla("openxla_eval", "train"), HOST)
+    assert OpenXlaStack().invalid_reason(openxla(), HOST) is None
+    assert OpenXlaStack().invalid_reason(openxla("openxla_eval"), HOST) is None
 
 
 def test_mlp_eval_and_train_write_xla_metrics(sweep):

@@ -9,9 +9,9 @@ import sys
 import pytest
 import torch
 
-from backends.base import HostCapabilities
-from backends.torchax import TorchaxBackend
-from runner.config import ExperimentConfig, RunSettings
+from core.host import HostCapabilities
+from backends.stacks.torchax import TorchaxStack
+from core.config import ExperimentConfig
 from tests.backends.conftest import assert_per_run, by_key, describe_failures
 from tests.conftest import PROJECT_ROOT, cli_environment
 
@@ -28,7 +28,7 @@ def torchax(mode="extract_jax", test="eval", **kwargs) -> ExperimentConfig:
 
 
 def test_rejects_xla_dynamo_and_autocast_of_exported_graphs():
-    backend = TorchaxBackend()
+    backend = TorchaxStack()
     assert backend.invalid_reason(torchax(), HOST) is None
     assert backend.invalid_reason(torchax("torch_export", "train"), HOST) is None
     assert backend.invalid_reason(torchax(precision="amp"), HOST) is None
@@ -40,9 +40,9 @@ def test_rejects_xla_dynamo_and_autocast_of_exported_graphs():
 
 
 def test_child_environment_picks_the_jax_platform_and_flags():
-    backend, settings = TorchaxBackend(), RunSettings()
-    assert backend.child_environment(torchax(), settings) == {"JAX_PLATFORMS": "cpu"}
-    assert backend.child_environment(torchax(accelerator="cuda", xla_flags="--a=1"), settings) == {
+    backend = TorchaxStack()
+    assert backend.child_environment(torchax()) == {"JAX_PLATFORMS": "cpu"}
+    assert backend.child_environment(torchax(accelerator="cuda", xla_flags="--a=1")) == {
         "JAX_PLATFORMS": "cuda", "XLA_FLAGS": "--a=1"}
 
 
@@ -75,10 +75,10 @@ def test_every_builtin_model_trains_with_extract_jax(sweep):
 PARITY = """
 import json, sys
 import torch
-from models import builtin_models
-from runner.config import ExperimentConfig
-from backends.torch_native import TorchPreparedModel
-from backends.torchax_runtime import TorchaxPreparedModel
+from models.builders import builtin as builtin_models
+from core.config import ExperimentConfig
+from backends.runtimes.torch_device import TorchPreparedModel
+from backends.runtimes.torchax import TorchaxPreparedModel
 
 name, mode, test = sys.argv[1:4]
 inputs = builtin_models.build(name, 4).make_inputs(7)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from backends.xla_lazy import XlaLazyBackend
-from runner.config import ExperimentConfig, RunSettings
+from backends.stacks.xla_lazy import XlaLazyStack
+from core.config import ExperimentConfig
 from tests.backends.conftest import assert_per_run, by_key, describe_failures
 
 XLA_METRICS = (
@@ -17,7 +17,7 @@ def lazy(**kwargs) -> ExperimentConfig:
 
 
 def test_owns_pjrt_without_dynamo_or_torchax_only():
-    backend = XlaLazyBackend()
+    backend = XlaLazyStack()
     assert backend.handles(lazy())
     assert not backend.handles(ExperimentConfig("cpu", "PJRT", "openxla", None, "eval"))
     assert not backend.handles(ExperimentConfig("cpu", None, None, None, "eval"))
@@ -25,14 +25,14 @@ def test_owns_pjrt_without_dynamo_or_torchax_only():
 
 
 def test_child_environment_sets_device_functionalization_and_flags():
-    backend, settings = XlaLazyBackend(), RunSettings()
-    assert backend.child_environment(lazy(), settings) == {
+    backend = XlaLazyStack()
+    assert backend.child_environment(lazy()) == {
         "PJRT_DEVICE": "CPU", "XLA_DISABLE_FUNCTIONALIZATION": "1"}
     flagged = lazy(xla_flags="--xla_cpu_enable_fast_math=false", enable_functionalization=True)
-    assert backend.child_environment(flagged, settings) == {
+    assert backend.child_environment(flagged) == {
         "PJRT_DEVICE": "CPU", "XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}
     tpu = ExperimentConfig("tpu", "PJRT", None, None, "train")
-    assert backend.child_environment(tpu, settings)["PJRT_DEVICE"] == "TPU"
+    assert backend.child_environment(tpu)["PJRT_DEVICE"] == "TPU"
 
 
 def test_mlp_eval_and_train_write_xla_metrics_per_timed_run(sweep, tmp_path):

@@ -13,24 +13,25 @@ import sys
 
 import pytest
 
-from runner.config import ExperimentConfig, RunSettings
-from runner.observers.rules import observability_environment
+from core.config import ExperimentConfig, RunSettings
+import backends
+from runner.observers import observability_environment
 from tests.conftest import PROJECT_ROOT, cli_environment
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch_xla") is None,
                                 reason="torch_xla is not installed")
 
-LAZY = ExperimentConfig("cpu", "PJRT", None, None, "eval")
-SETTINGS = RunSettings(repeat=2, warmup=1, profile_individual_ops=True,
-                       dump_pytorch_xla_metrics=True, save_ir_format="text")
+LAZY = ExperimentConfig("cpu", "PJRT", None, None, "eval", stack="xla_lazy")
+SETTINGS = RunSettings(repeat=2, warmup=1, observe={"profile_cuda_cpu_individual_ops": True,
+                       "dump_pytorch_xla_metrics": True, "save_ir_format": "text"})
 
 CHILD = """
 import json, sys
 from pathlib import Path
 import torch
-from backends.xla_runtime import XlaPreparedModel
+from backends.runtimes.torch_xla import XlaPreparedModel
 from models.base import BenchmarkModel, ModelInputs
-from runner.config import ExperimentConfig, RunSettings
+from core.config import ExperimentConfig, RunSettings
 from runner.observers.session import ExperimentObservers
 from runner.timing import measure
 
@@ -45,7 +46,9 @@ spec = json.loads(sys.argv[1])
 experiment = ExperimentConfig.from_dict(spec["experiment"])
 settings = RunSettings.from_dict(spec["settings"])
 bench = BenchmarkModel("histogram", Histogram(), inputs, None, 64)
-observers = ExperimentObservers(experiment, settings, Path(spec["dir"]))
+import backends
+observers = ExperimentObservers(backends.get_stack(experiment.stack), experiment, settings,
+                                Path(spec["dir"]))
 prepared = XlaPreparedModel(bench, experiment, sync_every_iteration=True)
 observers.attach(prepared)
 measure(prepared, bench, settings, observers)
@@ -58,7 +61,8 @@ def xla_child(tmp_path_factory):
     directory = tmp_path_factory.mktemp("xla-observe")
     environment = cli_environment()
     environment.update(PJRT_DEVICE="CPU", XLA_DISABLE_FUNCTIONALIZATION="1")
-    environment.update(observability_environment(LAZY, SETTINGS, directory, environment))
+    environment.update(observability_environment(backends.get_stack(LAZY.stack), SETTINGS,
+                                                 directory, environment))
     spec = {"experiment": LAZY.to_dict(), "settings": SETTINGS.to_dict(), "dir": str(directory)}
     completed = subprocess.run([sys.executable, "-c", CHILD, json.dumps(spec)],
                                capture_output=True, text=True, timeout=300, env=environment,

@@ -7,8 +7,10 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from runner.config import ExperimentConfig, ModelConfig, RunSettings, experiment_id
-from runner.results import append_line, make_line
+import backends
+from core.config import ExperimentConfig, ModelConfig, RunSettings, experiment_id
+from core.results_file import append_line
+from core.schema import ResultLine, Status, VerificationCode
 
 STACKS = {
     "eager": dict(xla=None, dynamo=None, torch_xla2=None),
@@ -56,15 +58,20 @@ def craft_line(
     if error is not None:
         metrics["error"] = error
     metrics.update(extra_metrics or {})
-    line = make_line(
+    stack = backends.stack_for(experiment)
+    experiment = stack.planned(experiment, {})
+    label = stack.label(experiment)
+    line = ResultLine(
         model_config,
         experiment,
         RunSettings(repeat=len(times or []) or 1),
         metrics=metrics,
-        status=status,
-        verification_code=code,
-        extra={"run_id": run_id, "experiment_id": experiment_id(model_config, experiment)},
-    )
+        status=Status(status),
+        verification_code=VerificationCode(code),
+        stack_label=label,
+        run_id=run_id,
+        experiment_id=experiment_id(model_config, experiment, label),
+    ).to_dict()
     if timestamp is not None:
         line["timestamp"] = timestamp
     return line

@@ -1,15 +1,20 @@
 import pytest
 
 from reports.errors import ReportError
-from reports.load import load, stack_label
-from runner.config import ExperimentConfig
+from reports.load import load
 from tests.reports.conftest import STACKS, craft_line
 
 
-def test_stack_label_matches_experiment_config():
-    for label, fields in STACKS.items():
-        exp = ExperimentConfig(accelerator="cpu", test="eval", **fields)
-        assert stack_label(exp.to_dict()) == exp.stack_label() == label
+def test_the_configuration_carries_the_stack_label_the_line_records(write_results):
+    path = write_results([craft_line("mlp", stack, times=[1.0]) for stack in STACKS])
+    assert sorted(r.config.stack for r in load([path]).records) == sorted(STACKS)
+
+
+def test_lines_older_than_the_stack_label_show_their_raw_values(write_results):
+    old = craft_line("mlp", "PJRT+openxla", times=[1.0])
+    del old["stack_label"]
+    path = write_results([old])
+    assert [r.config.stack for r in load([path]).records] == ["PJRT+openxla"]
 
 
 def test_latest_run_wins_by_default(write_results):

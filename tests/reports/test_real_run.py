@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reports.cli import compare_main, report_main, score_main
-from runner.results import append_line
+from core.results_file import append_line
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,6 +6,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core.config import ExperimentConfig, ModelConfig, RunSettings
+from core.contract import Role
+from runner.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
+from runner.matrix import PlannedExperiment
+
+SWEEP = SweepInfo(run_id="sweep-1")
+EAGER = ExperimentConfig("cpu", None, None, None, "eval", stack="eager")
 FAULTS = ["raises", "segfault", "exit", "signal", "hang", "memory_hog"]
 
 
@@ -59,7 +66,7 @@ def test_the_error_carries_the_tail_of_the_childs_output(fault_sweep):
 
 def test_the_hung_childs_grandchild_is_killed_too(fault_sweep):
     run, lines = fault_sweep
-    log = (run.output_dir / lines["hang"]["experiment_id"] / "child.log").read_text()
+    log = (run.output_dir / lines["hang"]["artifacts"]["time"] / "child.log").read_text()
     pid = int(re.search(r"fault-model grandchild pid (\d+)", log).group(1))
     alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     assert not alive
@@ -69,27 +76,37 @@ def test_the_hung_childs_grandchild_is_killed_too(fault_sweep):
     "../../escape", "/etc/passwd", "..", ".", "a/../../b", "~root", "x\x00y", "C:\\evil",
 ])
 def test_a_model_name_cannot_escape_the_output_folder(tmp_path, model_name):
-    from runner.config import ExperimentConfig, ModelConfig, RunSettings
-    from runner.executor import ExecutorOptions, ExperimentExecutor
-    from runner.matrix import PlannedExperiment
-
     output = tmp_path / "output"
-    executor = ExperimentExecutor(ExecutorOptions(output_dir=output), RunSettings())
-    planned = PlannedExperiment(ModelConfig("builtin", model_name),
-                                ExperimentConfig("cpu", None, None, None, "eval"))
-    directory = executor.experiment_dir(planned)
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=output), RunSettings(), SWEEP)
+    planned = PlannedExperiment(ModelConfig("builtin", model_name), EAGER, "eager")
+    directory = executor.child_folder(planned, Role.TIME)
     assert directory.is_absolute()
-    assert directory.parent == output.resolve()
-    assert directory.name not in (".", "..") and "/" not in directory.name
+    assert directory.parent.parent.parent == output.resolve()
+    experiment_folder = directory.parent.parent.name
+    assert experiment_folder not in (".", "..") and "/" not in experiment_folder
 
 
 def test_a_relative_output_folder_is_made_absolute(tmp_path, monkeypatch):
-    from runner.config import ExperimentConfig, ModelConfig, RunSettings
-    from runner.executor import ExecutorOptions, ExperimentExecutor
-    from runner.matrix import PlannedExperiment
-
     monkeypatch.chdir(tmp_path)
-    executor = ExperimentExecutor(ExecutorOptions(output_dir=Path("output")), RunSettings())
-    planned = PlannedExperiment(ModelConfig("builtin", "mlp"),
-                                ExperimentConfig("cpu", None, None, None, "eval"))
-    assert executor.experiment_dir(planned) == tmp_path.resolve() / "output" / planned.experiment_id
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=Path("output")), RunSettings(), SWEEP)
+    planned = PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager")
+    assert executor.child_folder(planned, Role.VERIFY) == (
+        tmp_path.resolve() / "output" / planned.experiment_id / "sweep-1" / "verify")
+
+
+def test_the_child_environment_holds_no_runner_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPERIMENT_RUNNER_SMALL_MODELS", "1")
+    monkeypatch.setenv("EXPERIMENT_RUNNER_DEBUG_STACKS", "1")
+    settings = RunSettings(observe={"dump_hlo": True})
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path), settings, SWEEP)
+    lazy = PlannedExperiment(ModelConfig("builtin", "mlp"),
+                             ExperimentConfig("cpu", "PJRT", None, None, "eval", stack="xla_lazy"),
+                             "PJRT")
+    timing = executor.child_environment(lazy, Role.TIME, tmp_path / "t", tmp_path)
+    verifying = executor.child_environment(lazy, Role.VERIFY, tmp_path / "v", tmp_path)
+    for environment in (timing, verifying):
+        assert not [name for name in environment if name.startswith("EXPERIMENT_RUNNER_")]
+        assert environment["PJRT_DEVICE"] == "CPU"
+    # Only the timing child dumps HLO, into its own folder.
+    assert timing["XLA_FLAGS"] == f"--xla_dump_to={(tmp_path / 't').resolve() / 'hlo'}"
+    assert "XLA_FLAGS" not in verifying

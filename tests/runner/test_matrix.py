@@ -1,6 +1,6 @@
 import pytest
 
-from backends.base import HostCapabilities
+from core.host import HostCapabilities
 from models import get_suite
 from runner.matrix import MatrixError, MatrixRequest, build_plan
 

@@ -4,7 +4,7 @@ import time
 
 from backends.base import PreparedModel
 from models.base import BenchmarkModel, ModelInputs
-from runner.config import RunSettings
+from core.config import RunSettings
 from runner.timing import RunHooks, measure
 
 STEP_SECONDS = 0.01

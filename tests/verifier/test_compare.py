@@ -4,9 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from runner.results import VERIFIER_CODES
 from tests.verifier.conftest import MLP, ManyOutputs, build, eval_run, inputs
-from verifier.codes import Code, Verdict
+from core.schema import Verdict, VerificationCode
 from verifier.compare import compare, compare_cosine, eager_mismatch, tolerance_for
 from verifier.tree import find_path, get_leaf, replace_leaf
 
@@ -21,11 +20,13 @@ def nudge(result, path, scale=1e-2):
     return replace_leaf(result, p, leaf + scale * leaf.pow(2).mean().sqrt() * noise)
 
 
-def test_codes_are_the_results_files_codes():
-    assert tuple(c.value for c in Code) == VERIFIER_CODES
-    verdict = Verdict(Code.FAIL, "why", {"path": "output"})
+def test_codes_are_the_peer_runners_codes():
+    assert tuple(c.value for c in VerificationCode) == (
+        "PASS", "FAIL", "EAGER_FAILED", "EXCEPTION_RAISED", "NONDETERMINISTIC_EAGER_RUN",
+        "VERIFIER_SKIPPED", "VERIFIER_DIDNT_RUN")
+    verdict = Verdict(VerificationCode.FAIL, "why", {"path": "output"})
     assert verdict.to_dict() == {"code": "FAIL", "reason": "why", "details": {"path": "output"}}
-    assert Verdict.skipped("no --verify").code is Code.VERIFIER_SKIPPED
+    assert Verdict.skipped("no --verify").code is VerificationCode.VERIFIER_SKIPPED
 
 
 def test_tolerance_grows_with_lower_precision_training_and_suites():
@@ -45,9 +46,9 @@ def test_tolerance_grows_with_lower_precision_training_and_suites():
 def test_same_results_pass_with_and_without_fp64(many_outputs_runs):
     reference, eager, again = many_outputs_runs
     verdict = compare(reference, eager, again, FP32)
-    assert verdict.code is Code.PASS, verdict.reason
+    assert verdict.code is VerificationCode.PASS, verdict.reason
     assert verdict.details["method"] == "fp64" and verdict.details["leaves"] == 9
-    assert compare_cosine(eager, again, FP32).code is Code.PASS
+    assert compare_cosine(eager, again, FP32).code is VerificationCode.PASS
 
 
 @pytest.mark.parametrize("path", ["output[2]['deep']['scores']", "output[2]['deep']['pair'][1]",
@@ -56,7 +57,7 @@ def test_one_perturbed_leaf_fails_naming_its_path(many_outputs_runs, path):
     reference, eager, _ = many_outputs_runs
     actual = nudge(eager, path)
     for verdict in (compare(reference, eager, actual, FP32), compare_cosine(eager, actual, FP32)):
-        assert verdict.code is Code.FAIL
+        assert verdict.code is VerificationCode.FAIL
         assert verdict.reason.startswith(path + ": ")
         assert verdict.details["path"] == path and verdict.details["failed_leaves"] == 1
 
@@ -68,16 +69,16 @@ def test_without_fp64_every_element_of_a_tuple_counts():
     eager = (first, second, third)
     actual = (first.clone(), second * 1.1 + 0.05, -third)
     verdict = compare_cosine(eager, actual, FP32)
-    assert verdict.code is Code.FAIL
+    assert verdict.code is VerificationCode.FAIL
     assert verdict.details["failed_paths"] == ["output[1]", "output[2]"]
     assert "2 of 3 leaves fail" in verdict.reason
-    assert compare(None, eager, actual, FP32).code is Code.FAIL
+    assert compare(None, eager, actual, FP32).code is VerificationCode.FAIL
 
 
 def test_scaled_output_fails_without_fp64_though_its_cosine_is_one():
     eager = (torch.randn(100),)
     verdict = compare_cosine(eager, (eager[0] * 1.01,), FP32)
-    assert verdict.code is Code.FAIL and "relative error" in verdict.reason
+    assert verdict.code is VerificationCode.FAIL and "relative error" in verdict.reason
     assert verdict.details["cosine"] == pytest.approx(1.0)
 
 
@@ -85,7 +86,7 @@ def test_small_tensors_and_scalars_without_fp64():
     eager = {"loss": torch.tensor(2.5), "stat": 0.75}
     assert compare_cosine(eager, {"loss": torch.tensor(2.5), "stat": 0.75}, FP32).passed
     verdict = compare_cosine(eager, {"loss": torch.tensor(2.5), "stat": 0.76}, FP32)
-    assert verdict.code is Code.FAIL and verdict.details["path"] == "stat"
+    assert verdict.code is VerificationCode.FAIL and verdict.details["path"] == "stat"
 
 
 def test_error_within_a_multiple_of_eagers_own_error_passes():
@@ -97,7 +98,7 @@ def test_error_within_a_multiple_of_eagers_own_error_passes():
     far = (reference + 5e-3 * noise.flip(0)).float()
     assert compare(reference, eager, close, tolerance).passed
     verdict = compare(reference, eager, far, tolerance)
-    assert verdict.code is Code.FAIL
+    assert verdict.code is VerificationCode.FAIL
     assert verdict.details["error"] > tolerance.multiplier * verdict.details["eager_error"]
 
 
@@ -112,10 +113,10 @@ def test_nan_in_the_same_places_is_equal_and_elsewhere_fails():
     moved = eager.clone()
     moved[7], moved[8] = values[7], math.nan
     for verdict in (compare(reference, eager, moved, FP32), compare_cosine(eager, moved, FP32)):
-        assert verdict.code is Code.FAIL and "NaN at 1 positions" in verdict.reason
+        assert verdict.code is VerificationCode.FAIL and "NaN at 1 positions" in verdict.reason
     flipped = eager.clone()
     flipped[9] = -math.inf
-    assert compare(reference, eager, flipped, FP32).code is Code.FAIL
+    assert compare(reference, eager, flipped, FP32).code is VerificationCode.FAIL
 
 
 def test_integers_and_booleans_compare_exactly(many_outputs_runs):
@@ -123,13 +124,13 @@ def test_integers_and_booleans_compare_exactly(many_outputs_runs):
     ids = eager[3].ids.clone()
     ids[0] += 1
     verdict = compare(reference, eager, replace_leaf(eager, find_path(eager, "[3].ids"), ids), FP32)
-    assert verdict.code is Code.FAIL and verdict.details["path"] == "output[3].ids"
+    assert verdict.code is VerificationCode.FAIL and verdict.details["path"] == "output[3].ids"
     assert "integer values differ from eager's at 1 of 4 positions" in verdict.reason
     flags = ~eager[3].flags
     verdict = compare_cosine(eager, replace_leaf(eager, find_path(eager, "[3].flags"), flags), FP32)
-    assert verdict.code is Code.FAIL and verdict.details["path"] == "output[3].flags"
+    assert verdict.code is VerificationCode.FAIL and verdict.details["path"] == "output[3].flags"
     verdict = compare(reference, eager, replace_leaf(eager, find_path(eager, "[4]"), 5), FP32)
-    assert verdict.code is Code.FAIL and verdict.details["path"] == "output[4]"
+    assert verdict.code is VerificationCode.FAIL and verdict.details["path"] == "output[4]"
     assert compare_cosine({"n": 3, "b": True}, {"n": 3, "b": False}, FP32).details["path"] == "b"
 
 
@@ -144,7 +145,7 @@ def test_shapes_dtype_kinds_and_plain_leaves_must_match():
     ]
     for eager, actual, message in cases:
         verdict = compare(None, eager, actual, FP32)
-        assert verdict.code is Code.FAIL and message in verdict.reason, verdict.reason
+        assert verdict.code is VerificationCode.FAIL and message in verdict.reason, verdict.reason
     assert compare(None, (t, None, "a"), [t.bfloat16(), None, "a"], tolerance_for("bf16", "eval")).passed
 
 
@@ -184,7 +185,7 @@ def test_reduced_precision_runs_of_a_real_model_pass(dtype, precision):
     # Against fp32 eager, the reduced-precision run passes only with its own tolerance.
     eager32 = eval_run(MLP, torch.float32, x)()
     assert compare(reference, eager32, actual, tolerance).passed
-    assert compare(reference, eager32, actual, FP32).code is Code.FAIL
+    assert compare(reference, eager32, actual, FP32).code is VerificationCode.FAIL
 
 
 def test_eager_mismatch():
@@ -215,7 +216,7 @@ def test_a_leaf_that_is_zero_in_fp64_is_judged_against_the_results_scale():
                  "bias": torch.zeros(16, dtype=torch.float64)}
     eager = {"weight": reference["weight"].float(), "bias": torch.full((16,), 1.5e-8)}
     actual = {"weight": reference["weight"].float(), "bias": torch.full((16,), -4e-8)}
-    assert compare(reference, eager, actual, tolerance_for("fp32", "train")).code == Code.PASS
+    assert compare(reference, eager, actual, tolerance_for("fp32", "train")).code == VerificationCode.PASS
     wrong = {"weight": reference["weight"].float(), "bias": torch.full((16,), 1e-4)}
     verdict = compare(reference, eager, wrong, tolerance_for("fp32", "train"))
-    assert verdict.code == Code.FAIL and "bias" in verdict.reason
+    assert verdict.code == VerificationCode.FAIL and "bias" in verdict.reason

@@ -6,7 +6,7 @@ from torch import nn
 
 from tests.verifier.conftest import MLP, ManyOutputs, eval_run, train_run
 from verifier import procedure
-from verifier.codes import Code
+from core.schema import VerificationCode
 from verifier.compare import tolerance_for
 from verifier.procedure import verify
 from verifier.tree import find_path, get_leaf, replace_leaf
@@ -28,7 +28,7 @@ def perturbed(run, path, scale=1e-2):
 def test_an_unchanged_experiment_passes_against_fp64():
     verdict = verify(eval_run(ManyOutputs), eval_run(ManyOutputs, torch.float64),
                      eval_run(ManyOutputs), tolerance=FP32)
-    assert verdict.code is Code.PASS and verdict.reason is None
+    assert verdict.code is VerificationCode.PASS and verdict.reason is None
     assert verdict.details["method"] == "fp64"
 
 
@@ -37,7 +37,7 @@ def test_a_perturbed_output_fails_naming_it(path):
     run = eval_run(ManyOutputs)
     verdict = verify(run, eval_run(ManyOutputs, torch.float64), perturbed(run, path),
                      tolerance=FP32)
-    assert verdict.code is Code.FAIL
+    assert verdict.code is VerificationCode.FAIL
     assert verdict.reason.startswith(f"output{path}: relative error against fp64")
 
 
@@ -55,7 +55,7 @@ class NoisyModel(nn.Module):
 
 def test_a_random_eager_result_is_nondeterministic():
     verdict = verify(eval_run(NoisyModel), None, eval_run(NoisyModel), tolerance=FP32)
-    assert verdict.code is Code.NONDETERMINISTIC_EAGER_RUN
+    assert verdict.code is VerificationCode.NONDETERMINISTIC_EAGER_RUN
     assert "output[1]: relative difference between the runs" in verdict.reason
 
 
@@ -71,7 +71,7 @@ class DropoutMLP(MLP):
 def test_dropout_in_training_without_reseeding_is_nondeterministic():
     run = train_run(DropoutMLP)
     verdict = verify(run, None, run, tolerance=TRAIN)
-    assert verdict.code is Code.NONDETERMINISTIC_EAGER_RUN
+    assert verdict.code is VerificationCode.NONDETERMINISTIC_EAGER_RUN
     assert verdict.reason.startswith("two eager runs from the same seed differ: loss")
 
 
@@ -84,7 +84,7 @@ def test_a_listed_nondeterministic_model_is_not_run():
 
     verdict = verify(run, run, run, tolerance=FP32,
                      nondeterministic_reason="samples with torch.multinomial")
-    assert verdict.code is Code.NONDETERMINISTIC_EAGER_RUN
+    assert verdict.code is VerificationCode.NONDETERMINISTIC_EAGER_RUN
     assert "samples with torch.multinomial" in verdict.reason and calls == []
 
 
@@ -102,16 +102,16 @@ def failing(message, after=0):
 def test_eager_raising_is_eager_failed_with_its_text():
     verdict = verify(failing("mat1 and mat2 shapes cannot be multiplied"), None,
                      eval_run(MLP), tolerance=FP32)
-    assert verdict.code is Code.EAGER_FAILED
+    assert verdict.code is VerificationCode.EAGER_FAILED
     assert verdict.reason.startswith("the first eager run raised RuntimeError: mat1 and mat2")
     assert "test_procedure.py" in verdict.reason
     verdict = verify(failing("out of memory", after=1), None, eval_run(MLP), tolerance=FP32)
-    assert verdict.code is Code.EAGER_FAILED and "the second eager run" in verdict.reason
+    assert verdict.code is VerificationCode.EAGER_FAILED and "the second eager run" in verdict.reason
 
 
 def test_the_experiment_raising_is_exception_raised():
     verdict = verify(eval_run(MLP), None, failing("lowering failed: aten::gelu"), tolerance=FP32)
-    assert verdict.code is Code.EXCEPTION_RAISED
+    assert verdict.code is VerificationCode.EXCEPTION_RAISED
     assert "the experiment raised RuntimeError: lowering failed: aten::gelu" in verdict.reason
 
 
@@ -121,7 +121,7 @@ def test_a_failing_comparison_is_exception_raised(monkeypatch):
 
     monkeypatch.setattr(procedure, "compare", broken)
     verdict = verify(eval_run(MLP), None, eval_run(MLP), tolerance=FP32)
-    assert verdict.code is Code.EXCEPTION_RAISED
+    assert verdict.code is VerificationCode.EXCEPTION_RAISED
     assert verdict.reason.startswith("the comparison raised TypeError: unexpected leaf")
 
 
@@ -131,7 +131,7 @@ def test_without_a_working_fp64_run_cosine_decides():
     assert verdict.passed and verdict.details["method"] == "cosine"
     assert "fp64 not supported on this device" in verdict.details["fp64"]
     verdict = verify(run, None, perturbed(run, "[2]['deep']['pair'][1]"), tolerance=FP32)
-    assert verdict.code is Code.FAIL and verdict.details["method"] == "cosine"
+    assert verdict.code is VerificationCode.FAIL and verdict.details["method"] == "cosine"
     assert verdict.details["path"] == "output[2]['deep']['pair'][1]"
     assert verdict.details["fp64"] == "no fp64 reference for this experiment"
 
@@ -145,7 +145,7 @@ def test_training_passes_and_a_wrong_gradient_fails_naming_it():
 
     verdict = verify(train_run(MLP), train_run(MLP, torch.float64),
                      train_run(MLP, hook=scale_one_gradient), tolerance=TRAIN)
-    assert verdict.code is Code.FAIL
+    assert verdict.code is VerificationCode.FAIL
     assert verdict.reason.startswith("gradients['layers.2.weight']: relative error against fp64")
     assert verdict.details["failed_paths"] == ["gradients['layers.2.weight']"]
 
@@ -177,4 +177,4 @@ def test_model_output_objects_are_compared_by_key():
     assert isinstance(run(), modeling_outputs.SequenceClassifierOutput)
     verdict = verify(run, eval_run(HFStyle, torch.float64), perturbed(run, "hidden_states[1]"),
                      tolerance=FP32)
-    assert verdict.code is Code.FAIL and verdict.details["path"] == "hidden_states[1]"
+    assert verdict.code is VerificationCode.FAIL and verdict.details["path"] == "hidden_states[1]"

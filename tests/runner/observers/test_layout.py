@@ -1,19 +1,12 @@
-"""Run folders and the clearing of an earlier run's dumps."""
+"""Run folders inside a child's folder."""
 
-from runner.observers.layout import clear_dumps, run_dir
+from runner.observers.layout import ir_file_stem, run_dir
 
 
-def test_run_dir_is_created_inside_the_experiment(tmp_path):
+def test_run_dir_is_created_inside_the_child_folder(tmp_path):
     assert run_dir(tmp_path, 3) == tmp_path / "run-3"
     assert (tmp_path / "run-3").is_dir()
 
 
-def test_clear_dumps_removes_only_dump_folders(tmp_path):
-    for name in ("run-0", "run-1", "hlo", "ir"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "x.txt").write_text("old")
-    (tmp_path / "child.log").write_text("log")
-    (tmp_path / "notes").mkdir()
-    clear_dumps(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["child.log", "notes"]
-    clear_dumps(tmp_path / "missing")  # nothing to clear is fine
+def test_ir_file_names_carry_the_format():
+    assert ir_file_stem("stablehlo") == "graphs.stablehlo.txt"

@@ -5,8 +5,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from backends.base import PreparedModel  # noqa: E402
-from runner.config import ExperimentConfig, RunSettings  # noqa: E402
+from core.config import ExperimentConfig, RunSettings  # noqa: E402
 from runner.observers.session import ExperimentObservers  # noqa: E402
+
+import backends  # noqa: E402
 
 EAGER = ExperimentConfig("cpu", None, None, None, "eval")
 AOT_EAGER = ExperimentConfig("cpu", None, "aot_eager", None, "eval")
@@ -32,6 +34,10 @@ class Model(PreparedModel):
         return self.fallbacks
 
 
+def observers_of(experiment, settings, folder):
+    return ExperimentObservers(backends.stack_for(experiment), experiment, settings, folder)
+
+
 def run(observers, prepared, repeat=2):
     for index in range(repeat):
         observers.before_timed_run(index)
@@ -42,17 +48,18 @@ def run(observers, prepared, repeat=2):
 
 
 def test_a_failing_observer_leaves_a_note_and_the_others_go_on(tmp_path):
-    settings = RunSettings(repeat=2, profile_individual_ops=True, collect_dynamo_counters=True)
-    observers = ExperimentObservers(AOT_EAGER, settings, tmp_path)
+    settings = RunSettings(repeat=2, observe={"profile_cuda_cpu_individual_ops": True,
+                                              "collect_dynamo_counters": True})
+    observers = observers_of(AOT_EAGER, settings, tmp_path)
     observers.attach(Model(fallbacks=RuntimeError("no metrics here")))
     metrics = run(observers, Model())
     assert observers.notes == [
-        "ProfilerObserver failed and was stopped: RuntimeError: no metrics here"]
+        "observer profiler failed and was stopped: RuntimeError: no metrics here"]
     assert "dynamo_counters" in metrics and "profiled_ops" not in metrics
 
 
 def test_eager_gets_no_dynamo_summary_and_notes_for_dynamo_flags(tmp_path):
-    observers = ExperimentObservers(EAGER, RunSettings(dump_dynamo_counters=True), tmp_path)
+    observers = observers_of(EAGER, RunSettings(observe={"dump_dynamo_counters": True}), tmp_path)
     observers.attach(Model())
     assert run(observers, Model()) == {}
     assert len(observers.notes) == 1 and observers.notes[0].startswith("--dump-dynamo-counters")
@@ -60,7 +67,7 @@ def test_eager_gets_no_dynamo_summary_and_notes_for_dynamo_flags(tmp_path):
 
 
 def test_dynamo_stacks_always_get_the_summary(tmp_path):
-    observers = ExperimentObservers(AOT_EAGER, RunSettings(), tmp_path)
+    observers = observers_of(AOT_EAGER, RunSettings(), tmp_path)
     observers.attach(Model())
     metrics = run(observers, Model())
     assert {"dynamo_graph_count", "dynamo_unique_graphs", "dynamo_graph_breaks",
@@ -69,9 +76,16 @@ def test_dynamo_stacks_always_get_the_summary(tmp_path):
 
 
 def test_a_stack_without_a_metrics_report_says_so(tmp_path):
-    observers = ExperimentObservers(LAZY, RunSettings(dump_pytorch_xla_metrics=True,
-                                                      save_ir_format="text"), tmp_path)
+    observers = observers_of(LAZY, RunSettings(observe={"dump_pytorch_xla_metrics": True,
+                                                        "save_ir_format": "text"}), tmp_path)
     assert (tmp_path / "ir").is_dir()  # torch_xla writes its IR file there
     observers.attach(Model())  # the base PreparedModel reports no metrics
     run(observers, Model())
     assert observers.notes == ["--dump-pytorch-xla-metrics: the stack gave no metrics report"]
+
+
+def test_the_debug_stack_gets_no_dynamo_summary(tmp_path):
+    debug = ExperimentConfig("cpu", None, "debug_perturb", None, "eval")
+    observers = observers_of(debug, RunSettings(), tmp_path)
+    observers.attach(Model())
+    assert run(observers, Model()) == {}

@@ -1,7 +1,7 @@
 """PyTorch/XLA in the child: the model on the XLA device, synchronization and metrics.
 
 Imported only by the child (it imports torch_xla); the parent-side rules are in
-backends/xla_common.py.
+backends/stacks/xla_lazy.py and backends/availability.py.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as xla_metrics
 
-from backends.torch_native import TorchPreparedModel, cpu_model_name
+from backends.runtimes.torch_device import TorchPreparedModel, cpu_model_name
 from models.base import BenchmarkModel
-from runner.config import ExperimentConfig
+from core.config import ExperimentConfig
 
 #: torch_xla metrics reported per timed run, as (metric name, prefix in the results line).
 REPORTED_XLA_METRICS = (("CompileTime", "xla_CompileTime"), ("ExecuteTime", "xla_ExecuteTime"))

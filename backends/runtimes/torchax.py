@@ -28,10 +28,10 @@ import torch
 from torch.utils import _pytree as torch_pytree
 
 from backends.base import PreparedModel
-from backends.torch_native import cpu_model_name, to_cpu
+from backends.runtimes.torch_device import cpu_model_name, to_cpu
 from models.base import BenchmarkModel, ModelInputs
-from runner.config import ExperimentConfig
-from runner.precision import amp_dtype, cast_floating, parameter_dtype
+from core.config import ExperimentConfig
+from backends.runtimes.precision import amp_dtype, cast_floating, parameter_dtype
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.results import ResultsFileError, append_line, backup_existing, read_results
+from core.results_file import ResultsFileError, append_line, backup_existing, read_results
 
 
 def write_many(path: str, writer: int, count: int) -> None:
@@ -61,16 +61,3 @@ def test_backup_keeps_the_old_file(tmp_path):
     assert not path.exists() and first != second
     assert [read_results(p).lines for p in (first, second)] == [[{"n": 1}], [{"n": 2}]]
     assert backup_existing(path) is None
-
-
-def test_what_a_recorded_line_covers():
-    from runner.config import RunSettings
-    from runner.results import covers
-
-    timed = {"status": "ok", "metrics": {"per_iter_time": [1.0]}, "verification_code": "VERIFIER_SKIPPED"}
-    verified_only = {"status": "ok", "metrics": {}, "verification_code": "PASS"}
-    failed = {"status": "failed", "metrics": {"error": "x"}, "verification_code": "VERIFIER_DIDNT_RUN"}
-    timing, verify, verify_only = RunSettings(), RunSettings(verify=True), RunSettings(verify=True, verify_only=True)
-    assert covers(timed, timing) and not covers(timed, verify) and not covers(timed, verify_only)
-    assert covers(verified_only, verify_only) and not covers(verified_only, timing)
-    assert all(covers(failed, s) for s in (timing, verify, verify_only))

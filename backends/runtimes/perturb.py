@@ -7,9 +7,9 @@ from typing import Any, Optional
 
 import torch
 
-from backends.torch_native import TorchPreparedModel
+from backends.runtimes.torch_device import TorchPreparedModel
 from models.base import BenchmarkModel
-from runner.config import ExperimentConfig
+from core.config import ExperimentConfig
 from verifier.tree import find_path, get_leaf, render_path, replace_leaf
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ import torch
 
 from backends.base import PreparedModel
 from models.base import BenchmarkModel, ModelInputs
-from runner.config import ExperimentConfig
-from runner.precision import amp_dtype, autocast, cast_floating, parameter_dtype
+from core.config import ExperimentConfig
+from backends.runtimes.precision import amp_dtype, autocast, cast_floating, parameter_dtype
 
 
 def call_module(module: Callable, inputs: ModelInputs) -> Any:

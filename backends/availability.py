@@ -1,8 +1,8 @@
-"""Availability rules and child environments of the XLA stacks (parent side, no imports).
+"""Availability rules and child environments the stacks share (parent side, no imports).
 
 Everything here reads package versions from `HostCapabilities` (collected from package
-metadata and a torch-only probe child), so the parent never starts torch_xla, torchax or
-JAX to decide whether they can run.
+metadata and a torch-only probe child), so the parent never starts torch, torch_xla,
+torchax or JAX to decide whether a stack can run.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from backends.base import Backend, HostCapabilities
-from runner.config import ExperimentConfig, RunSettings
+from core.config import ExperimentConfig
+from core.host import HostCapabilities
 
 #: The first torch_xla release without XLA:CUDA (2.8 was the last to ship it).
 XLA_CUDA_REMOVED_IN = (2, 9)
@@ -22,6 +22,29 @@ JAX_CUDA_PLUGINS = (
 
 PJRT_DEVICES = {"cpu": "CPU", "cuda": "CUDA", "tpu": "TPU"}
 JAX_PLATFORMS = {"cpu": "cpu", "cuda": "cuda", "tpu": "tpu"}
+
+
+def native_accelerator_reason(
+    experiment: ExperimentConfig, host: HostCapabilities, stack: str
+) -> Optional[str]:
+    """Why a torch-native stack cannot run on the experiment's accelerator, or None."""
+    if host.torch_version is None:
+        return f"{stack} needs PyTorch, which cannot be imported here ({host.torch_error})"
+    if experiment.accelerator == "tpu":
+        return f"{stack} does not run on TPU; TPUs are driven only through an XLA stack"
+    if experiment.accelerator == "cuda" and not host.cuda_available:
+        return f"{stack} on cuda needs a CUDA device, and torch {host.torch_version} sees none"
+    return None
+
+
+def unregistered_dynamo_reason(dynamo: str, host: HostCapabilities) -> Optional[str]:
+    """Why a dynamo backend name cannot be used here (the probe did not find it), or None."""
+    if host.dynamo_backends and dynamo not in host.dynamo_backends:
+        return (
+            f"dynamo backend {dynamo!r} is not registered in torch {host.torch_version}; "
+            f"known backends: {', '.join(sorted(host.dynamo_backends))}"
+        )
+    return None
 
 
 def major_minor(version: Optional[str]) -> Optional[tuple[int, int]]:
@@ -101,17 +124,3 @@ def torchax_environment(experiment: ExperimentConfig) -> dict[str, str]:
     environment = {"JAX_PLATFORMS": JAX_PLATFORMS[experiment.accelerator]}
     environment.update(xla_flags_environment(experiment))
     return environment
-
-
-class TorchXlaBackend(Backend):
-    """What the PyTorch/XLA stacks share: their child's environment and device start-up."""
-
-    def child_environment(
-        self, experiment: ExperimentConfig, settings: RunSettings
-    ) -> dict[str, str]:
-        return torch_xla_environment(experiment)
-
-    def initialize_process(self, experiment: ExperimentConfig) -> None:
-        from backends.xla_runtime import start_xla_device
-
-        start_xla_device()

@@ -1,4 +1,4 @@
-"""The results file: line schema, safe appends and tolerant reading.
+"""The results file: safe appends and tolerant reading (the line itself: core/schema.py).
 
 The parent is the single writer. An append is one line, written under a file lock, flushed
 and fsynced, so concurrent runners never interleave and a crash never leaves half a line
@@ -19,25 +19,8 @@ from typing import Any, Optional
 import jsonlines
 from filelock import FileLock
 
-from runner.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint, fingerprint_of_line
-
 log = logging.getLogger(__name__)
 
-VERIFIER_CODES = (
-    "PASS",
-    "FAIL",
-    "EAGER_FAILED",
-    "EXCEPTION_RAISED",
-    "NONDETERMINISTIC_EAGER_RUN",
-    "VERIFIER_SKIPPED",
-    "VERIFIER_DIDNT_RUN",
-)
-
-STATUS_OK = "ok"
-STATUS_FAILED = "failed"
-STATUS_SKIPPED = "skipped"
-
-MAX_ERROR_CHARS = 4000
 MAX_BAD_LINES_LOGGED = 20
 
 
@@ -60,46 +43,6 @@ class ResultsRead:
 
     lines: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
-
-
-def bounded(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    """Keep the head and the tail of a long text, marking what was cut."""
-    if len(text) <= limit:
-        return text
-    keep = limit // 2 - 20
-    return f"{text[:keep]}\n... [{len(text) - 2 * keep} characters cut] ...\n{text[-keep:]}"
-
-
-def make_line(
-    model: ModelConfig,
-    experiment: ExperimentConfig,
-    settings: RunSettings,
-    *,
-    metrics: dict[str, Any],
-    status: str,
-    verification_code: str,
-    accelerator_model: Optional[str] = None,
-    environment: Optional[dict[str, Any]] = None,
-    extra: Optional[dict[str, Any]] = None,
-) -> dict[str, Any]:
-    """A results line in the shape of PyTorch/XLA's runner, plus our own keys."""
-    experiment_dict = experiment.to_dict()
-    experiment_dict["accelerator_model"] = accelerator_model
-    line: dict[str, Any] = {
-        "model": model.to_dict(),
-        "experiment": experiment_dict,
-        "repeat": settings.repeat,
-        "iterations_per_run": settings.iterations_per_run,
-        "metrics": metrics,
-        "timestamp": time.time(),
-        "verification_code": verification_code,
-        "status": status,
-        "fingerprint": fingerprint(model, experiment),
-        "environment": environment or {},
-    }
-    if extra:
-        line.update(extra)
-    return line
 
 
 def append_line(path: Path, line: dict[str, Any]) -> None:
@@ -173,29 +116,6 @@ class _NonBlankLines:
 def _short_reason(error: jsonlines.InvalidLineError) -> str:
     message = str(error).split(":", 1)[-1].strip()
     return re.sub(r"\s*\(line \d+\)$", "", message)[:200] or "invalid JSON"
-
-
-def covers(line: dict[str, Any], settings: RunSettings) -> bool:
-    """Whether a recorded line already holds what `settings` would measure.
-
-    A failed or skipped line covers everything (rerun with --no-resume to retry); a timed
-    line does not cover --verify, and a --verify-only line does not cover timing.
-    """
-    if line.get("status") in (STATUS_FAILED, STATUS_SKIPPED):
-        return True
-    verified = line.get("verification_code", "VERIFIER_SKIPPED") != "VERIFIER_SKIPPED"
-    timed = bool((line.get("metrics") or {}).get("per_iter_time"))
-    if settings.verify_only:
-        return verified
-    return timed and (verified or not settings.verify)
-
-
-def recorded_fingerprints(lines: list[dict[str, Any]], settings: RunSettings) -> frozenset[str]:
-    """Fingerprints of the experiments whose lines already hold what `settings` measures."""
-    return frozenset(
-        value for line in lines
-        if covers(line, settings) and (value := fingerprint_of_line(line))
-    )
 
 
 def backup_existing(path: Path) -> Optional[Path]:

@@ -1,0 +1,1 @@
+"""Stack declarations: one module per stack, each exposing `STACK` (parent-safe)."""

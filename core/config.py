@@ -1,0 +1,215 @@
+"""Configuration dataclasses shared by the parent and the child.
+
+`ModelConfig` and `ExperimentConfig` identify an experiment. Their fingerprint is the
+digest of their canonical JSON (sorted keys), identical in every process and every run.
+Fields at their default value are left out of the canonical form, so adding a switch keeps
+the fingerprints of existing lines; fields that only locate or label something (the stack's
+name, derived from xla/dynamo/torch_xla2, and the TorchBench folder) are never in it.
+`RunSettings` says how an experiment is measured and never enters the fingerprint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+ACCELERATORS = ("cpu", "cuda", "tpu")
+XLA_MODES = (None, "PJRT")
+TORCH_XLA2_MODES = (None, "torch_export", "extract_jax")
+TESTS = ("eval", "train")
+PRECISIONS = ("fp32", "bf16", "fp16", "amp")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+DEFAULT_DYNAMO = (None, "inductor", "openxla")
+
+
+def none_if_none_string(value: Optional[str]) -> Optional[str]:
+    """Map the command-line spelling 'None' (any case) to Python's None."""
+    if value is None or value.strip().lower() in ("none", ""):
+        return None
+    return value
+
+
+def _fields_from(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _identity(instance: Any, excluded: frozenset[str]) -> dict[str, Any]:
+    """The fields of `instance` that identify it: not excluded, not at their default."""
+    identity = {}
+    for spec in dataclasses.fields(instance):
+        if spec.name in excluded:
+            continue
+        value = getattr(instance, spec.name)
+        default = spec.default if spec.default is not dataclasses.MISSING else (
+            spec.default_factory() if spec.default_factory is not dataclasses.MISSING
+            else dataclasses.MISSING)
+        if value != default:
+            identity[spec.name] = list(value) if isinstance(value, tuple) else value
+    return identity
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which model of which suite, with the suite's options."""
+
+    suite_name: str
+    model_name: str
+    #: Reduced ("small") model configurations, for tests and CI (models/reduced.py).
+    reduced: bool = False
+    #: Where the TorchBench checkout is (torchbench suite only); a location, not identity.
+    torchbench_dir: Optional[str] = None
+
+    NOT_IDENTITY = frozenset({"torchbench_dir"})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
+        return cls(**_fields_from(cls, data))
+
+    def identity(self) -> dict[str, Any]:
+        return _identity(self, self.NOT_IDENTITY)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """One point of the matrix: the stack and what is measured on it."""
+
+    accelerator: str
+    xla: Optional[str]
+    dynamo: Optional[str]
+    torch_xla2: Optional[str]
+    test: str
+    xla_flags: Optional[str] = None
+    precision: str = "fp32"
+    batch_size: Optional[int] = None
+    matmul_precision: str = "highest"
+    enable_functionalization: bool = False
+    optimizer: Optional[str] = None
+    amp_dtype: Optional[str] = None
+    #: Options of the stack that change its results, as sorted (name, value) pairs.
+    stack_options: tuple[tuple[str, str], ...] = ()
+    #: The registry name of the stack that runs it (backends/stacks), set at planning.
+    stack: Optional[str] = None
+
+    NOT_IDENTITY = frozenset({"stack"})
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["stack_options"] = dict(self.stack_options)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ExperimentConfig":
+        values = _fields_from(cls, data)
+        options = values.get("stack_options") or {}
+        if isinstance(options, Mapping):
+            values["stack_options"] = tuple(sorted((str(k), str(v)) for k, v in options.items()))
+        else:
+            values["stack_options"] = tuple(tuple(pair) for pair in options)
+        return cls(**values)
+
+    def identity(self) -> dict[str, Any]:
+        identity = _identity(self, self.NOT_IDENTITY)
+        if "stack_options" in identity:
+            identity["stack_options"] = dict(self.stack_options)
+        return identity
+
+    def option(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        """The value of one stack option, or `default`."""
+        return dict(self.stack_options).get(name, default)
+
+    def describe(self) -> str:
+        text = (
+            f"{self.accelerator} xla={self.xla} dynamo={self.dynamo} "
+            f"torch_xla2={self.torch_xla2} test={self.test} precision={self.precision}"
+        )
+        if self.batch_size is not None:
+            text += f" batch_size={self.batch_size}"
+        if self.xla_flags:
+            text += f" xla_flags={self.xla_flags!r}"
+        return text
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How each experiment is run and measured (not part of its identity)."""
+
+    repeat: int = 10
+    iterations_per_run: int = 1
+    warmup: int = 3
+    randomize_input: bool = False
+    seed: int = 1234
+    verify: bool = False
+    verify_only: bool = False
+    verify_iterations: int = 1
+    #: Observability options by flag name (runner/observers declares the flags).
+    observe: Mapping[str, Any] = field(default_factory=dict)
+
+    def observing(self, name: str) -> Any:
+        """The value of one observability option (None when not given)."""
+        return self.observe.get(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["observe"] = dict(self.observe)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunSettings":
+        values = _fields_from(cls, data)
+        values["observe"] = dict(values.get("observe") or {})
+        return cls(**values)
+
+
+def canonical_json(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def fingerprint(model: ModelConfig, experiment: ExperimentConfig) -> str:
+    """Stable digest of what identifies model + experiment, the key used to resume."""
+    payload = canonical_json({"model": model.identity(), "experiment": experiment.identity()})
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def fingerprint_of_line(line: Mapping[str, Any]) -> Optional[str]:
+    """Fingerprint of a results line, recomputed from its model and experiment."""
+    try:
+        model = ModelConfig.from_dict(line["model"])
+        experiment = ExperimentConfig.from_dict(line["experiment"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return fingerprint(model, experiment)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
+
+
+def safe_component(text: str) -> str:
+    """A path-safe rendering of one piece of an experiment id (never '.' or '..')."""
+    cleaned = _UNSAFE.sub("_", text).strip("._") or "_"
+    return cleaned[:60]
+
+
+def experiment_id(model: ModelConfig, experiment: ExperimentConfig, stack_label: str) -> str:
+    """Readable, path-safe, unique id: model and configuration, then a digest prefix."""
+    parts = [
+        model.suite_name,
+        model.model_name,
+        experiment.accelerator,
+        stack_label.replace(":", "-"),
+        experiment.test,
+        experiment.precision,
+    ]
+    if experiment.batch_size is not None:
+        parts.append(f"bs{experiment.batch_size}")
+    if model.reduced:
+        parts.append("reduced")
+    readable = "-".join(safe_component(str(p)) for p in parts)
+    return f"{readable}-{fingerprint(model, experiment)[:10]}"

@@ -1,0 +1,139 @@
+"""The contract between the parent and a child: `ChildSpec` in, `ChildResult` out.
+
+The parent writes the spec into the child's own folder; the child reads nothing else (no
+side-channel environment variables: only those its stack and observers declare) and
+writes its result there. `write_message` and `read_message` serialize both.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, TypeVar, Union
+
+from core.config import ExperimentConfig, ModelConfig, RunSettings
+from core.schema import Status, Verdict
+
+SPEC_FILE = "spec.json"
+RESULT_FILE = "result.json"
+LOG_FILE = "child.log"
+
+
+class Role(str, enum.Enum):
+    """What a child does: time the experiment, or verify it against eager."""
+
+    TIME = "time"
+    VERIFY = "verify"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """Everything a child is told."""
+
+    model: ModelConfig
+    experiment: ExperimentConfig
+    settings: RunSettings
+    role: Role
+    #: The child's own folder (absolute): its spec, log, result and dumps go here.
+    folder: str
+    log_level: str = "WARNING"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.to_dict(),
+            "experiment": self.experiment.to_dict(),
+            "settings": self.settings.to_dict(),
+            "role": self.role.value,
+            "folder": self.folder,
+            "log_level": self.log_level,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChildSpec":
+        return cls(
+            model=ModelConfig.from_dict(data["model"]),
+            experiment=ExperimentConfig.from_dict(data["experiment"]),
+            settings=RunSettings.from_dict(data["settings"]),
+            role=Role(data["role"]),
+            folder=data["folder"],
+            log_level=data.get("log_level", "WARNING"),
+        )
+
+
+@dataclass(frozen=True)
+class ChildError:
+    """An exception the child caught: type and message, and its traceback."""
+
+    exception: str
+    traceback: str = ""
+
+
+@dataclass
+class ChildResult:
+    """Everything a child hands back."""
+
+    status: Status = Status.FAILED
+    metrics: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    batch_size_used: Optional[int] = None
+    accelerator_model: Optional[str] = None
+    verdict: Optional[Verdict] = None
+    error: Optional[ChildError] = None
+    skip_reason: Optional[str] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "metrics": self.metrics,
+            "notes": self.notes,
+            "environment": self.environment,
+            "batch_size_used": self.batch_size_used,
+            "accelerator_model": self.accelerator_model,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+            "error": ({"exception": self.error.exception, "traceback": self.error.traceback}
+                      if self.error else None),
+            "skip_reason": self.skip_reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ChildResult":
+        error = data.get("error")
+        verdict = data.get("verdict")
+        return cls(
+            status=Status(data["status"]),
+            metrics=dict(data.get("metrics") or {}),
+            notes=list(data.get("notes") or []),
+            environment=dict(data.get("environment") or {}),
+            batch_size_used=data.get("batch_size_used"),
+            accelerator_model=data.get("accelerator_model"),
+            verdict=Verdict.from_dict(verdict) if verdict else None,
+            error=ChildError(error["exception"], error.get("traceback", "")) if error else None,
+            skip_reason=data.get("skip_reason"),
+        )
+
+
+Message = TypeVar("Message", ChildSpec, ChildResult)
+
+
+def write_message(path: Union[str, Path], message: Union[ChildSpec, ChildResult]) -> None:
+    """Write a spec or a result as JSON, atomically (a reader never sees half of it)."""
+    path = Path(path)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(message.to_dict(), indent=1, default=str), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def read_message(path: Union[str, Path], kind: type[Message]) -> Message:
+    """Read what `write_message` wrote; ValueError when it is not a valid `kind`."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return kind.from_dict(data)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise ValueError(f"{path} is not a valid {kind.__name__}: {error}") from error

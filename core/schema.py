@@ -1,0 +1,221 @@
+"""The results line: its fields, statuses and verification codes, for writers and readers.
+
+One JSON object per line in the shape of PyTorch/XLA's runner (`model`, `experiment`,
+`repeat`, `iterations_per_run`, `metrics`, `timestamp`, `verification_code`), plus our own
+keys. The runner builds lines with `ResultLine`; the reports read them with the accessors
+below, which tolerate lines of any age or shape.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from core.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint, fingerprint_of_line
+
+MAX_ERROR_CHARS = 4000
+
+
+class Status(str, enum.Enum):
+    """How an experiment ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class VerificationCode(str, enum.Enum):
+    """The codes of a line's `verification_code`, as PyTorch/XLA's runner defines them."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    EAGER_FAILED = "EAGER_FAILED"
+    EXCEPTION_RAISED = "EXCEPTION_RAISED"
+    NONDETERMINISTIC_EAGER_RUN = "NONDETERMINISTIC_EAGER_RUN"
+    VERIFIER_SKIPPED = "VERIFIER_SKIPPED"
+    VERIFIER_DIDNT_RUN = "VERIFIER_DIDNT_RUN"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Codes meaning the verifier ran and found the experiment's output wrong.
+VERIFICATION_FAILED = frozenset({VerificationCode.FAIL.value, VerificationCode.EXCEPTION_RAISED.value})
+#: Codes meaning the verifier did not judge the output (no verdict either way).
+VERIFICATION_NOT_RUN = frozenset(
+    {VerificationCode.VERIFIER_SKIPPED.value, VerificationCode.VERIFIER_DIDNT_RUN.value})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of a verification.
+
+    `reason` says, for anything but a plain pass, which output or which error decided it;
+    `details` holds JSON-ready numbers (errors, cosine, the failing path, the method).
+    """
+
+    code: VerificationCode
+    reason: Optional[str] = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.code is VerificationCode.PASS
+
+    def with_details(self, **extra: Any) -> "Verdict":
+        """A copy with more details (existing keys are kept unless given again)."""
+        return Verdict(self.code, self.reason, {**self.details, **extra})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: {"code", "reason", "details"}."""
+        return {"code": self.code.value, "reason": self.reason, "details": dict(self.details)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Verdict":
+        return cls(VerificationCode(data["code"]), data.get("reason"),
+                   dict(data.get("details") or {}))
+
+    @classmethod
+    def skipped(cls, reason: str) -> "Verdict":
+        """Verification was not asked for, or does not apply."""
+        return cls(VerificationCode.VERIFIER_SKIPPED, reason)
+
+    @classmethod
+    def didnt_run(cls, reason: str) -> "Verdict":
+        """The verification process ended without a verdict (crash, timeout)."""
+        return cls(VerificationCode.VERIFIER_DIDNT_RUN, reason)
+
+
+def bounded(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """Keep the head and the tail of a long text, marking what was cut."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2 - 20
+    return f"{text[:keep]}\n... [{len(text) - 2 * keep} characters cut] ...\n{text[-keep:]}"
+
+
+@dataclass
+class ResultLine:
+    """One results line as the runner writes it."""
+
+    model: ModelConfig
+    experiment: ExperimentConfig
+    settings: RunSettings
+    status: Status
+    verification_code: VerificationCode
+    metrics: dict[str, Any] = field(default_factory=dict)
+    stack_label: str = ""
+    accelerator_model: Optional[str] = None
+    experiment_id: str = ""
+    run_id: str = ""
+    command: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    batch_size_used: Optional[int] = None
+    skip_reason: Optional[str] = None
+    verification_reason: Optional[str] = None
+    verification_details: Optional[dict[str, Any]] = None
+    #: Folders of the children, relative to the output folder, by role.
+    artifacts: dict[str, str] = field(default_factory=dict)
+    timestamp: float = field(default_factory=time.time)
+
+    def apply_verdict(self, verdict: Verdict) -> None:
+        self.verification_code = verdict.code
+        self.verification_reason = verdict.reason
+        self.verification_details = dict(verdict.details)
+
+    def to_dict(self) -> dict[str, Any]:
+        experiment = self.experiment.to_dict()
+        experiment["accelerator_model"] = self.accelerator_model
+        line: dict[str, Any] = {
+            "model": self.model.to_dict(),
+            "experiment": experiment,
+            "repeat": self.settings.repeat,
+            "iterations_per_run": self.settings.iterations_per_run,
+            "metrics": self.metrics,
+            "timestamp": self.timestamp,
+            "verification_code": VerificationCode(self.verification_code).value,
+            "status": Status(self.status).value,
+            "stack_label": self.stack_label,
+            "fingerprint": fingerprint(self.model, self.experiment),
+            "experiment_id": self.experiment_id,
+            "run_id": self.run_id,
+            "command": self.command,
+            "environment": self.environment,
+        }
+        optional = {
+            "notes": self.notes or None,
+            "batch_size_used": self.batch_size_used,
+            "skip_reason": self.skip_reason,
+            "verification_reason": self.verification_reason,
+            "verification_details": self.verification_details,
+            "artifacts": self.artifacts or None,
+        }
+        line.update({key: value for key, value in optional.items() if value is not None})
+        return line
+
+
+# Readers: tolerant of lines written by any version, or by hand.
+
+def text(value: Any, default: str = "") -> str:
+    return default if value is None else str(value)
+
+
+def finite_number(value: Any) -> Optional[float]:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def metrics_of(line: Mapping[str, Any]) -> dict[str, Any]:
+    """The line's metrics, or {} when missing or not an object."""
+    metrics = line.get("metrics")
+    return metrics if isinstance(metrics, dict) else {}
+
+
+def status_of(line: Mapping[str, Any]) -> str:
+    """ok, failed or skipped; lines without a status read as failed when they hold an error."""
+    status = line.get("status")
+    if status is None:
+        return Status.FAILED.value if metrics_of(line).get("error") else Status.OK.value
+    return status if status in {s.value for s in Status} else Status.FAILED.value
+
+
+def verification_code_of(line: Mapping[str, Any]) -> str:
+    return text(line.get("verification_code"), VerificationCode.VERIFIER_DIDNT_RUN.value)
+
+
+def is_verified(line: Mapping[str, Any]) -> bool:
+    """Whether the verifier judged this line (any code but the skipped one)."""
+    return line.get("verification_code", VerificationCode.VERIFIER_SKIPPED.value) != \
+        VerificationCode.VERIFIER_SKIPPED.value
+
+
+def has_timings(line: Mapping[str, Any]) -> bool:
+    return bool(metrics_of(line).get("per_iter_time"))
+
+
+def stack_label_of(line: Mapping[str, Any]) -> str:
+    """The stack's label as recorded; for lines older than that field, the raw values."""
+    label = line.get("stack_label")
+    if isinstance(label, str) and label:
+        return label
+    experiment = line.get("experiment")
+    if not isinstance(experiment, dict):
+        return "?"
+    parts = [str(experiment[key]) for key in ("xla", "dynamo", "torch_xla2") if experiment.get(key)]
+    return "+".join(parts) if parts else "eager"
+
+
+def fingerprint_of(line: Mapping[str, Any]) -> Optional[str]:
+    """The stored fingerprint, or one recomputed from the line's model and experiment."""
+    stored = line.get("fingerprint")
+    if isinstance(stored, str) and stored:
+        return stored
+    return fingerprint_of_line(line)

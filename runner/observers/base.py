@@ -1,0 +1,103 @@
+"""What an observer plug-in declares (parent side) and the hooks it runs (child side).
+
+An observer module in runner/observers/ exposes one `Observer` as `OBSERVER`: its flags,
+the stack feature it needs (backends.base: DYNAMO_GRAPHS, TORCH_PROFILER, ...), the files it
+writes, the child environment it needs, and `create`, which builds its `RunObserver` in the
+child. The CLI's options and the applicability rules come from these declarations.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+from core.config import ExperimentConfig, RunSettings
+from runner.timing import RunHooks
+
+if TYPE_CHECKING:
+    from backends.base import PreparedModel, Stack
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag: a switch, or an option with `choices`."""
+
+    option: str
+    help: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The key of its value in RunSettings.observe, e.g. 'dump_hlo'."""
+        return self.option.lstrip("-").replace("-", "_")
+
+    def spelled(self, value: Any) -> str:
+        """How the user spelled it, e.g. '--dump-hlo' or '--save-ir-format=hlo'."""
+        return f"{self.option}={value}" if self.choices else self.option
+
+
+@dataclass(frozen=True)
+class ObserverContext:
+    """What a child-side observer works with."""
+
+    folder: Path
+    experiment: ExperimentConfig
+    settings: RunSettings
+    stack: "Stack"
+    prepared: "PreparedModel"
+
+
+class RunObserver(RunHooks):
+    """An observer's hooks in the child; `metrics` goes into the line."""
+
+    #: Set when the stack could not give what the observer was asked for.
+    missing_note: Optional[str] = None
+
+    def metrics(self) -> dict[str, Any]:
+        return {}
+
+
+class Observer(ABC):
+    """An observability plug-in."""
+
+    name: str = ""
+    #: Position among observers (CLI help, notes).
+    order: int = 0
+    flags: tuple[Flag, ...] = ()
+    #: The stack capability feature it needs.
+    feature: str = ""
+    #: Why it does not apply where the feature is missing (ends each note).
+    elsewhere: str = ""
+    #: Files it writes, relative to the child's folder.
+    files: tuple[str, ...] = ()
+    #: Runs on every stack with the feature, even when no flag asks for it.
+    always: bool = False
+
+    def requested(self, settings: RunSettings) -> bool:
+        return self.always or any(settings.observing(flag.name) for flag in self.flags)
+
+    def applies(self, stack: "Stack", settings: RunSettings) -> bool:
+        return self.feature in stack.capabilities.features
+
+    def inapplicable_notes(self, stack: "Stack", settings: RunSettings) -> list[str]:
+        """One note per requested flag, when the observer does not apply to `stack`."""
+        if self.applies(stack, settings):
+            return []
+        return [
+            f"{flag.spelled(value)} does not apply to the {stack.name} stack: {self.elsewhere}"
+            for flag in self.flags if (value := settings.observing(flag.name))
+        ]
+
+    def child_environment(self, stack: "Stack", settings: RunSettings, folder: Path,
+                          environment: Mapping[str, str]) -> dict[str, str]:
+        """Variables to add to the timing child's `environment` (holding the stack's own)."""
+        return {}
+
+    def setup(self, folder: Path, stack: "Stack", settings: RunSettings) -> None:
+        """Child side, before the model is prepared."""
+
+    @abstractmethod
+    def create(self, context: ObserverContext) -> RunObserver:
+        """The child-side hooks (imports torch and the like only here)."""
