@@ -7,13 +7,12 @@ to backends/stacks/ (and its tests).
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Optional
 
 from backends.base import Stack
 from core.config import ExperimentConfig
 from core.host import HostCapabilities
+from core.plugins import discover
 
 STACKS_PACKAGE = "backends.stacks"
 
@@ -24,13 +23,7 @@ class UnknownStackError(LookupError):
 
 def all_stacks() -> tuple[Stack, ...]:
     """Every registered stack, in name order."""
-    package = importlib.import_module(STACKS_PACKAGE)
-    stacks = []
-    for module_info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{STACKS_PACKAGE}.{module_info.name}")
-        stack = getattr(module, "STACK", None)
-        if isinstance(stack, Stack):
-            stacks.append(stack)
+    stacks = [s for s in discover(STACKS_PACKAGE, "STACK").values() if isinstance(s, Stack)]
     return tuple(sorted(stacks, key=lambda s: s.name))
 
 

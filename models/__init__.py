@@ -6,10 +6,9 @@ as `SUITE`, and the module's name is the suite's name.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Optional
 
+from core.plugins import discover
 from models.base import Suite, SuiteUnavailableError, UnknownModelError
 
 
@@ -23,12 +22,7 @@ def suite_names() -> tuple[str, ...]:
 
 
 def _suite_classes() -> dict[str, type[Suite]]:
-    from models import suites
-
-    found = {}
-    for module in pkgutil.iter_modules(suites.__path__):
-        if not module.name.startswith("_"):
-            found[module.name] = importlib.import_module(f"{suites.__name__}.{module.name}").SUITE
+    found = discover("models.suites", "SUITE")
     return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 

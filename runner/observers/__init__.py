@@ -8,11 +8,10 @@ the CLI flags, the notes for stacks it does not apply to and the child environme
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
 from pathlib import Path
 from typing import Any, Mapping
 
+from core.plugins import discover
 from runner.observers.base import Observer
 
 PACKAGE = "runner.observers"
@@ -20,13 +19,7 @@ PACKAGE = "runner.observers"
 
 def all_observers() -> tuple[Observer, ...]:
     """Every observer plug-in, in their declared order."""
-    package = importlib.import_module(PACKAGE)
-    found = []
-    for module_info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{PACKAGE}.{module_info.name}")
-        observer = getattr(module, "OBSERVER", None)
-        if isinstance(observer, Observer):
-            found.append(observer)
+    found = [o for o in discover(PACKAGE, "OBSERVER").values() if isinstance(o, Observer)]
     return tuple(sorted(found, key=lambda o: (o.order, o.name)))
 
 
