@@ -197,6 +197,19 @@ def is_verified(line: Mapping[str, Any]) -> bool:
         VerificationCode.VERIFIER_SKIPPED.value
 
 
+def summary_value(line: Mapping[str, Any], name: str) -> Any:
+    """A figure of the whole experiment (cold start, peak memory, graph counts...).
+
+    Such figures live in the line's `summary`, so that every value under `metrics` is a
+    per-run list as PyTorch/XLA's tools expect; lines written before that kept them in
+    `metrics`, where they are still found.
+    """
+    summary = line.get("summary")
+    if isinstance(summary, dict) and name in summary:
+        return summary[name]
+    return metrics_of(line).get(name)
+
+
 def has_timings(line: Mapping[str, Any]) -> bool:
     return bool(metrics_of(line).get("per_iter_time"))
 

@@ -25,6 +25,7 @@ from core.schema import (
     metrics_of,
     stack_label_of,
     status_of,
+    summary_value,
     text,
     verification_code_of,
 )
@@ -162,13 +163,13 @@ def record_from_line(line: dict[str, Any]) -> Optional[Record]:
     metrics = metrics_of(line)
     times = finite_numbers(metrics.get("per_iter_time"))
     med = median(times)
-    cold = finite_number(metrics.get("cold_start_time"))
+    cold = finite_number(summary_value(line, "cold_start_time"))
     compile_time = None
     if cold is not None:
         compile_time = max(0.0, cold - med) if med is not None else cold
     peak, kind = None, None
     for key, name in (("peak_device_memory_bytes", "device"), ("peak_host_memory_bytes", "host")):
-        value = finite_number(metrics.get(key))
+        value = finite_number(summary_value(line, key))
         if value is not None and value > 0:
             peak, kind = int(value), name
             break
