@@ -59,4 +59,4 @@ def invalid_reason(experiment: ExperimentConfig, host: HostCapabilities) -> Opti
     stack = stack_for(experiment)
     if stack is None:
         return no_stack_reason(experiment)
-    return stack.invalid_reason(experiment, host)
+    return stack.mode_reason(experiment) or stack.invalid_reason(experiment, host)

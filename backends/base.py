@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from core.config import ExperimentConfig, RunSettings
+from core.config import DEFAULT_MODE, ExperimentConfig, RunSettings
 from core.host import HostCapabilities
 
 if TYPE_CHECKING:
@@ -65,10 +65,27 @@ class Stack(ABC):
     ) -> Optional[str]:
         """Why the combination cannot run here, in a user's words, or None."""
 
+    def modes(self, experiment: ExperimentConfig) -> tuple[str, ...]:
+        """The compiler modes this stack offers for the experiment (none by default)."""
+        return ()
+
     def planned(self, experiment: ExperimentConfig, environ: Mapping[str, str]) -> ExperimentConfig:
-        """The experiment as this stack will run it: its name set, and any options it takes
-        from the parent's environment (only debug stacks do) recorded in it."""
-        return dataclasses.replace(experiment, stack=self.name)
+        """The experiment as this stack will run it: its name set, its mode None where it
+        has no modes (the default mode means none), and any options it takes from the
+        parent's environment (only debug stacks do) recorded in it."""
+        mode = experiment.mode
+        if not self.modes(experiment) and mode in (None, DEFAULT_MODE):
+            mode = None
+        return dataclasses.replace(experiment, stack=self.name, mode=mode)
+
+    def mode_reason(self, experiment: ExperimentConfig) -> Optional[str]:
+        """Why the experiment's mode does not apply to this stack, or None."""
+        modes = self.modes(experiment)
+        if experiment.mode is None or experiment.mode in modes:
+            return None
+        if not modes:
+            return f"mode={experiment.mode} applies only to dynamo=inductor"
+        return f"mode={experiment.mode} is not one of {', '.join(modes)}"
 
     def child_environment(self, experiment: ExperimentConfig) -> dict[str, str]:
         """Environment variables the child needs before anything is imported."""
@@ -127,8 +144,15 @@ class PreparedModel(ABC):
         return {}
 
     def final_metrics(self) -> dict[str, Any]:
-        """Metrics of the whole experiment (peak device memory, compile counts...)."""
+        """Metrics of the whole experiment (compile counts...)."""
         return {}
+
+    def reset_peak_device_memory(self) -> None:
+        """Start counting the device's peak memory afresh (stacks that can tell it)."""
+
+    def peak_device_memory_bytes(self) -> Optional[int]:
+        """Peak device memory since the last reset, or None where the stack cannot tell."""
+        return None
 
     def result_to_host(self, result: Any) -> Any:
         """The result of `step` as CPU tensors, for the verifier."""

@@ -22,8 +22,16 @@ XLA_MODES = (None, "PJRT")
 TORCH_XLA2_MODES = (None, "torch_export", "extract_jax")
 TESTS = ("eval", "train")
 PRECISIONS = ("fp32", "bf16", "fp16", "amp")
-MATMUL_PRECISIONS = ("highest", "high", "medium")
+#: PyTorch/XLA's runner's spellings: default (one bf16 pass), high (TF32 / bf16x3), highest (fp32).
+MATMUL_PRECISIONS = ("default", "high", "highest")
+DEFAULT_MATMUL_PRECISION = "high"
+#: torch.set_float32_matmul_precision's name for each (older lines may hold "medium").
+TORCH_MATMUL_PRECISIONS = {"default": "medium", "medium": "medium", "high": "high",
+                           "highest": "highest"}
 DEFAULT_DYNAMO = (None, "inductor", "openxla")
+#: Inductor's modes as the compiler dashboard tracks them, plus max-autotune.
+INDUCTOR_MODES = ("default", "cudagraphs", "dynamic", "max-autotune")
+DEFAULT_MODE = "default"
 
 
 def none_if_none_string(value: Optional[str]) -> Optional[str]:
@@ -89,7 +97,11 @@ class ExperimentConfig:
     xla_flags: Optional[str] = None
     precision: str = "fp32"
     batch_size: Optional[int] = None
-    matmul_precision: str = "highest"
+    matmul_precision: str = DEFAULT_MATMUL_PRECISION
+    #: Full fp32 in PyTorch's matmuls and convolutions, whatever matmul_precision says.
+    disable_tf32: bool = False
+    #: The compiler mode (INDUCTOR_MODES) for stacks that have modes; None elsewhere.
+    mode: Optional[str] = None
     enable_functionalization: bool = False
     optimizer: Optional[str] = None
     amp_dtype: Optional[str] = None
@@ -121,6 +133,12 @@ class ExperimentConfig:
             identity["stack_options"] = dict(self.stack_options)
         return identity
 
+    def torch_matmul_precision(self) -> str:
+        """What torch.set_float32_matmul_precision gets: 'highest' under disable_tf32."""
+        if self.disable_tf32:
+            return "highest"
+        return TORCH_MATMUL_PRECISIONS.get(self.matmul_precision, self.matmul_precision)
+
     def option(self, name: str, default: Optional[str] = None) -> Optional[str]:
         """The value of one stack option, or `default`."""
         return dict(self.stack_options).get(name, default)
@@ -132,6 +150,8 @@ class ExperimentConfig:
         )
         if self.batch_size is not None:
             text += f" batch_size={self.batch_size}"
+        if self.mode is not None:
+            text += f" mode={self.mode}"
         if self.xla_flags:
             text += f" xla_flags={self.xla_flags!r}"
         return text
@@ -149,6 +169,10 @@ class RunSettings:
     verify: bool = False
     verify_only: bool = False
     verify_iterations: int = 1
+    #: Threads of the child's torch; None: one per core of the child's CPU set.
+    threads: Optional[int] = None
+    #: Eager and the stack timed interleaved in one child, where the stack allows it.
+    paired: bool = True
     #: Observability options by flag name (runner/observers declares the flags).
     observe: Mapping[str, Any] = field(default_factory=dict)
 

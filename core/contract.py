@@ -43,6 +43,8 @@ class ChildSpec:
     #: The child's own folder (absolute): its spec, log, result and dumps go here.
     folder: str
     log_level: str = "WARNING"
+    #: The CPU cores the child runs on (its threads default to one per core); () = any.
+    cpu_set: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +54,7 @@ class ChildSpec:
             "role": self.role.value,
             "folder": self.folder,
             "log_level": self.log_level,
+            "cpu_set": list(self.cpu_set),
         }
 
     @classmethod
@@ -63,6 +66,7 @@ class ChildSpec:
             role=Role(data["role"]),
             folder=data["folder"],
             log_level=data.get("log_level", "WARNING"),
+            cpu_set=tuple(int(core) for core in data.get("cpu_set") or ()),
         )
 
 
@@ -79,7 +83,10 @@ class ChildResult:
     """Everything a child hands back."""
 
     status: Status = Status.FAILED
+    #: Per-run lists (one value per timed run).
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: Figures of the whole experiment (paired speedup, compile time, trust flags...).
+    summary: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     batch_size_used: Optional[int] = None
@@ -92,6 +99,7 @@ class ChildResult:
         return {
             "status": self.status.value,
             "metrics": self.metrics,
+            "summary": self.summary,
             "notes": self.notes,
             "environment": self.environment,
             "batch_size_used": self.batch_size_used,
@@ -109,6 +117,7 @@ class ChildResult:
         return cls(
             status=Status(data["status"]),
             metrics=dict(data.get("metrics") or {}),
+            summary=dict(data.get("summary") or {}),
             notes=list(data.get("notes") or []),
             environment=dict(data.get("environment") or {}),
             batch_size_used=data.get("batch_size_used"),

@@ -110,6 +110,8 @@ class ResultLine:
     status: Status
     verification_code: VerificationCode
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: Figures of the whole experiment; `metrics` keeps per-run lists.
+    summary: dict[str, Any] = field(default_factory=dict)
     stack_label: str = ""
     accelerator_model: Optional[str] = None
     experiment_id: str = ""
@@ -139,6 +141,7 @@ class ResultLine:
             "repeat": self.settings.repeat,
             "iterations_per_run": self.settings.iterations_per_run,
             "metrics": self.metrics,
+            "summary": self.summary,
             "timestamp": self.timestamp,
             "verification_code": VerificationCode(self.verification_code).value,
             "status": Status(self.status).value,

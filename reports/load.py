@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
+from core.config import DEFAULT_MATMUL_PRECISION
 from core.results_file import BadLine, ResultsFileError, read_results
 from core.schema import (
     VERIFICATION_FAILED,
@@ -35,7 +36,8 @@ from reports.stats import Interval, finite_numbers, median, median_interval
 log = logging.getLogger(__name__)
 
 _EXPERIMENT_DEFAULTS = {
-    "matmul_precision": "highest",
+    "matmul_precision": DEFAULT_MATMUL_PRECISION,
+    "disable_tf32": False,
     "enable_functionalization": False,
     "optimizer": None,
     "amp_dtype": None,

@@ -20,6 +20,9 @@ import psutil
 import backends
 from core.config import (
     ACCELERATORS,
+    DEFAULT_MATMUL_PRECISION,
+    DEFAULT_MODE,
+    INDUCTOR_MODES,
     MATMUL_PRECISIONS,
     PRECISIONS,
     TESTS,
@@ -133,8 +136,18 @@ def build_parser() -> argparse.ArgumentParser:
                            "XLA_DISABLE_FUNCTIONALIZATION=1)")
     what.add_argument("--optimizer", choices=("none", "sgd", "adam"), default="none",
                       help="training only: add an optimizer step after backward")
-    what.add_argument("--matmul-precision", choices=MATMUL_PRECISIONS, default="highest",
-                      help="torch.set_float32_matmul_precision in the child")
+    what.add_argument("--matmul-precision", choices=MATMUL_PRECISIONS,
+                      default=DEFAULT_MATMUL_PRECISION,
+                      help="float32 matmul precision, with PyTorch/XLA's runner's meanings: "
+                           "default (one bf16 pass), high (TF32 on CUDA, three bf16 passes on "
+                           "XLA), highest (full fp32); set in torch, torch_xla and JAX")
+    what.add_argument("--disable-tf32", action="store_true",
+                      help="full fp32 in PyTorch's matmuls and convolutions (TF32 is on unless "
+                           "this is given, as in PyTorch's harness and PyTorch/XLA's runner)")
+    what.add_argument("--mode", action="append", choices=INDUCTOR_MODES,
+                      help="(repeatable) inductor mode: default, cudagraphs (CUDA only), "
+                           "dynamic (dynamic shapes), max-autotune; the dashboard tracks "
+                           "default, cudagraphs and dynamic. Default: default")
     what.add_argument("--filter", "-k", action="append", default=[],
                       help="(repeatable) case-insensitive regex; run models matching any")
     what.add_argument("--exclude", "-x", action="append", default=[],
@@ -153,6 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--randomize-input", action="store_true",
                      help="a different seeded input for each iteration of a run")
     how.add_argument("--seed", type=int, default=1234, help="seed of weights and inputs")
+    how.add_argument("--threads", type=positive_int,
+                     help="threads of the child's torch (default: one per core the child is "
+                          "pinned to)")
+    how.add_argument("--no-paired-timing", action="store_true",
+                     help="time compiled stacks in a child of their own instead of "
+                          "interleaved with eager in the same child (docs/timing.md)")
     how.add_argument("--verify", action="store_true",
                      help="check each experiment's result against eager (and fp64) and record "
                           "a verification code")
@@ -216,6 +235,8 @@ def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -
         filters=tuple(args.filter),
         excludes=tuple(args.exclude),
         matmul_precision=args.matmul_precision,
+        disable_tf32=args.disable_tf32,
+        modes=dimension(args.mode) or (DEFAULT_MODE,),
         enable_functionalization=args.enable_functionalization,
         optimizer=None if args.optimizer == "none" else args.optimizer,
         amp_dtype=args.amp_dtype,
@@ -236,6 +257,8 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         verify=args.verify or args.verify_only,
         verify_only=args.verify_only,
         verify_iterations=args.verify_iterations,
+        threads=args.threads,
+        paired=not args.no_paired_timing,
         observe=observers.options_from(args),
     )
 

@@ -65,6 +65,11 @@ class ExecutorOptions:
     memory_limit_bytes: Optional[int] = None
     print_subprocess: bool = False
     log_level: str = "WARNING"
+    #: Cores the children are pinned to; () means this process's own CPU set.
+    cpu_set: tuple[int, ...] = ()
+
+    def child_cpu_set(self) -> tuple[int, ...]:
+        return self.cpu_set or tuple(sorted(os.sched_getaffinity(0)))
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,7 @@ class ExperimentExecutor:
         result_path = folder / RESULT_FILE
         result_path.unlink(missing_ok=True)
         spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
-                         self.options.log_level)
+                         self.options.log_level, self.options.child_cpu_set())
         write_message(folder / SPEC_FILE, spec)
         scratch = Path(tempfile.mkdtemp(prefix="experiment-runner-"))
         outcome = ChildOutcome(folder)
@@ -324,13 +329,13 @@ class ExperimentExecutor:
     def line_from_outcome(self, planned: PlannedExperiment, outcome: ChildOutcome) -> ResultLine:
         """The results line for a child's outcome, success or any kind of failure."""
         result = outcome.result or ChildResult()
-        metrics = dict(result.metrics)
-        peak = max(outcome.peak_tree_rss_bytes, int(metrics.get("child_max_rss_bytes", 0)))
+        metrics, summary = dict(result.metrics), dict(result.summary)
+        peak = max(outcome.peak_tree_rss_bytes, int(summary.get("child_max_rss_bytes", 0)))
         if peak:
-            metrics["peak_host_memory_bytes"] = peak
-        metrics["wall_time"] = outcome.wall_seconds
+            summary["peak_host_memory_bytes"] = peak
+        summary["wall_time"] = outcome.wall_seconds
         common = dict(environment=result.environment, batch_size_used=result.batch_size_used,
-                      accelerator_model=result.accelerator_model)
+                      accelerator_model=result.accelerator_model, summary=summary)
         if outcome.result is not None and result.status is Status.SKIPPED:
             return self.new_line(planned, status=Status.SKIPPED, metrics=metrics,
                                  verification_code=VerificationCode.VERIFIER_SKIPPED,

@@ -14,6 +14,8 @@ import backends
 from core.config import (
     ACCELERATORS,
     DEFAULT_DYNAMO,
+    DEFAULT_MATMUL_PRECISION,
+    DEFAULT_MODE,
     TESTS,
     TORCH_XLA2_MODES,
     XLA_MODES,
@@ -46,7 +48,9 @@ class MatrixRequest:
     xla_flags: tuple[Optional[str], ...] = (None,)
     filters: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
-    matmul_precision: str = "highest"
+    matmul_precision: str = DEFAULT_MATMUL_PRECISION
+    disable_tf32: bool = False
+    modes: tuple[str, ...] = (DEFAULT_MODE,)
     enable_functionalization: bool = False
     optimizer: Optional[str] = None
     amp_dtype: Optional[str] = None
@@ -172,12 +176,14 @@ def expand_configurations(
         "precision": request.precisions,
         "batch_size": request.batch_sizes,
         "xla_flags": request.xla_flags,
+        "mode": request.modes,
     }
     valid, dropped = [], []
     for values in itertools.product(*dimensions.values()):
         experiment = ExperimentConfig(
             **dict(zip(dimensions, values)),
             matmul_precision=request.matmul_precision,
+            disable_tf32=request.disable_tf32,
             enable_functionalization=request.enable_functionalization,
             optimizer=request.optimizer,
             amp_dtype=request.amp_dtype,
@@ -190,7 +196,7 @@ def expand_configurations(
             dropped.append(DroppedCombination(experiment, backends.no_stack_reason(experiment)))
             continue
         experiment = stack.planned(experiment, environ)
-        reason = stack.invalid_reason(experiment, host)
+        reason = stack.mode_reason(experiment) or stack.invalid_reason(experiment, host)
         if reason:
             dropped.append(DroppedCombination(experiment, reason))
         else:

@@ -86,6 +86,6 @@ def verify_experiment(
     return verify(
         run_eager, run_fp64, run_experiment,
         tolerance=tolerance_for(experiment.precision, experiment.test, model.suite_name,
-                                experiment.matmul_precision),
+                                experiment.torch_matmul_precision()),
         nondeterministic_reason=nondeterministic_reason,
     )

@@ -70,10 +70,11 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     from models import get_suite
 
     model, experiment, settings = spec.model, spec.experiment, spec.settings
+    torch.set_num_threads(thread_count(spec))
     torch.manual_seed(settings.seed)
-    torch.set_float32_matmul_precision(experiment.matmul_precision)
+    torch.set_float32_matmul_precision(experiment.torch_matmul_precision())
     # "highest" means full fp32 for convolutions too, not only matmuls.
-    torch.backends.cudnn.allow_tf32 = experiment.matmul_precision != "highest"
+    torch.backends.cudnn.allow_tf32 = experiment.torch_matmul_precision() != "highest"
     suite = get_suite(model.suite_name, reduced=model.reduced, torchbench_dir=model.torchbench_dir)
     try:
         bench = suite.load(model.model_name, experiment.test, experiment.batch_size)
@@ -91,22 +92,50 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     time_experiment(spec, stack, bench, result)
 
 
+def thread_count(spec: ChildSpec) -> int:
+    """--threads, else one thread per core of the child's CPU set."""
+    return spec.settings.threads or len(spec.cpu_set) or len(os.sched_getaffinity(0))
+
+
+def pairs_with_eager(spec: ChildSpec, stack) -> bool:
+    """Paired timing: asked for, and the stack can share a process with eager (and is not
+    eager itself)."""
+    reference = stack.reference_experiment(spec.experiment)
+    return (spec.settings.paired and stack.capabilities.shares_process_with_eager
+            and reference.stack != stack.name)
+
+
 def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
+    import backends
     from runner.observers.session import ExperimentObservers
     from runner.timing import measure
+    from runner.trust import CpuWatch, judge
 
     observers = ExperimentObservers(stack, spec.experiment, spec.settings, Path(spec.folder))
     result.notes = observers.notes
     for note in observers.notes:
         log.warning("%s", note)
     log.info("preparing %s on %s", spec.model.model_name, stack.name)
+    reference = None
+    if pairs_with_eager(spec, stack):
+        eager = stack.reference_experiment(spec.experiment)
+        reference = backends.get_stack(eager.stack).prepare(bench, eager, spec.settings)
     prepared = stack.prepare(bench, spec.experiment, spec.settings)
     observers.attach(prepared)
-    timing = measure(prepared, bench, spec.settings, observers)
+    watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
+    timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch)
     result.metrics.update(timing.metrics())
-    result.metrics.update(prepared.final_metrics())
     result.metrics.update(observers.metrics())
+    result.summary.update(timing.summary())
+    result.summary.update(prepared.final_metrics())
+    verdict = judge(timing.per_iter_time, watch.window)
+    result.summary["cpu"] = watch.window.to_dict() if watch.window else None
+    result.summary.update(timing_variation=verdict.variation, unreliable=verdict.unreliable,
+                          unreliable_reasons=verdict.reasons)
+    for reason in verdict.reasons:
+        log.warning("unreliable timings: %s", reason)
     result.accelerator_model = prepared.accelerator_model()
+    result.environment["torch_settings"] = torch_settings()  # as the stack left them
 
 
 def verification_verdict(spec: ChildSpec, suite, stack, nondeterministic_reason) -> Verdict:
@@ -125,12 +154,20 @@ def torch_settings() -> dict[str, Any]:
     """Numerics switches that change what a matmul computes."""
     import torch
 
-    return {
+    settings = {
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
         "num_threads": torch.get_num_threads(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)),
     }
+    if "torch_xla" in sys.modules:
+        import torch_xla.backends
+
+        settings["xla_matmul_precision"] = torch_xla.backends.get_mat_mul_precision()
+    if "jax" in sys.modules:
+        settings["jax_default_matmul_precision"] = sys.modules["jax"].config.jax_default_matmul_precision
+    return settings
 
 
 def max_rss_bytes() -> int:
@@ -151,10 +188,17 @@ def die_with_parent() -> None:
         log.debug("could not ask to die with the parent")
 
 
+def pin(cores: tuple[int, ...]) -> None:
+    """Run on `cores` only (before torch starts its thread pools)."""
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cores)
+
+
 def main(argv: list[str]) -> int:
     die_with_parent()
     folder = Path(argv[0])
     spec = read_message(folder / SPEC_FILE, ChildSpec)
+    pin(spec.cpu_set)
     logging.basicConfig(level=spec.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     result = ChildResult(environment=environment_record())
@@ -167,7 +211,7 @@ def main(argv: list[str]) -> int:
     except BaseException as error:  # everything the child hits is reported, not lost
         result.status = Status.FAILED
         result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc())
-    result.metrics["child_max_rss_bytes"] = max_rss_bytes()
+    result.summary["child_max_rss_bytes"] = max_rss_bytes()
     write_message(folder / RESULT_FILE, result)
     return 0 if result.status is Status.OK else 1
 

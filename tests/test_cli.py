@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import statistics
 import subprocess
 import time
 
@@ -38,9 +39,12 @@ def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
         assert line["repeat"] == 3 and line["iterations_per_run"] == 1
         assert len(metrics["total_time"]) == len(metrics["per_iter_time"]) == 3
         assert all(t > 0 for t in metrics["per_iter_time"])
-        assert len(metrics["warmup_times"]) == 2
-        assert metrics["cold_start_time"] == metrics["warmup_times"][0]
-        assert metrics["peak_host_memory_bytes"] > 50 * 2**20
+        summary = line["summary"]
+        assert len(summary["warmup_times"]) == 2
+        assert summary["cold_start_time"] == summary["warmup_times"][0]
+        assert summary["compile_time_s"] == pytest.approx(
+            summary["cold_start_time"] - statistics.median(metrics["per_iter_time"]))
+        assert summary["peak_host_memory_bytes"] > 50 * 2**20
         assert line["batch_size_used"] == 16
         assert line["experiment"]["accelerator_model"]
         assert line["environment"]["torch"] and line["environment"]["python"]
@@ -50,8 +54,13 @@ def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
     inductor_eval = next(l for l in lines if l["experiment"]["dynamo"] and l["experiment"]["test"] == "eval")
     eager_eval = next(l for l in lines if not l["experiment"]["dynamo"] and l["experiment"]["test"] == "eval")
     # Compilation shows in the cold start of inductor, not in its steady state.
-    assert inductor_eval["metrics"]["cold_start_time"] > 10 * max(inductor_eval["metrics"]["per_iter_time"])
-    assert inductor_eval["metrics"]["cold_start_time"] > eager_eval["metrics"]["cold_start_time"]
+    assert inductor_eval["summary"]["cold_start_time"] > 10 * max(inductor_eval["metrics"]["per_iter_time"])
+    assert inductor_eval["summary"]["cold_start_time"] > eager_eval["summary"]["cold_start_time"]
+    # Inductor was timed interleaved with eager in its child.
+    paired = inductor_eval["summary"]["paired_speedup"]
+    assert paired["method"] == "paired" and paired["pairs"] == 3
+    assert len(inductor_eval["metrics"]["eager_per_iter_time"]) == 3
+    assert "paired_speedup" not in eager_eval["summary"]
     assert "median/iter" in first.stdout and "4 experiment(s) recorded" in first.stdout
 
 

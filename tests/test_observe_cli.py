@@ -43,7 +43,7 @@ def test_every_experiment_succeeds_in_its_own_folder(torch_sweep):
         assert line["status"] == "ok", line["metrics"].get("error")
         assert folder(run, line).is_dir()
         assert folder(run, line).parents[2] == run.output_dir
-        assert line["metrics"]["peak_host_memory_bytes"] > 0
+        assert line["summary"]["peak_host_memory_bytes"] > 0
 
 
 def test_profiler_metrics_come_from_runs_of_their_own(torch_sweep):

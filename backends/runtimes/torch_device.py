@@ -95,10 +95,14 @@ class TorchPreparedModel(PreparedModel):
             result = {"loss": result, "gradients": self.gradients()}
         return to_cpu(result)
 
-    def final_metrics(self) -> dict[str, Any]:
+    def reset_peak_device_memory(self) -> None:
         if self.device.type == "cuda":
-            return {"peak_device_memory_bytes": int(torch.cuda.max_memory_allocated(self.device))}
-        return {}
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def peak_device_memory_bytes(self) -> Optional[int]:
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        return None
 
     def accelerator_model(self) -> str:
         if self.device.type == "cuda":

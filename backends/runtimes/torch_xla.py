@@ -37,6 +37,13 @@ def start_xla_device() -> None:
     torch_xla.device()
 
 
+def set_xla_matmul_precision(precision: str) -> None:
+    """torch_xla's own matmul precision: default (one bf16 pass), high (three) or highest."""
+    import torch_xla.backends
+
+    torch_xla.backends.set_mat_mul_precision("default" if precision == "medium" else precision)
+
+
 class XlaPreparedModel(TorchPreparedModel):
     """A torch module on the XLA device; lazy (sync per iteration) or wrapped by dynamo.
 
@@ -51,6 +58,7 @@ class XlaPreparedModel(TorchPreparedModel):
         wrap: Optional[Callable[[torch.nn.Module], Callable]] = None,
         sync_every_iteration: bool = True,
     ) -> None:
+        set_xla_matmul_precision(experiment.matmul_precision)
         super().__init__(bench, experiment, torch_xla.device(), wrap)
         self.sync_every_iteration = sync_every_iteration
         self._trace_seconds = 0.0

@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 
 #: The event JAX records once per backend (XLA) compilation, with its duration.
 JAX_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-JAX_MATMUL_PRECISION = {"highest": "highest", "high": "high", "medium": "default"}
+#: jax_default_matmul_precision for each matmul precision (JAX uses the same three names).
+JAX_MATMUL_PRECISION = {"highest": "highest", "high": "high", "default": "default",
+                        "medium": "default"}
 LEARNING_RATE = 1e-3
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPSILON = 1e-8
@@ -226,7 +228,8 @@ class TorchaxPreparedModel(PreparedModel):
         self.torchax = import_torchax()
         self.jax = jax
         jax.config.update(
-            "jax_default_matmul_precision", JAX_MATMUL_PRECISION[experiment.matmul_precision]
+            "jax_default_matmul_precision",
+            "highest" if experiment.disable_tf32 else JAX_MATMUL_PRECISION[experiment.matmul_precision],
         )
         self.compiles = CompileCounter()
         self.env = self.torchax.default_env()

@@ -1,15 +1,32 @@
-"""torch.compile with any dynamo backend that runs without XLA (inductor, aot_eager, ...)."""
+"""torch.compile with any dynamo backend that runs without XLA (inductor, aot_eager, ...).
+
+Inductor has modes, as the compiler dashboard tracks them: `default`, `cudagraphs`
+(default plus CUDA graphs, CUDA only), `dynamic` (dynamic shapes) and `max-autotune`
+(autotuned kernels, without CUDA graphs, so that it stays apart from `cudagraphs`).
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from backends.availability import native_accelerator_reason, unregistered_dynamo_reason
 from backends.base import DYNAMO_GRAPHS, TORCH_PROFILER, Capabilities, PreparedModel, Stack
-from core.config import ExperimentConfig, RunSettings
+from core.config import DEFAULT_MODE, INDUCTOR_MODES, ExperimentConfig, RunSettings
 from core.host import HostCapabilities
 
 XLA_ONLY_DYNAMO_BACKENDS = ("openxla", "openxla_eval")
+
+
+def compile_arguments(experiment: ExperimentConfig) -> dict[str, Any]:
+    """torch.compile's keyword arguments for the experiment's backend and mode."""
+    arguments: dict[str, Any] = {"backend": experiment.dynamo}
+    if experiment.mode == "cudagraphs":
+        arguments["options"] = {"triton.cudagraphs": True}
+    elif experiment.mode == "dynamic":
+        arguments["dynamic"] = True
+    elif experiment.mode == "max-autotune":
+        arguments["mode"] = "max-autotune-no-cudagraphs"
+    return arguments
 
 
 class DynamoStack(Stack):
@@ -25,13 +42,20 @@ class DynamoStack(Stack):
         return (experiment.xla is None and experiment.torch_xla2 is None
                 and experiment.dynamo is not None)
 
+    def modes(self, experiment: ExperimentConfig) -> tuple[str, ...]:
+        return INDUCTOR_MODES if experiment.dynamo == "inductor" else ()
+
     def label(self, experiment: ExperimentConfig) -> str:
-        return str(experiment.dynamo)
+        if experiment.mode in (None, DEFAULT_MODE):
+            return str(experiment.dynamo)
+        return f"{experiment.dynamo}:{experiment.mode}"
 
     def invalid_reason(self, experiment: ExperimentConfig, host: HostCapabilities) -> Optional[str]:
         dynamo = experiment.dynamo
         if dynamo in XLA_ONLY_DYNAMO_BACKENDS:
             return f"dynamo={dynamo} compiles for the XLA device and needs xla=PJRT"
+        if experiment.mode == "cudagraphs" and experiment.accelerator != "cuda":
+            return f"mode=cudagraphs needs CUDA; {experiment.accelerator} has no CUDA graphs"
         return (native_accelerator_reason(experiment, host, f"dynamo={dynamo}")
                 or unregistered_dynamo_reason(dynamo, host))
 
@@ -40,8 +64,20 @@ class DynamoStack(Stack):
 
         from backends.runtimes.torch_device import TorchPreparedModel
 
+        arguments = compile_arguments(experiment)
+
         def compile_module(module):
-            return torch.compile(module, backend=experiment.dynamo)
+            compiled = torch.compile(module, **arguments)
+            if experiment.mode != "cudagraphs":
+                return compiled
+
+            def replay(*args, **kwargs):
+                # Each iteration is a new step for CUDA graph trees: the last one's outputs
+                # may be overwritten (as PyTorch's harness marks its iterations).
+                torch.compiler.cudagraph_mark_step_begin()
+                return compiled(*args, **kwargs)
+
+            return replay
 
         return TorchPreparedModel(
             bench, experiment, torch.device(experiment.accelerator), wrap=compile_module

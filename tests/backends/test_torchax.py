@@ -58,9 +58,11 @@ def test_mlp_both_modes_eval_and_train_write_jax_metrics(sweep, tmp_path):
         # One jitted function compiled once, in the warm-up: the steady state compiles nothing.
         assert metrics["jax_compile_count"] == [0, 0], metrics
         assert metrics["jax_jit_cache_size"] == [1, 1], metrics
-        assert metrics["jax_compile_count_total"] >= 1
-        assert metrics["jax_compile_time_total_s"] > 0
-        assert metrics["cold_start_time"] > max(metrics["per_iter_time"])
+        summary = line["summary"]
+        assert summary["jax_compile_count_total"] >= 1
+        assert summary["jax_compile_time_total_s"] > 0
+        assert summary["cold_start_time"] > max(metrics["per_iter_time"])
+        assert "paired_speedup" not in summary  # torchax cannot share a process with eager
         assert line["environment"]["variables"]["JAX_PLATFORMS"] == "cpu"
         assert line["environment"]["torchax"] and line["environment"]["jax"]
     assert dump.is_dir() and any(dump.iterdir())

@@ -46,7 +46,8 @@ def test_mlp_eval_and_train_write_xla_metrics_per_timed_run(sweep, tmp_path):
         assert_per_run(metrics, XLA_METRICS + ("per_iter_time",), runs=2)
         assert all(n >= 1 for n in metrics["xla_ExecuteTime_number"]), metrics
         assert all(t > 0 for t in metrics["trace_total_time"]), metrics
-        assert metrics["cold_start_time"] > 0
+        assert line["summary"]["cold_start_time"] > 0
+        assert line["environment"]["torch_settings"]["xla_matmul_precision"] == "high"
         variables = line["environment"]["variables"]
         assert variables["PJRT_DEVICE"] == "CPU"
         assert variables["XLA_DISABLE_FUNCTIONALIZATION"] == "1"

@@ -1,0 +1,167 @@
+"""Can a line's timings be trusted? CPU contention and run-to-run variation (child side).
+
+During the timed runs the child watches the cores it is pinned to: how busy they were
+(`psutil.cpu_times(percpu=True)`, steal included) against its own CPU time. What the
+cores did beyond the child's own work was done by other processes: contention. The
+line is flagged unreliable when others used more than `CONTENTION_BOUND` of the pinned
+cores' capacity, or when the runs vary by more than `VARIATION_BOUND` (relative standard
+deviation, as pyperf warns about), and the reasons are given.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import psutil
+
+#: Share of the pinned cores' capacity that other processes may use before a line is flagged.
+CONTENTION_BOUND = 0.10
+#: Relative standard deviation of the timed runs beyond which a line is flagged.
+VARIATION_BOUND = 0.10
+#: Fewest runs for which variation is judged.
+MIN_RUNS_FOR_VARIATION = 3
+#: CPU times tick every 10 ms: a shorter window of timed runs is judged by an idle probe
+#: of this length right after them instead.
+MIN_WINDOW_SECONDS = 0.25
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """One reading of the clock, the child's CPU time and its cores' busy time."""
+
+    wall: float
+    process_cpu: float
+    cores_busy: float
+    load_average: tuple[float, float, float]
+
+
+def _busy_seconds(times: Any) -> float:
+    idle = times.idle + getattr(times, "iowait", 0.0)
+    total = sum(getattr(times, name) for name in times._fields
+                if name not in ("guest", "guest_nice"))  # guest time is counted in user too
+    return total - idle
+
+
+def take_sample(cores: Sequence[int]) -> CpuSample:
+    """Read the clocks now (cores: the CPU set the child is pinned to)."""
+    per_cpu = psutil.cpu_times(percpu=True)
+    busy = sum(_busy_seconds(per_cpu[core]) for core in cores if core < len(per_cpu))
+    own = psutil.Process().cpu_times()
+    return CpuSample(time.perf_counter(), own.user + own.system, busy, os.getloadavg())
+
+
+@dataclass
+class CpuWindow:
+    """What happened on the child's cores between two samples."""
+
+    cores: tuple[int, ...]
+    threads: int
+    start: CpuSample
+    end: CpuSample
+    cpu_freq_mhz: Optional[float] = None
+    #: When the timed runs were too short to judge: an idle stretch measured after them.
+    probe: Optional[tuple[CpuSample, CpuSample]] = None
+
+    @property
+    def wall_s(self) -> float:
+        return max(self.end.wall - self.start.wall, 1e-9)
+
+    @property
+    def process_cpu_s(self) -> float:
+        return max(self.end.process_cpu - self.start.process_cpu, 0.0)
+
+    @property
+    def others_cpu_s(self) -> float:
+        """CPU seconds spent on the child's cores by anything but the child."""
+        return max(self.end.cores_busy - self.start.cores_busy - self.process_cpu_s, 0.0)
+
+    @property
+    def others_fraction(self) -> float:
+        """The share of the cores' capacity others used (in the probe, if there was one)."""
+        if self.probe is not None:
+            first, last = self.probe
+            own = max(last.process_cpu - first.process_cpu, 0.0)
+            others = max(last.cores_busy - first.cores_busy - own, 0.0)
+            return others / (max(last.wall - first.wall, 1e-9) * max(len(self.cores), 1))
+        return self.others_cpu_s / (self.wall_s * max(len(self.cores), 1))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cores": list(self.cores),
+            "threads": self.threads,
+            "wall_s": self.wall_s,
+            "process_cpu_s": self.process_cpu_s,
+            "process_cpu_per_wall": self.process_cpu_s / self.wall_s,
+            "others_cpu_s": self.others_cpu_s,
+            "others_fraction": self.others_fraction,
+            "others_measured": "idle probe after the timed runs" if self.probe else "timed runs",
+            "load_average_before": list(self.start.load_average),
+            "load_average_after": list(self.end.load_average),
+            "cpu_freq_mhz": self.cpu_freq_mhz,
+        }
+
+
+class CpuWatch:
+    """Watches the child's cores over the timed runs: `start()`, then `stop()`."""
+
+    def __init__(self, threads: int, cores: Optional[Sequence[int]] = None) -> None:
+        self.cores = tuple(sorted(cores if cores is not None else os.sched_getaffinity(0)))
+        self.threads = threads
+        self._start: Optional[CpuSample] = None
+        self.window: Optional[CpuWindow] = None
+
+    def start(self) -> None:
+        self._start = take_sample(self.cores)
+
+    def stop(self) -> CpuWindow:
+        if self._start is None:
+            raise RuntimeError("CpuWatch.stop() before start()")
+        end = take_sample(self.cores)
+        frequency = psutil.cpu_freq()
+        probe = None
+        if end.wall - self._start.wall < MIN_WINDOW_SECONDS:
+            first = take_sample(self.cores)
+            time.sleep(MIN_WINDOW_SECONDS)
+            probe = (first, take_sample(self.cores))
+        self.window = CpuWindow(self.cores, self.threads, self._start, end,
+                                frequency.current if frequency else None, probe)
+        return self.window
+
+
+def relative_spread(values: Sequence[float]) -> Optional[float]:
+    """Standard deviation over mean, or None with too few values to judge."""
+    if len(values) < MIN_RUNS_FOR_VARIATION:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean > 0 else None
+
+
+@dataclass
+class TrustVerdict:
+    """Whether the timings can be trusted, and why not."""
+
+    unreliable: bool
+    reasons: list[str] = field(default_factory=list)
+    variation: Optional[float] = None
+
+
+def judge(per_iter_times: Sequence[float], window: Optional[CpuWindow],
+          variation_bound: float = VARIATION_BOUND,
+          contention_bound: float = CONTENTION_BOUND) -> TrustVerdict:
+    """Flag timings that vary too much or that ran while others used the child's cores."""
+    reasons = []
+    variation = relative_spread(per_iter_times)
+    if variation is not None and variation > variation_bound:
+        reasons.append(f"the timed runs vary by {variation:.0%} (relative standard deviation; "
+                       f"bound {variation_bound:.0%})")
+    if window is not None and window.others_fraction > contention_bound:
+        reasons.append(
+            f"contention: other processes used {window.others_fraction:.0%} of the "
+            f"{len(window.cores)} core(s) this child was pinned to during the timed runs "
+            f"(bound {contention_bound:.0%}); load average "
+            f"{window.end.load_average[0]:.2f}")
+    return TrustVerdict(bool(reasons), reasons, variation)

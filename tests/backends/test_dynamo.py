@@ -1,0 +1,65 @@
+"""The dynamo stack: inductor's modes, their compile arguments, labels and validity."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import backends
+from backends.stacks.dynamo import DynamoStack, compile_arguments
+from core.config import ExperimentConfig, ModelConfig, fingerprint
+from core.host import HostCapabilities
+from verifier.tolerance import tolerance_for
+
+HOST = HostCapabilities(python="3.11", torch_version=torch.__version__,
+                        dynamo_backends=("inductor", "aot_eager"))
+
+
+def compiled(dynamo="inductor", mode="default", accelerator="cpu"):
+    experiment = ExperimentConfig(accelerator, None, dynamo, None, "eval", mode=mode)
+    return DynamoStack().planned(experiment, {})
+
+
+@pytest.mark.parametrize("mode, arguments", [
+    ("default", {"backend": "inductor"}),
+    ("cudagraphs", {"backend": "inductor", "options": {"triton.cudagraphs": True}}),
+    ("dynamic", {"backend": "inductor", "dynamic": True}),
+    ("max-autotune", {"backend": "inductor", "mode": "max-autotune-no-cudagraphs"}),
+])
+def test_each_mode_compiles_with_its_arguments(mode, arguments):
+    assert compile_arguments(compiled(mode=mode)) == arguments
+
+
+def test_labels_name_the_mode_except_the_default():
+    stack = DynamoStack()
+    assert stack.label(compiled()) == "inductor"
+    assert stack.label(compiled(mode="cudagraphs")) == "inductor:cudagraphs"
+
+
+def test_modes_belong_to_inductor_only_and_cudagraphs_to_cuda():
+    stack = DynamoStack()
+    assert stack.mode_reason(compiled(mode="dynamic")) is None
+    aot = compiled("aot_eager", "default")
+    assert aot.mode is None and stack.mode_reason(aot) is None  # no mode where there are none
+    assert stack.mode_reason(compiled("aot_eager", "dynamic")) == \
+        "mode=dynamic applies only to dynamo=inductor"
+    assert "needs CUDA" in stack.invalid_reason(compiled(mode="cudagraphs"), HOST)
+    eager = ExperimentConfig("cpu", None, None, None, "eval", mode="max-autotune")
+    assert backends.invalid_reason(eager, HOST) == \
+        "mode=max-autotune applies only to dynamo=inductor"
+
+
+def test_the_mode_is_part_of_the_fingerprint():
+    model = ModelConfig("builtin", "mlp")
+    assert fingerprint(model, compiled(mode="default")) != fingerprint(model, compiled(mode="dynamic"))
+
+
+def test_tolerances_follow_the_matmul_precision_actually_used():
+    high = ExperimentConfig("cuda", None, "inductor", None, "eval")
+    strict = ExperimentConfig("cuda", None, "inductor", None, "eval", disable_tf32=True)
+    assert (high.torch_matmul_precision(), strict.torch_matmul_precision()) == ("high", "highest")
+    assert ExperimentConfig("cpu", None, None, None, "eval",
+                            matmul_precision="default").torch_matmul_precision() == "medium"
+    loose = tolerance_for("fp32", "eval", matmul_precision=high.torch_matmul_precision())
+    tight = tolerance_for("fp32", "eval", matmul_precision=strict.torch_matmul_precision())
+    assert loose.tol > tight.tol

@@ -1,0 +1,74 @@
+"""Timing flags through the real CLI: precision, modes, threads, pairing, contention."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import pytest
+
+EAGER = ["--accelerator=cpu", "--xla=None", "--test=eval", "-k", "^mlp$", "--repeat=3",
+         "--warmup=1"]
+
+
+def spin(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def test_precision_threads_and_unpaired_timing_reach_the_child(run_cli):
+    run = run_cli(*EAGER, "--dynamo=inductor", "--matmul-precision=highest", "--threads=1",
+                  "--no-paired-timing")
+    assert run.returncode == 0, run.stderr
+    (line,) = run.lines()
+    assert line["experiment"]["matmul_precision"] == "highest" and line["experiment"]["mode"] == "default"
+    settings = line["environment"]["torch_settings"]
+    assert settings["float32_matmul_precision"] == "highest" and settings["num_threads"] == 1
+    assert line["summary"]["cpu"]["threads"] == 1
+    assert "paired_speedup" not in line["summary"] and "eager_per_iter_time" not in line["metrics"]
+
+
+def test_the_default_is_tf32_on_and_disable_tf32_turns_it_off(run_cli, tmp_path):
+    default = run_cli(*EAGER, "--dynamo=None", output_dir=tmp_path / "default")
+    strict = run_cli(*EAGER, "--dynamo=None", "--disable-tf32", output_dir=tmp_path / "strict")
+    assert default.returncode == 0 and strict.returncode == 0, strict.stderr
+    (loose,) = default.lines()
+    (full,) = strict.lines()
+    assert loose["experiment"]["matmul_precision"] == "high"
+    assert loose["environment"]["torch_settings"]["float32_matmul_precision"] == "high"
+    assert loose["environment"]["torch_settings"]["cudnn_allow_tf32"] is True
+    assert full["experiment"]["disable_tf32"] is True
+    assert full["environment"]["torch_settings"]["float32_matmul_precision"] == "highest"
+    assert full["environment"]["torch_settings"]["cudnn_allow_tf32"] is False
+    assert loose["fingerprint"] != full["fingerprint"]
+
+
+def test_modes_are_a_dimension_with_reasons_for_what_cannot_run(run_cli):
+    run = run_cli(*EAGER, "--dynamo=inductor", "--dynamo=aot_eager", "--mode=default",
+                  "--mode=dynamic", "--mode=cudagraphs", "--dry-run", "--log-level=debug")
+    assert run.returncode == 0, run.stderr
+    assert "[inductor]" in run.stdout and "[inductor:dynamic]" in run.stdout
+    assert "[aot_eager]" in run.stdout and "cudagraphs]" not in run.stdout
+    assert "mode=cudagraphs needs CUDA" in run.stderr
+    assert "mode=dynamic applies only to dynamo=inductor" in run.stderr
+
+
+def test_a_loaded_machine_flags_the_line_as_unreliable(run_cli):
+    context = multiprocessing.get_context("spawn")
+    hogs = [context.Process(target=spin, args=(120.0,)) for _ in os.sched_getaffinity(0)]
+    for hog in hogs:
+        hog.start()
+    try:
+        run = run_cli(*EAGER, "--dynamo=None")
+    finally:
+        for hog in hogs:
+            hog.terminate()
+            hog.join()
+    assert run.returncode == 0, run.stderr
+    (line,) = run.lines()
+    summary = line["summary"]
+    assert summary["unreliable"] is True, summary
+    assert any(reason.startswith("contention") for reason in summary["unreliable_reasons"])
+    assert summary["cpu"]["others_fraction"] > 0.3
