@@ -37,11 +37,13 @@ def measure_case(case, repeat: int, iterations: int) -> tuple[float, float]:
 
     suite_name, model_name, batch_size, precision, dynamo, mode = case
     experiment = ExperimentConfig("cuda", None, dynamo, None, "eval", precision=precision,
-                                  batch_size=batch_size, mode=mode)
+                                  batch_size=batch_size, mode=mode,
+                                  fp16_bf16_reduction_math_sdp=True)
     stack = backends.stack_for(experiment)
     experiment = stack.planned(experiment, {})
     settings = RunSettings(repeat=repeat, iterations_per_run=iterations, warmup=3)
     torch.set_float32_matmul_precision(experiment.torch_matmul_precision())
+    torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
     bench = get_suite(suite_name).load(model_name, "eval", batch_size)
     prepared = stack.prepare(bench, experiment, settings)
     inputs = [prepared.inputs_to_device(bench.make_inputs(seed)) for seed in input_seeds(settings)]

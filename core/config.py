@@ -100,6 +100,9 @@ class ExperimentConfig:
     matmul_precision: str = DEFAULT_MATMUL_PRECISION
     #: Full fp32 in PyTorch's matmuls and convolutions, whatever matmul_precision says.
     disable_tf32: bool = False
+    #: fp16/bf16 reductions in SDPA's math path (PyTorch's harness turns them on; the CLI
+    #: does too, --disable-fp16-bf16-reduction-math-sdp turns them off).
+    fp16_bf16_reduction_math_sdp: bool = False
     #: The compiler mode (INDUCTOR_MODES) for stacks that have modes; None elsewhere.
     mode: Optional[str] = None
     enable_functionalization: bool = False

@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--disable-tf32", action="store_true",
                       help="full fp32 in PyTorch's matmuls and convolutions (TF32 is on unless "
                            "this is given, as in PyTorch's harness and PyTorch/XLA's runner)")
+    what.add_argument("--disable-fp16-bf16-reduction-math-sdp", action="store_true",
+                      help="full-precision reductions in SDPA's math path for fp16/bf16 (they "
+                           "are reduced by default, as in PyTorch's harness)")
     what.add_argument("--mode", action="append", choices=INDUCTOR_MODES,
                       help="(repeatable) inductor mode: default, cudagraphs (CUDA only), "
                            "dynamic (dynamic shapes), max-autotune; the dashboard tracks "
@@ -236,6 +239,7 @@ def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -
         excludes=tuple(args.exclude),
         matmul_precision=args.matmul_precision,
         disable_tf32=args.disable_tf32,
+        fp16_bf16_reduction_math_sdp=not args.disable_fp16_bf16_reduction_math_sdp,
         modes=dimension(args.mode) or (DEFAULT_MODE,),
         enable_functionalization=args.enable_functionalization,
         optimizer=None if args.optimizer == "none" else args.optimizer,

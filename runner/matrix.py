@@ -50,6 +50,7 @@ class MatrixRequest:
     excludes: tuple[str, ...] = ()
     matmul_precision: str = DEFAULT_MATMUL_PRECISION
     disable_tf32: bool = False
+    fp16_bf16_reduction_math_sdp: bool = False
     modes: tuple[str, ...] = (DEFAULT_MODE,)
     enable_functionalization: bool = False
     optimizer: Optional[str] = None
@@ -184,6 +185,7 @@ def expand_configurations(
             **dict(zip(dimensions, values)),
             matmul_precision=request.matmul_precision,
             disable_tf32=request.disable_tf32,
+            fp16_bf16_reduction_math_sdp=request.fp16_bf16_reduction_math_sdp,
             enable_functionalization=request.enable_functionalization,
             optimizer=request.optimizer,
             amp_dtype=request.amp_dtype,

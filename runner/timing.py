@@ -124,6 +124,7 @@ def _run(prepared: PreparedModel, inputs: list[Any], iterations: int) -> Any:
     """One run: `iterations` iterations, then the stack's synchronization."""
     result = None
     for index in range(iterations):
+        result = None  # as in warm_up: one iteration's outputs alive at a time
         result = _iteration(prepared, inputs[index % len(inputs)])
     prepared.sync_run(result)
     return result
@@ -133,6 +134,7 @@ def warm_up(prepared: PreparedModel, inputs: list[Any], count: int) -> tuple[lis
     """`count` synchronized iterations, each timed (the first is the cold start)."""
     times, result = [], None
     for index in range(count):
+        result = None  # the last iteration's outputs must not count in this one's memory
         start = time.perf_counter()
         result = _iteration(prepared, inputs[index % len(inputs)])
         prepared.sync_run(result)
@@ -174,7 +176,8 @@ def measure(
                                                     max(settings.warmup, 1))
         timing.reference_peak_device_memory = reference.peak_device_memory_bytes()
     prepared.reset_peak_device_memory()
-    timing.warmup_times, result = warm_up(prepared, inputs, settings.warmup)
+    timing.warmup_times, _ = warm_up(prepared, inputs, settings.warmup)
+    result = None
     timing.peak_device_memory = prepared.peak_device_memory_bytes()
     if watch is not None:
         watch.start()
@@ -184,6 +187,7 @@ def measure(
             timing.reference_total_time.append(elapsed)
         hooks.before_timed_run(run_index)
         prepared.begin_timed_run()
+        result = None
         elapsed, result = timed_run(prepared, inputs, iterations)
         timing.total_time.append(elapsed)
         for name, value in prepared.end_timed_run().items():

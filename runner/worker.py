@@ -75,6 +75,7 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     torch.set_float32_matmul_precision(experiment.torch_matmul_precision())
     # "highest" means full fp32 for convolutions too, not only matmuls.
     torch.backends.cudnn.allow_tf32 = experiment.torch_matmul_precision() != "highest"
+    torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(experiment.fp16_bf16_reduction_math_sdp)
     suite = get_suite(model.suite_name, reduced=model.reduced, torchbench_dir=model.torchbench_dir)
     try:
         bench = suite.load(model.model_name, experiment.test, experiment.batch_size)
@@ -158,6 +159,7 @@ def torch_settings() -> dict[str, Any]:
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "fp16_bf16_reduction_math_sdp": torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed(),
         "num_threads": torch.get_num_threads(),
         "cpu_affinity": sorted(os.sched_getaffinity(0)),
     }
