@@ -76,10 +76,12 @@ class ChildError:
 
 @dataclass
 class ChildResult:
-    """Everything a child hands back."""
+    """Everything a child hands back: `metrics` holds per-run lists (the line's `metrics`),
+    `summary` the figures of the whole experiment (the line's `summary`)."""
 
     status: Status = Status.FAILED
     metrics: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     batch_size_used: Optional[int] = None
@@ -92,6 +94,7 @@ class ChildResult:
         return {
             "status": self.status.value,
             "metrics": self.metrics,
+            "summary": self.summary,
             "notes": self.notes,
             "environment": self.environment,
             "batch_size_used": self.batch_size_used,
@@ -109,6 +112,7 @@ class ChildResult:
         return cls(
             status=Status(data["status"]),
             metrics=dict(data.get("metrics") or {}),
+            summary=dict(data.get("summary") or {}),
             notes=list(data.get("notes") or []),
             environment=dict(data.get("environment") or {}),
             batch_size_used=data.get("batch_size_used"),

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Optional
+from typing import IO, Mapping, Optional
 
 import psutil
 
@@ -69,10 +69,16 @@ class ExecutorOptions:
 
 @dataclass(frozen=True)
 class SweepInfo:
-    """What every line of one runner invocation shares."""
+    """What every line of one runner invocation shares.
+
+    `timestamp` is the sweep's start (or --timestamp), as PyTorch/XLA's runner writes it;
+    `accelerator_models` names each accelerator's device as the parent's probe knows it,
+    for lines whose child never reported one (skipped, failed early)."""
 
     run_id: str
     command: str = ""
+    timestamp: float = field(default_factory=time.time)
+    accelerator_models: Mapping[str, Optional[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -309,11 +315,15 @@ class ExperimentExecutor:
                 log.warning("%s", note)
 
     def new_line(self, planned: PlannedExperiment, **fields) -> ResultLine:
-        """A line for `planned` with this sweep's identity."""
+        """A line for `planned` with this sweep's identity and timestamp."""
+        if fields.get("accelerator_model") is None:
+            fields["accelerator_model"] = self.sweep.accelerator_models.get(
+                planned.experiment.accelerator)
         return ResultLine(
             model=planned.model, experiment=planned.experiment, settings=self.settings,
             stack_label=planned.label, experiment_id=planned.experiment_id,
-            run_id=self.sweep.run_id, command=self.sweep.command, **fields)
+            run_id=self.sweep.run_id, command=self.sweep.command,
+            timestamp=self.sweep.timestamp, **fields)
 
     def skipped_line(self, planned: PlannedExperiment, reason: str) -> ResultLine:
         """The line of an experiment its suite says cannot run."""
@@ -325,12 +335,13 @@ class ExperimentExecutor:
         """The results line for a child's outcome, success or any kind of failure."""
         result = outcome.result or ChildResult()
         metrics = dict(result.metrics)
-        peak = max(outcome.peak_tree_rss_bytes, int(metrics.get("child_max_rss_bytes", 0)))
+        summary = dict(result.summary)
+        peak = max(outcome.peak_tree_rss_bytes, int(summary.get("child_max_rss_bytes", 0)))
         if peak:
-            metrics["peak_host_memory_bytes"] = peak
-        metrics["wall_time"] = outcome.wall_seconds
+            summary["peak_host_memory_bytes"] = peak
+        summary["wall_time"] = outcome.wall_seconds
         common = dict(environment=result.environment, batch_size_used=result.batch_size_used,
-                      accelerator_model=result.accelerator_model)
+                      accelerator_model=result.accelerator_model, summary=summary)
         if outcome.result is not None and result.status is Status.SKIPPED:
             return self.new_line(planned, status=Status.SKIPPED, metrics=metrics,
                                  verification_code=VerificationCode.VERIFIER_SKIPPED,

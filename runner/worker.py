@@ -93,7 +93,7 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
 
 def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     from runner.observers.session import ExperimentObservers
-    from runner.timing import measure
+    from runner.timing import HOST_CLOCK, measure
 
     observers = ExperimentObservers(stack, spec.experiment, spec.settings, Path(spec.folder))
     result.notes = observers.notes
@@ -103,9 +103,18 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     prepared = stack.prepare(bench, spec.experiment, spec.settings)
     observers.attach(prepared)
     timing = measure(prepared, bench, spec.settings, observers)
+    if spec.settings.pure_wall_time and timing.clock == HOST_CLOCK:
+        note = (f"--pure-wall-time does not apply to the {stack.name} stack on "
+                f"{spec.experiment.accelerator}: its work does not run on CUDA streams that "
+                "events could time; the host clock timed it")
+        log.warning("%s", note)
+        result.notes.append(note)
     result.metrics.update(timing.metrics())
-    result.metrics.update(prepared.final_metrics())
-    result.metrics.update(observers.metrics())
+    result.summary.update(timing.summary())
+    result.summary.update(prepared.final_metrics())
+    per_run, whole = observers.metrics(), observers.summary()
+    result.metrics.update(per_run)
+    result.summary.update(whole)
     result.accelerator_model = prepared.accelerator_model()
 
 
@@ -167,7 +176,7 @@ def main(argv: list[str]) -> int:
     except BaseException as error:  # everything the child hits is reported, not lost
         result.status = Status.FAILED
         result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc())
-    result.metrics["child_max_rss_bytes"] = max_rss_bytes()
+    result.summary["child_max_rss_bytes"] = max_rss_bytes()
     write_message(folder / RESULT_FILE, result)
     return 0 if result.status is Status.OK else 1
 

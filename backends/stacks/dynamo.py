@@ -41,7 +41,7 @@ class DynamoStack(Stack):
         from backends.runtimes.torch_device import TorchPreparedModel
 
         def compile_module(module):
-            return torch.compile(module, backend=experiment.dynamo)
+            return torch.compile(module, backend=experiment.dynamo, fullgraph=experiment.fullgraph)
 
         return TorchPreparedModel(
             bench, experiment, torch.device(experiment.accelerator), wrap=compile_module
