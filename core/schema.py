@@ -122,16 +122,21 @@ def bounded(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return f"{text[:keep]}\n... [{len(text) - 2 * keep} characters cut] ...\n{text[-keep:]}"
 
 
+def _per_run_number(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
 def split_metrics(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(per-run lists and `error`, everything else): what goes under `metrics` and what
-    goes into `summary`. Empty lists are dropped (PyTorch/XLA's analyzer cannot take the
-    median of nothing)."""
+    """(per-run lists of numbers and `error`, everything else): what goes under `metrics` and
+    what goes into `summary`. PyTorch/XLA's analyzer takes the min, median and max of every
+    metric as floats, so lists of anything but numbers (None reads as NaN) go to the summary,
+    and empty lists are dropped (it cannot take the median of nothing)."""
     per_run: dict[str, Any] = {}
     whole: dict[str, Any] = {}
     for name, value in values.items():
         if name == "error" and isinstance(value, str):
             per_run[name] = value
-        elif isinstance(value, list):
+        elif isinstance(value, list) and all(_per_run_number(v) for v in value):
             if value:
                 per_run[name] = value
         else:

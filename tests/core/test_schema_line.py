@@ -27,11 +27,14 @@ def line(experiment=DEFAULT, status=Status.OK, **fields):
 
 def test_metrics_hold_only_per_run_lists_and_the_rest_goes_to_the_summary():
     written = line(metrics={"total_time": [3.0, 1.0, 1.2], "per_iter_time": [3.0, 1.0, 1.2],
-                            "cold_start_time": 3.0, "dynamo_graph_break_reasons": {},
-                            "empty": []},
+                            "jax_compile_count": [1, 0, None], "cold_start_time": 3.0,
+                            "dynamo_graph_break_reasons": {}, "empty": [],
+                            "per_run_dicts": [{"a": 1}], "flags": [True]},
                    summary={"cold_start_entries": 1, "wall_time": 9.0})
-    assert written["metrics"] == {"total_time": [3.0, 1.0, 1.2], "per_iter_time": [3.0, 1.0, 1.2]}
+    assert written["metrics"] == {"total_time": [3.0, 1.0, 1.2], "per_iter_time": [3.0, 1.0, 1.2],
+                                  "jax_compile_count": [1, 0, None]}
     assert written["summary"] == {"cold_start_time": 3.0, "dynamo_graph_break_reasons": {},
+                                  "per_run_dicts": [{"a": 1}], "flags": [True],
                                   "cold_start_entries": 1, "wall_time": 9.0}
     assert cold_start_entries(written) == 1 and timed_values(written, "per_iter_time") == [1.0, 1.2]
     assert summary_value(written, "cold_start_time") == 3.0 and has_timings(written)
