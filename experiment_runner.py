@@ -1,8 +1,26 @@
-"""Entry point: `python experiment_runner.py --help`."""
+"""Entry point: `python experiment_runner.py --help`.
 
+The runner's own requirements are checked before anything of it is imported, so that a
+Python without them (the system's, before `make setup`) says how to set up in one line.
+"""
+
+import importlib.util
 import sys
 
-from runner.cli import main
+REQUIRED_MODULES = ("psutil", "jsonlines", "tqdm", "filelock")
+EXIT_NOT_SET_UP = 2
+
+
+def missing_modules() -> list:
+    return [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
+
 
 if __name__ == "__main__":
+    missing = missing_modules()
+    if missing:
+        print(f"experiment_runner.py: {', '.join(missing)} missing from {sys.executable}; "
+              "set up first: make setup (or use .venv/bin/python)", file=sys.stderr)
+        sys.exit(EXIT_NOT_SET_UP)
+    from runner.cli import main
+
     sys.exit(main())

@@ -8,10 +8,11 @@ child environment and capabilities never import torch or a runtime. The child ca
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Optional
 
 from core.config import DEFAULT_MODE, ExperimentConfig, RunSettings
 from core.host import HostCapabilities
@@ -26,6 +27,7 @@ TORCH_XLA_METRICS = "torch_xla_metrics"  # torch_xla's metrics report
 XLA_HLO_DUMP = "xla_hlo_dump"  # XLA honours XLA_FLAGS=--xla_dump_to
 TORCH_XLA_IR_FILES = "torch_xla_ir_files"  # torch_xla writes IR through XLA_SAVE_TENSORS_*
 LOWERED_IR = "lowered_ir"  # the runtime lowers a step itself (PreparedModel.graph_ir)
+XLA_PROFILER = "xla_profiler"  # XLA's profiler writes an XPlane trace (PreparedModel.xla_trace)
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,22 @@ class Stack(ABC):
         """Place the model on the stack (child only)."""
 
 
+class DeviceTimer(ABC):
+    """Times work on the device between events (--pure-wall-time), not by the host clock."""
+
+    @abstractmethod
+    def begin(self) -> None:
+        """Record the start of a span of device work."""
+
+    @abstractmethod
+    def end(self) -> None:
+        """Record the end of the span begun last."""
+
+    @abstractmethod
+    def seconds(self) -> float:
+        """Device seconds of every span recorded since the last call (after a sync)."""
+
+
 class PreparedModel(ABC):
     """A model placed on its stack, ready for the timing loop (child side)."""
 
@@ -177,4 +195,14 @@ class PreparedModel(ABC):
 
     def graph_ir(self, ir_format: str, device_inputs: Any) -> Optional[str]:
         """The IR of one step on `device_inputs` in `ir_format` (feature LOWERED_IR)."""
+        return None
+
+    def xla_trace(self, log_dir: str) -> ContextManager[Any]:
+        """A context that captures XLA's profiler trace (XPlane, for TensorBoard) into
+        `log_dir` (feature XLA_PROFILER)."""
+        return contextlib.nullcontext()
+
+    def device_timer(self) -> Optional[DeviceTimer]:
+        """A timer of device work between events (CUDA), or None where work is not timed
+        that way; --pure-wall-time uses it."""
         return None

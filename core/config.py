@@ -108,6 +108,9 @@ class ExperimentConfig:
     enable_functionalization: bool = False
     optimizer: Optional[str] = None
     amp_dtype: Optional[str] = None
+    #: torch.compile(fullgraph=True): a graph break fails the experiment
+    #: (--filter-by-single-graph; set only where dynamo compiles).
+    fullgraph: bool = False
     #: Options of the stack that change its results, as sorted (name, value) pairs.
     stack_options: tuple[tuple[str, str], ...] = ()
     #: The registry name of the stack that runs it (backends/stacks), set at planning.
@@ -157,6 +160,8 @@ class ExperimentConfig:
             text += f" mode={self.mode}"
         if self.xla_flags:
             text += f" xla_flags={self.xla_flags!r}"
+        if self.fullgraph:
+            text += " fullgraph"
         return text
 
 
@@ -176,6 +181,9 @@ class RunSettings:
     threads: Optional[int] = None
     #: Eager and the stack timed interleaved in one child, where the stack allows it.
     paired: bool = True
+    #: Time each iteration between CUDA events instead of the host clock (--pure-wall-time;
+    #: stacks whose work runs on CUDA streams only).
+    pure_wall_time: bool = False
     #: Observability options by flag name (runner/observers declares the flags).
     observe: Mapping[str, Any] = field(default_factory=dict)
 
@@ -205,11 +213,28 @@ def fingerprint(model: ModelConfig, experiment: ExperimentConfig) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+#: Key of a line's `experiment` holding the batch size asked for (None: the suite's default).
+#: Lines write the batch size used as `experiment.batch_size`, as PyTorch/XLA's runner does;
+#: the identity (and so the fingerprint) keeps the requested one.
+REQUESTED_BATCH_SIZE = "requested_batch_size"
+
+
+def experiment_identity_dict(experiment: Mapping[str, Any]) -> dict[str, Any]:
+    """A line's `experiment` as ExperimentConfig reads it: `batch_size` is the requested one.
+
+    Lines with `requested_batch_size` hold the used batch size in `batch_size`; older lines
+    (without that key) held the requested one there."""
+    data = dict(experiment)
+    if REQUESTED_BATCH_SIZE in data:
+        data["batch_size"] = data.pop(REQUESTED_BATCH_SIZE)
+    return data
+
+
 def fingerprint_of_line(line: Mapping[str, Any]) -> Optional[str]:
     """Fingerprint of a results line, recomputed from its model and experiment."""
     try:
         model = ModelConfig.from_dict(line["model"])
-        experiment = ExperimentConfig.from_dict(line["experiment"])
+        experiment = ExperimentConfig.from_dict(experiment_identity_dict(line["experiment"]))
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return fingerprint(model, experiment)

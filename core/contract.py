@@ -80,12 +80,11 @@ class ChildError:
 
 @dataclass
 class ChildResult:
-    """Everything a child hands back."""
+    """Everything a child hands back: `metrics` holds per-run lists (the line's `metrics`),
+    `summary` the figures of the whole experiment (the line's `summary`)."""
 
     status: Status = Status.FAILED
-    #: Per-run lists (one value per timed run).
     metrics: dict[str, Any] = field(default_factory=dict)
-    #: Figures of the whole experiment (paired speedup, compile time, trust flags...).
     summary: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)

@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+
+def cpu_model_name() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), as the children report it too."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 @dataclass(frozen=True)
@@ -23,6 +36,19 @@ class HostCapabilities:
 
     def has_tpu(self) -> bool:
         return "libtpu" in self.packages or "libtpu-nightly" in self.packages
+
+    def accelerator_model(self, accelerator: str) -> Optional[str]:
+        """The device an experiment on `accelerator` uses, as far as the parent knows it:
+        the CPU's model name, the first CUDA device's name, or "TPU"; None when unknown.
+
+        Lines whose child never reported a device (skipped, failed early) carry this."""
+        if accelerator == "cpu":
+            return cpu_model_name()
+        if accelerator == "cuda" and self.cuda_device_names:
+            return self.cuda_device_names[0]
+        if accelerator == "tpu" and self.has_tpu():
+            return "TPU"
+        return None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "HostCapabilities":

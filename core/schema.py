@@ -4,6 +4,17 @@ One JSON object per line in the shape of PyTorch/XLA's runner (`model`, `experim
 `repeat`, `iterations_per_run`, `metrics`, `timestamp`, `verification_code`), plus our own
 keys. The runner builds lines with `ResultLine`; the reports read them with the accessors
 below, which tolerate lines of any age or shape.
+
+As in PyTorch/XLA's runner, every value under `metrics` is a per-run list (its tools take
+the min, median and max of each), except `metrics.error` (a string) on failed lines and
+`"SKIP"` on skipped ones. Figures of the whole experiment (cold start, warm-up, peak memory,
+graph counts, wall time...) are in the line's `summary`.
+
+The per-run lists start with the cold-start run when there was a warm-up:
+`summary.cold_start_entries` (1, or 0 with --warmup=0) leading entries hold the first
+`iterations_per_run` warm-up iterations, compilation included, and the timed runs follow.
+PyTorch/XLA's tools read compile time as the first entry less the steady state; our own
+readers take the steady state from `timed_values`, which leaves those entries out.
 """
 
 from __future__ import annotations
@@ -14,9 +25,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from core.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint, fingerprint_of_line
+from core.config import (
+    REQUESTED_BATCH_SIZE,
+    ExperimentConfig,
+    ModelConfig,
+    RunSettings,
+    fingerprint,
+    fingerprint_of_line,
+)
 
 MAX_ERROR_CHARS = 4000
+#: `metrics.error` of a skipped line, as PyTorch/XLA's runner writes it.
+SKIP_ERROR = "SKIP"
+#: The summary key saying how many leading entries of each per-run list are the cold start.
+COLD_START_ENTRIES = "cold_start_entries"
 
 
 class Status(str, enum.Enum):
@@ -100,9 +122,38 @@ def bounded(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return f"{text[:keep]}\n... [{len(text) - 2 * keep} characters cut] ...\n{text[-keep:]}"
 
 
+def _per_run_number(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def split_metrics(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(per-run lists of numbers and `error`, everything else): what goes under `metrics` and
+    what goes into `summary`. PyTorch/XLA's analyzer takes the min, median and max of every
+    metric as floats, so lists of anything but numbers (None reads as NaN) go to the summary,
+    and empty lists are dropped (it cannot take the median of nothing)."""
+    per_run: dict[str, Any] = {}
+    whole: dict[str, Any] = {}
+    for name, value in values.items():
+        if name == "error" and isinstance(value, str):
+            per_run[name] = value
+        elif isinstance(value, list) and all(_per_run_number(v) for v in value):
+            if value:
+                per_run[name] = value
+        else:
+            whole[name] = value
+    return per_run, whole
+
+
 @dataclass
 class ResultLine:
-    """One results line as the runner writes it."""
+    """One results line as the runner writes it.
+
+    `metrics` holds per-run lists (anything else given there is moved to the summary);
+    `summary` the figures of the whole experiment. `timestamp` is the sweep's (one per
+    runner invocation, as PyTorch/XLA's tools group by it); `finished_at` is when this
+    line was made. `experiment.batch_size` is the batch size used when the child reported
+    one (else the requested one), and `experiment.requested_batch_size` the requested one.
+    """
 
     model: ModelConfig
     experiment: ExperimentConfig
@@ -110,7 +161,6 @@ class ResultLine:
     status: Status
     verification_code: VerificationCode
     metrics: dict[str, Any] = field(default_factory=dict)
-    #: Figures of the whole experiment; `metrics` keeps per-run lists.
     summary: dict[str, Any] = field(default_factory=dict)
     stack_label: str = ""
     accelerator_model: Optional[str] = None
@@ -126,6 +176,7 @@ class ResultLine:
     #: Folders of the children, relative to the output folder, by role.
     artifacts: dict[str, str] = field(default_factory=dict)
     timestamp: float = field(default_factory=time.time)
+    finished_at: float = field(default_factory=time.time)
 
     def apply_verdict(self, verdict: Verdict) -> None:
         self.verification_code = verdict.code
@@ -135,14 +186,21 @@ class ResultLine:
     def to_dict(self) -> dict[str, Any]:
         experiment = self.experiment.to_dict()
         experiment["accelerator_model"] = self.accelerator_model
+        experiment[REQUESTED_BATCH_SIZE] = self.experiment.batch_size
+        if self.batch_size_used is not None:
+            experiment["batch_size"] = self.batch_size_used
+        metrics, moved = split_metrics(self.metrics)
+        if Status(self.status) is Status.SKIPPED:
+            metrics["error"] = SKIP_ERROR
         line: dict[str, Any] = {
             "model": self.model.to_dict(),
             "experiment": experiment,
             "repeat": self.settings.repeat,
             "iterations_per_run": self.settings.iterations_per_run,
-            "metrics": self.metrics,
-            "summary": self.summary,
+            "metrics": metrics,
+            "summary": {**moved, **self.summary},
             "timestamp": self.timestamp,
+            "finished_at": self.finished_at,
             "verification_code": VerificationCode(self.verification_code).value,
             "status": Status(self.status).value,
             "stack_label": self.stack_label,
@@ -154,7 +212,6 @@ class ResultLine:
         }
         optional = {
             "notes": self.notes or None,
-            "batch_size_used": self.batch_size_used,
             "skip_reason": self.skip_reason,
             "verification_reason": self.verification_reason,
             "verification_details": self.verification_details,
@@ -213,8 +270,41 @@ def summary_value(line: Mapping[str, Any], name: str) -> Any:
     return metrics_of(line).get(name)
 
 
+def error_of(line: Mapping[str, Any]) -> str:
+    """What went wrong, as `metrics.error` says; "" for none and for the SKIP marker of a
+    skipped line (its reason is `skip_reason`)."""
+    error = text(metrics_of(line).get("error"))
+    return "" if error == SKIP_ERROR else error
+
+
+def cold_start_entries(line: Mapping[str, Any]) -> int:
+    """How many leading entries of the line's per-run lists are the cold start (0 for lines
+    written before the cold start joined those lists)."""
+    count = summary_value(line, COLD_START_ENTRIES)
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
+
+
+def timed_values(line: Mapping[str, Any], name: str) -> list[Any]:
+    """The timed runs' values of the per-run metric `name`: the cold-start entries left out.
+
+    Medians and intervals of the steady state come from these; PyTorch/XLA's tools read the
+    whole list, whose first entry carries compilation."""
+    values = metrics_of(line).get(name)
+    if not isinstance(values, list):
+        return []
+    return values[cold_start_entries(line):]
+
+
+def requested_batch_size(experiment: Mapping[str, Any]) -> Any:
+    """The batch size asked for: `requested_batch_size` where the line has it (its
+    `batch_size` is then the one used), else `batch_size` (older lines)."""
+    if REQUESTED_BATCH_SIZE in experiment:
+        return experiment[REQUESTED_BATCH_SIZE]
+    return experiment.get("batch_size")
+
+
 def has_timings(line: Mapping[str, Any]) -> bool:
-    return bool(metrics_of(line).get("per_iter_time"))
+    return bool(timed_values(line, "per_iter_time"))
 
 
 def stack_label_of(line: Mapping[str, Any]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:  # torch is imported only by children
     import torch
@@ -75,6 +75,11 @@ class Suite(ABC):
     def skip_reason(self, model_name: str, test: str) -> Optional[str]:
         """Why this model cannot run this test, or None when it can."""
         return None
+
+    def tiers(self) -> Mapping[int, Sequence[str]]:
+        """Named groups of models (--filter-by-tier, --exclude-by-tier); {} when the suite
+        has none. Names may include models this installation lacks."""
+        return {}
 
     def check_model(self, model_name: str) -> None:
         if model_name not in self.model_names():

@@ -20,14 +20,16 @@ from core.results_file import BadLine, ResultsFileError, read_results
 from core.schema import (
     VERIFICATION_FAILED,
     Status,
+    error_of,
     fingerprint_of,
     finite_number,
     has_timings,
-    metrics_of,
+    requested_batch_size,
     stack_label_of,
     status_of,
     summary_value,
     text,
+    timed_values,
     verification_code_of,
 )
 from reports.errors import ReportError
@@ -144,7 +146,7 @@ def config_key(experiment: dict[str, Any], stack: str) -> ConfigKey:
         value = experiment.get(name, default)
         if value != default and value is not None:
             extras.append(f"{name}={value}")
-    batch = experiment.get("batch_size")
+    batch = requested_batch_size(experiment)  # the batch size used varies by model
     return ConfigKey(
         accelerator=text(experiment.get("accelerator"), "?"),
         stack=stack,
@@ -162,8 +164,7 @@ def record_from_line(line: dict[str, Any]) -> Optional[Record]:
     experiment = line.get("experiment")
     if not isinstance(model, dict) or not isinstance(experiment, dict) or not model.get("model_name"):
         return None
-    metrics = metrics_of(line)
-    times = finite_numbers(metrics.get("per_iter_time"))
+    times = finite_numbers(timed_values(line, "per_iter_time"))  # without the cold start
     med = median(times)
     cold = finite_number(summary_value(line, "cold_start_time"))
     compile_time = None
@@ -192,7 +193,7 @@ def record_from_line(line: dict[str, Any]) -> Optional[Record]:
         compile_time=compile_time,
         peak_memory=peak,
         memory_kind=kind,
-        error=text(metrics.get("error")),
+        error=error_of(line),
         skip_reason=text(line.get("skip_reason")),
         accelerator_model=text(experiment.get("accelerator_model")),
     )

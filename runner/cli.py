@@ -11,6 +11,7 @@ import logging
 import os
 import shlex
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Optional, Sequence
@@ -41,7 +42,15 @@ from models import (
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
 from runner import observers
 from runner.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
-from runner.matrix import MatrixError, MatrixRequest, Plan, build_plan, select_models
+from runner.matrix import (
+    MatrixError,
+    MatrixRequest,
+    Plan,
+    build_plan,
+    config_json,
+    single_plan,
+    select_models,
+)
 from runner.probe import probe_host
 from runner.resume import recorded_fingerprints
 from runner.sweep import SweepReport, format_summary, run_plan
@@ -49,6 +58,13 @@ from runner.sweep import SweepReport, format_summary, run_plan
 log = logging.getLogger("experiment_runner")
 
 REPORT_COMMANDS = ("report", "compare", "score")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+XRT_REMOVED = ("XRT was removed from PyTorch/XLA (2.1 was the last release with it); "
+               "PJRT is its only runtime: use --xla=PJRT")
+KEEP_ON_CUDA_REASON = (
+    "--keep-model-data-on-cuda cannot apply: it hands CUDA tensors to PyTorch/XLA's dynamo "
+    "bridge, which needs XLA:CUDA, removed from torch_xla after 2.8; on CUDA run "
+    "--torch-xla2 (torchax on JAX's CUDA plugin) or --dynamo=inductor")
 TORCHBENCH_DIR_ENV = "TORCHBENCH_DIR"
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -94,6 +110,13 @@ def choice_or_none(choices: Sequence[Optional[str]], flag: str):
     return parse
 
 
+def xla_mode(text: str) -> Optional[str]:
+    """--xla: None or PJRT; XRT is refused with the reason."""
+    if text.strip().upper() == "XRT":
+        raise argparse.ArgumentTypeError(f"--xla XRT: {XRT_REMOVED}")
+    return choice_or_none((None, "PJRT"), "--xla")(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="experiment-runner",
@@ -113,8 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                            f"(default: ${TORCHBENCH_DIR_ENV} or an importable torchbenchmark)")
     what.add_argument("--accelerator", action="append", choices=ACCELERATORS,
                       help="(repeatable) device to run on; default: every one present")
-    what.add_argument("--xla", action="append", type=choice_or_none((None, "PJRT"), "--xla"),
-                      help="(repeatable) None or PJRT (PyTorch/XLA)")
+    what.add_argument("--xla", action="append", type=xla_mode,
+                      help="(repeatable) None or PJRT (PyTorch/XLA); XRT was removed from "
+                           "PyTorch/XLA and is refused with that reason")
     what.add_argument("--dynamo", action="append", type=none_if_none_string,
                       help="(repeatable) None or a dynamo backend: inductor, openxla, aot_eager, ...; "
                            "default: None, inductor, openxla")
@@ -155,10 +179,32 @@ def build_parser() -> argparse.ArgumentParser:
                       help="(repeatable) case-insensitive regex; run models matching any")
     what.add_argument("--exclude", "-x", action="append", default=[],
                       help="(repeatable) case-insensitive regex; skip models matching any")
+    what.add_argument("--filter-by-tier", action="append", type=positive_int, default=[],
+                      metavar="TIER", help="(repeatable) also run the models of this TorchBench "
+                                           "tier (1-3, as PyTorch/XLA's runner defines them)")
+    what.add_argument("--exclude-by-tier", action="append", type=positive_int, default=[],
+                      metavar="TIER", help="(repeatable) skip the models of this TorchBench tier")
     what.add_argument("--total-partitions", type=positive_int, default=1,
-                      help="split the experiments into this many partitions")
+                      help="cut the suite's model list into this many contiguous partitions "
+                           "(as PyTorch/XLA's runner: the last one takes the remainder)")
     what.add_argument("--partition-id", type=non_negative_int, default=0,
-                      help="which partition to run (0-based)")
+                      help="which partition of the model list to run (0-based)")
+    what.add_argument("--model-config", metavar="JSON",
+                      help="with --experiment-config: run exactly this one experiment "
+                           "(--dry-run prints both for every planned experiment)")
+    what.add_argument("--experiment-config", metavar="JSON",
+                      help="with --model-config: the configuration of the one experiment; "
+                           "PyTorch/XLA's keys (accelerator, xla, dynamo, torch_xla2, test, ...) "
+                           "or ours")
+    what.add_argument("--filter-by-single-graph", action="store_true",
+                      help="compile with torch.compile(fullgraph=True), so that a model dynamo "
+                           "splits into several graphs fails (dynamo stacks)")
+    what.add_argument("--no-skip", action="store_true",
+                      help="run models the suite marks as unable to run a test, instead of "
+                           "recording them as skipped")
+    what.add_argument("--keep-model-data-on-cuda", "--xla-take-cuda-model-and-data",
+                      action="store_true",
+                      help="PyTorch/XLA's flag; refused here: " + KEEP_ON_CUDA_REASON.split(": ", 1)[1])
 
     how = parser.add_argument_group("how to measure")
     how.add_argument("--repeat", type=positive_int, default=10, help="timed runs per experiment")
@@ -182,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="verify without timing")
     how.add_argument("--verify-iterations", type=positive_int, default=1,
                      help="iterations run before the results are compared")
+    how.add_argument("--pure-wall-time", action="store_true",
+                     help="time each iteration of the timed runs between CUDA events, not by "
+                          "the host clock (stacks whose work runs on CUDA streams: eager and "
+                          "dynamo on cuda; elsewhere a note says the host clock timed it)")
 
     observe = parser.add_argument_group(
         "observability",
@@ -209,8 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--print-subprocess", action="store_true",
                         help="show the children's output as they run")
     output.add_argument("--no-progress", action="store_true", help="no progress bar")
-    output.add_argument("--log-level", default="info",
-                        choices=("debug", "info", "warning", "error"), help="logging level")
+    output.add_argument("--progress-bar", action="store_true",
+                        help="PyTorch/XLA's switch for the progress bar, shown here by default "
+                             "(--no-progress hides it, even with this flag)")
+    output.add_argument("--timestamp", type=float,
+                        help="seconds since the epoch recorded as every line's timestamp "
+                             "(default: when the sweep starts)")
+    output.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="logging level")
     return parser
 
 
@@ -237,6 +292,8 @@ def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -
         xla_flags=dimension(args.xla_flags) or (None,),
         filters=tuple(args.filter),
         excludes=tuple(args.exclude),
+        filter_tiers=tuple(args.filter_by_tier),
+        exclude_tiers=tuple(args.exclude_by_tier),
         matmul_precision=args.matmul_precision,
         disable_tf32=args.disable_tf32,
         fp16_bf16_reduction_math_sdp=not args.disable_fp16_bf16_reduction_math_sdp,
@@ -244,6 +301,7 @@ def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -
         enable_functionalization=args.enable_functionalization,
         optimizer=None if args.optimizer == "none" else args.optimizer,
         amp_dtype=args.amp_dtype,
+        fullgraph=args.filter_by_single_graph,
         total_partitions=args.total_partitions,
         partition_id=args.partition_id,
         reduced=reduced_models(),
@@ -263,13 +321,17 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         verify_iterations=args.verify_iterations,
         threads=args.threads,
         paired=not args.no_paired_timing,
+        pure_wall_time=args.pure_wall_time,
         observe=observers.options_from(args),
     )
 
 
 def print_plan(plan: Plan) -> None:
+    """Each experiment, then the flags that run exactly it (to copy and paste)."""
     for planned in plan.experiments:
+        model, experiment = config_json(planned)
         print(f"{planned.model.model_name}: {planned.experiment.describe()} [{planned.label}]")
+        print(f"  --model-config={shlex.quote(model)} --experiment-config={shlex.quote(experiment)}")
     print(f"{len(plan.experiments)} experiment(s) would run; "
           f"{len(plan.already_recorded)} already recorded")
 
@@ -319,22 +381,39 @@ def torchbench_dir(args: argparse.Namespace) -> Optional[str]:
 
 
 def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    started = args.timestamp if args.timestamp is not None else time.time()
+    if args.keep_model_data_on_cuda:
+        raise UsageError(KEEP_ON_CUDA_REASON)
+    single = args.model_config is not None or args.experiment_config is not None
+    if single and (args.model_config is None or args.experiment_config is None):
+        raise UsageError("--model-config and --experiment-config go together: they name "
+                         "exactly one experiment")
     tb_dir = torchbench_dir(args)
     request = matrix_request(args, tb_dir)
     suite = get_suite(args.suite_name, reduced=request.reduced, torchbench_dir=tb_dir)
     results_path = Path(args.output_dirname) / args.output_basename
     if results_path.is_dir():
         raise UsageError(f"--output-basename {args.output_basename!r} names a folder")
-    select_models(suite, request.filters, request.excludes)  # bad regexes fail before the probe
+    if not single:  # bad regexes and tiers fail before the probe
+        select_models(suite, request.filters, request.excludes, request.filter_tiers,
+                      request.exclude_tiers)
     host = probe_host()
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
     settings = run_settings(args)
-    recorded: frozenset[str] = frozenset()
-    if not args.no_resume:
-        recorded = recorded_fingerprints(read_results(results_path).lines, settings)
-    plan = build_plan(suite, request, host, recorded)
+    if single:
+        plan = single_plan(suite, args.model_config, args.experiment_config, request, host)
+    else:
+        recorded: frozenset[str] = frozenset()
+        if not args.no_resume:
+            recorded = recorded_fingerprints(read_results(results_path).lines, settings)
+        plan = build_plan(suite, request, host, recorded)
     report_dropped(plan)
+    log.info("Number of selected experiment configs: %d", plan.configuration_count)
+    log.info("Number of selected model configs: %d", len(plan.model_names))
+    if not plan.model_names:
+        print(f"partition {request.partition_id} of {request.total_partitions} holds no model "
+              "that the filters select")
     if args.dry_run:
         print_plan(plan)
         return 0
@@ -355,11 +434,14 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
             log_level=args.log_level.upper(),
         ),
         settings,
-        SweepInfo(run_id=uuid.uuid4().hex[:12], command=shlex.join(["experiment-runner", *argv])),
+        SweepInfo(run_id=uuid.uuid4().hex[:12], command=shlex.join(["experiment-runner", *argv]),
+                  timestamp=started,
+                  accelerator_models={name: host.accelerator_model(name) for name in ACCELERATORS}),
     )
     report = SweepReport()
     try:
-        run_plan(plan, suite, executor, results_path, report, show_progress=not args.no_progress)
+        run_plan(plan, suite, executor, results_path, report, show_progress=not args.no_progress,
+                 no_skip=args.no_skip)
     except KeyboardInterrupt:
         print(f"\ninterrupted: {len(report.lines)} experiment(s) finished and recorded in "
               f"{results_path}; run the same command again to resume", file=sys.stderr)

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Optional
+from typing import IO, Mapping, Optional
 
 import psutil
 
@@ -74,10 +74,16 @@ class ExecutorOptions:
 
 @dataclass(frozen=True)
 class SweepInfo:
-    """What every line of one runner invocation shares."""
+    """What every line of one runner invocation shares.
+
+    `timestamp` is the sweep's start (or --timestamp), as PyTorch/XLA's runner writes it;
+    `accelerator_models` names each accelerator's device as the parent's probe knows it,
+    for lines whose child never reported one (skipped, failed early)."""
 
     run_id: str
     command: str = ""
+    timestamp: float = field(default_factory=time.time)
+    accelerator_models: Mapping[str, Optional[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -314,11 +320,15 @@ class ExperimentExecutor:
                 log.warning("%s", note)
 
     def new_line(self, planned: PlannedExperiment, **fields) -> ResultLine:
-        """A line for `planned` with this sweep's identity."""
+        """A line for `planned` with this sweep's identity and timestamp."""
+        if fields.get("accelerator_model") is None:
+            fields["accelerator_model"] = self.sweep.accelerator_models.get(
+                planned.experiment.accelerator)
         return ResultLine(
             model=planned.model, experiment=planned.experiment, settings=self.settings,
             stack_label=planned.label, experiment_id=planned.experiment_id,
-            run_id=self.sweep.run_id, command=self.sweep.command, **fields)
+            run_id=self.sweep.run_id, command=self.sweep.command,
+            timestamp=self.sweep.timestamp, **fields)
 
     def skipped_line(self, planned: PlannedExperiment, reason: str) -> ResultLine:
         """The line of an experiment its suite says cannot run."""

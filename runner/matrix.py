@@ -1,14 +1,23 @@
-"""Expand the experiment matrix, drop invalid combinations with a reason, filter, partition."""
+"""Expand the experiment matrix, drop invalid combinations with a reason, filter, partition.
+
+Models are chosen as in PyTorch/XLA's runner: the suite's model list is cut into contiguous
+partitions (--total-partitions, --partition-id), and the partition's models that match the
+filters (--filter, --exclude, --filter-by-tier, --exclude-by-tier) run every valid
+configuration, model by model. `single_plan` plans exactly one experiment from the JSON of
+--model-config and --experiment-config.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import logging
 import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import backends
 from core.config import (
@@ -17,12 +26,13 @@ from core.config import (
     DEFAULT_MATMUL_PRECISION,
     DEFAULT_MODE,
     TESTS,
-    TORCH_XLA2_MODES,
     XLA_MODES,
     ExperimentConfig,
     ModelConfig,
     experiment_id,
+    experiment_identity_dict,
     fingerprint,
+    none_if_none_string,
 )
 from core.host import HostCapabilities
 from models.base import Suite
@@ -48,6 +58,9 @@ class MatrixRequest:
     xla_flags: tuple[Optional[str], ...] = (None,)
     filters: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
+    #: TorchBench tiers (--filter-by-tier, --exclude-by-tier), as the suite defines them.
+    filter_tiers: tuple[int, ...] = ()
+    exclude_tiers: tuple[int, ...] = ()
     matmul_precision: str = DEFAULT_MATMUL_PRECISION
     disable_tf32: bool = False
     fp16_bf16_reduction_math_sdp: bool = False
@@ -55,6 +68,8 @@ class MatrixRequest:
     enable_functionalization: bool = False
     optimizer: Optional[str] = None
     amp_dtype: Optional[str] = None
+    #: torch.compile(fullgraph=True) where dynamo compiles (--filter-by-single-graph).
+    fullgraph: bool = False
     total_partitions: int = 1
     partition_id: int = 0
     #: Suite options, recorded in every ModelConfig.
@@ -104,6 +119,8 @@ class Plan:
     dropped: list[DroppedCombination] = field(default_factory=list)
     already_recorded: list[PlannedExperiment] = field(default_factory=list)
     model_names: list[str] = field(default_factory=list)
+    #: How many valid configurations each model runs.
+    configuration_count: int = 0
 
     def dropped_summary(self) -> list[str]:
         """One line per distinct reason, with how many configurations it left out."""
@@ -121,23 +138,64 @@ def compile_patterns(patterns: Sequence[str], flag: str) -> list[re.Pattern]:
     return compiled
 
 
-def select_models(suite: Suite, filters: Sequence[str], excludes: Sequence[str]) -> list[str]:
-    """Model names matching any --filter (all when none) and no --exclude."""
+def tier_names(suite: Suite, tiers: Sequence[int], flag: str) -> set[str]:
+    """The (case-folded) names of the models in the suite's `tiers`."""
+    if not tiers:
+        return set()
+    defined = suite.tiers()
+    if not defined:
+        raise MatrixError(f"{flag}: suite {suite.name!r} has no tiers; tiers are TorchBench's "
+                          "(--suite-name=torchbench)")
+    unknown = [tier for tier in tiers if tier not in defined]
+    if unknown:
+        raise MatrixError(f"{flag} {unknown[0]} is not a tier of suite {suite.name!r}; its tiers "
+                          f"are {', '.join(map(str, sorted(defined)))}")
+    return {name.casefold() for tier in tiers for name in defined[tier]}
+
+
+def select_models(suite: Suite, filters: Sequence[str], excludes: Sequence[str],
+                  filter_tiers: Sequence[int] = (), exclude_tiers: Sequence[int] = ()) -> list[str]:
+    """Model names matching any --filter or --filter-by-tier (all when neither is given),
+    and neither an --exclude nor an --exclude-by-tier. Tiers match whole names, ignoring
+    case, as PyTorch/XLA's runner does."""
     keep = compile_patterns(filters, "--filter")
     drop = compile_patterns(excludes, "--exclude")
+    keep_tiers = tier_names(suite, filter_tiers, "--filter-by-tier")
+    drop_tiers = tier_names(suite, exclude_tiers, "--exclude-by-tier")
+    selecting = bool(keep or filter_tiers)
     names = [
         name
         for name in suite.model_names()
-        if (not keep or any(p.search(name) for p in keep))
-        and not any(p.search(name) for p in drop)
+        if (not selecting or any(p.search(name) for p in keep) or name.casefold() in keep_tiers)
+        and not any(p.search(name) for p in drop) and name.casefold() not in drop_tiers
     ]
     if not names:
+        tiers = ""
+        if filter_tiers or exclude_tiers:
+            tiers = (f", --filter-by-tier {list(filter_tiers) or '(none)'} and --exclude-by-tier "
+                     f"{list(exclude_tiers) or '(none)'}")
         raise MatrixError(
             f"no model of suite {suite.name!r} matches "
-            f"--filter {list(filters) or '(none)'} and --exclude {list(excludes) or '(none)'}; "
-            f"its models are: {', '.join(suite.model_names())}"
+            f"--filter {list(filters) or '(none)'} and --exclude {list(excludes) or '(none)'}"
+            f"{tiers}; its models are: {', '.join(suite.model_names())}"
         )
     return names
+
+
+def partition_bounds(count: int, total_partitions: int, partition_id: int) -> tuple[int, int]:
+    """[start, end) of partition `partition_id` of `count` models, as PyTorch/XLA's runner
+    cuts them: `count // total_partitions` models each, the last one taking the rest."""
+    size = count // total_partitions
+    start = partition_id * size
+    end = start + size if partition_id < total_partitions - 1 else count
+    return start, end
+
+
+def partition_models(suite: Suite, total_partitions: int, partition_id: int) -> list[str]:
+    """The suite's models in partition `partition_id` (before any filter)."""
+    names = suite.model_names()
+    start, end = partition_bounds(len(names), total_partitions, partition_id)
+    return names[start:end]
 
 
 def default_accelerators(host: HostCapabilities) -> tuple[str, ...]:
@@ -150,10 +208,8 @@ def default_accelerators(host: HostCapabilities) -> tuple[str, ...]:
 
 
 def default_torch_xla2(request: MatrixRequest) -> tuple[Optional[str], ...]:
-    """torchax modes join an unset dimension only when --xla and --dynamo are unset too,
-    so seed 003's examples (which name xla and dynamo) expand exactly as documented there."""
-    if request.xla is None and request.dynamo is None:
-        return TORCH_XLA2_MODES
+    """torchax modes run only when --torch-xla2 asks for them, as in PyTorch/XLA's runner,
+    so its documented examples expand exactly as documented there."""
     return (None,)
 
 
@@ -190,6 +246,8 @@ def expand_configurations(
             optimizer=request.optimizer,
             amp_dtype=request.amp_dtype,
         )
+        if request.fullgraph and experiment.dynamo is not None and experiment.torch_xla2 is None:
+            experiment = dataclasses.replace(experiment, fullgraph=True)
         if experiment.xla_flags and experiment.xla is None and experiment.torch_xla2 is None:
             # XLA flags mean nothing to a stack without XLA: run it once, without flags.
             continue
@@ -226,13 +284,16 @@ def build_plan(
             raise MatrixError(
                 f"--accelerator {accelerator!r} is unknown; expected one of {', '.join(ACCELERATORS)}"
             )
-    names = select_models(suite, request.filters, request.excludes)
+    selected = select_models(suite, request.filters, request.excludes,
+                             request.filter_tiers, request.exclude_tiers)
+    partition = set(partition_models(suite, request.total_partitions, request.partition_id))
+    names = [name for name in selected if name in partition]
     configurations, dropped = expand_configurations(request, host, environ)
-    plan = Plan(dropped=dropped, model_names=names)
+    plan = Plan(dropped=dropped, model_names=names, configuration_count=len(configurations))
     if not configurations:
         reasons = "; ".join(sorted({d.reason for d in dropped})) or "the matrix is empty"
         raise MatrixError(f"no requested combination can run here: {reasons}")
-    everything = [
+    mine = [
         PlannedExperiment(
             ModelConfig(suite.name, name, reduced=request.reduced,
                         torchbench_dir=request.torchbench_dir),
@@ -240,7 +301,6 @@ def build_plan(
         for name in names
         for configuration in configurations
     ]
-    mine = everything[request.partition_id :: request.total_partitions]
     for planned in mine:
         if planned.fingerprint in recorded:
             plan.already_recorded.append(planned)
@@ -248,3 +308,106 @@ def build_plan(
             plan.experiments.append(planned)
     return plan
 
+
+
+#: Keys of PyTorch/XLA's --experiment-config that have no field here, and what they may hold.
+PEER_ONLY_EXPERIMENT_KEYS = {"keep_model_data_on_cuda": False}
+#: Keys a line's `experiment` holds besides the configuration (ignored when given back).
+LINE_ONLY_EXPERIMENT_KEYS = ("accelerator_model", "requested_batch_size", "stack")
+_OPTIONAL_STRINGS = ("xla", "dynamo", "torch_xla2", "xla_flags")
+
+
+def config_json(planned: PlannedExperiment) -> tuple[str, str]:
+    """(--model-config, --experiment-config) JSON that plans exactly `planned` again.
+
+    The experiment's keys are PyTorch/XLA's (accelerator, xla, xla_flags, dynamo,
+    torch_xla2, test, keep_model_data_on_cuda, enable_functionalization), then ours where
+    they differ from their defaults (precision, batch size, optimizer, ...)."""
+    model: dict[str, Any] = {"suite_name": planned.model.suite_name,
+                             "model_name": planned.model.model_name}
+    if planned.model.reduced:
+        model["reduced"] = True
+    experiment = planned.experiment
+    config: dict[str, Any] = {
+        "accelerator": experiment.accelerator, "xla": experiment.xla,
+        "xla_flags": experiment.xla_flags, "dynamo": experiment.dynamo,
+        "torch_xla2": experiment.torch_xla2, "test": experiment.test,
+        "keep_model_data_on_cuda": False,
+        "enable_functionalization": experiment.enable_functionalization,
+    }
+    for name, value in experiment.identity().items():
+        config.setdefault(name, value)
+    return json.dumps(model), json.dumps(config)
+
+
+def _json_object(text: str, flag: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise MatrixError(f"{flag} is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise MatrixError(f"{flag} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def experiment_from_json(text: str) -> ExperimentConfig:
+    """The ExperimentConfig of an --experiment-config (ours, or PyTorch/XLA's)."""
+    data = experiment_identity_dict(_json_object(text, "--experiment-config"))
+    fields = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    unknown = sorted(set(data) - fields - set(PEER_ONLY_EXPERIMENT_KEYS)
+                     - set(LINE_ONLY_EXPERIMENT_KEYS))
+    if unknown:
+        raise MatrixError(f"--experiment-config: unknown key(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(sorted(fields - {'stack'}) + list(PEER_ONLY_EXPERIMENT_KEYS))}")
+    for key, allowed in PEER_ONLY_EXPERIMENT_KEYS.items():
+        if key in data and data[key] != allowed:
+            raise MatrixError(
+                f"--experiment-config: {key}={json.dumps(data[key])} cannot apply here: keeping "
+                "the model and data on CUDA for PyTorch/XLA needs XLA:CUDA, which torch_xla "
+                "removed after 2.8; run CUDA experiments with --torch-xla2 or --dynamo")
+    missing = [key for key in ("accelerator", "test") if key not in data]
+    if missing:
+        raise MatrixError(f"--experiment-config needs {' and '.join(missing)}")
+    values = {key: value for key, value in data.items() if key in fields and key != "stack"}
+    for key in ("xla", "dynamo", "torch_xla2"):
+        values.setdefault(key, None)  # an unnamed stack dimension is None, as on the CLI
+    for key in _OPTIONAL_STRINGS:
+        if isinstance(values.get(key), str):
+            values[key] = none_if_none_string(values[key])
+    try:
+        return ExperimentConfig.from_dict(values)
+    except (TypeError, ValueError) as error:
+        raise MatrixError(f"--experiment-config: {error}") from None
+
+
+def single_plan(suite: Suite, model_text: str, experiment_text: str, request: MatrixRequest,
+                host: HostCapabilities, environ: Optional[Mapping[str, str]] = None) -> Plan:
+    """A plan of exactly the experiment that --model-config and --experiment-config name
+    (no filter, partition or resume applies); MatrixError when it cannot run here."""
+    environ = os.environ if environ is None else environ
+    model_data = _json_object(model_text, "--model-config")
+    name = model_data.get("model_name")
+    if not isinstance(name, str) or not name:
+        raise MatrixError("--model-config needs a model_name")
+    suite_name = model_data.get("suite_name", suite.name)
+    if suite_name != suite.name:
+        raise MatrixError(f"--model-config names suite {suite_name!r}, but --suite-name is "
+                          f"{suite.name!r}")
+    if name not in suite.model_names():
+        raise MatrixError(f"--model-config: model {name!r} is not in suite {suite.name!r}; its "
+                          f"models are: {', '.join(suite.model_names())}")
+    experiment = experiment_from_json(experiment_text)
+    if experiment.accelerator not in ACCELERATORS:
+        raise MatrixError(f"--experiment-config: accelerator {experiment.accelerator!r} is "
+                          f"unknown; expected one of {', '.join(ACCELERATORS)}")
+    stack = backends.stack_for(experiment)
+    if stack is None:
+        raise MatrixError(f"--experiment-config: {backends.no_stack_reason(experiment)}")
+    experiment = stack.planned(experiment, environ)
+    reason = stack.mode_reason(experiment) or stack.invalid_reason(experiment, host)
+    if reason:
+        raise MatrixError(f"--experiment-config cannot run here: {reason}")
+    model = ModelConfig(suite.name, name, reduced=bool(model_data.get("reduced", request.reduced)),
+                        torchbench_dir=request.torchbench_dir)
+    return Plan(experiments=[PlannedExperiment(model, experiment, stack.label(experiment))],
+                model_names=[name], configuration_count=1)

@@ -11,7 +11,7 @@ from typing import Any, Optional
 from tqdm import tqdm
 
 from core.results_file import append_line
-from core.schema import Status, stack_label_of
+from core.schema import Status, stack_label_of, timed_values
 from models.base import Suite
 from runner.executor import ExperimentExecutor
 from runner.matrix import Plan, PlannedExperiment
@@ -33,18 +33,21 @@ def run_plan(
     results_path: Path,
     report: SweepReport,
     show_progress: bool = True,
+    no_skip: bool = False,
 ) -> SweepReport:
     """Run every planned experiment, appending each line as soon as it exists.
 
     `report` is filled as lines are written, so a caller that catches KeyboardInterrupt
-    still knows what was finished.
+    still knows what was finished. With `no_skip`, models the suite says cannot run a test
+    run anyway (--no-skip).
     """
     with tqdm(
         total=len(plan.experiments), unit="exp", disable=not show_progress, dynamic_ncols=True
     ) as bar:
         for planned in plan.experiments:
             bar.set_postfix_str(describe(planned), refresh=True)
-            reason = suite.skip_reason(planned.model.model_name, planned.experiment.test)
+            reason = None if no_skip else suite.skip_reason(planned.model.model_name,
+                                                            planned.experiment.test)
             if reason:
                 line = executor.skipped_line(planned, reason).to_dict()
             else:
@@ -67,7 +70,7 @@ def describe(planned: PlannedExperiment) -> str:
 
 
 def median_iteration_time(line: dict[str, Any]) -> Optional[float]:
-    times = line.get("metrics", {}).get("per_iter_time") or []
+    times = timed_values(line, "per_iter_time")
     return statistics.median(times) if times else None
 
 

@@ -1,4 +1,14 @@
-"""The timing loop (child side): warm-up apart, then timed runs that end synchronized."""
+"""The timing loop (child side): warm-up apart, then timed runs that end synchronized.
+
+The first warm-up iteration is the cold start (compilation included). The first
+`iterations_per_run` warm-up iterations also form the cold-start run, which leads every
+per-run list of the results line (`TimingResult.metrics`), as the first run does in
+PyTorch/XLA's runner; `summary.cold_start_entries` says so, and our readers leave it out
+of the steady state (core.schema.timed_values).
+
+With a reference (eager on the same module: paired timing), the reference's runs are
+interleaved with the stack's (A B A B ...) on the same inputs, so drift reaches both alike.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +18,28 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from backends.base import PreparedModel
+from backends.base import DeviceTimer, PreparedModel
 from core.config import RunSettings
+from core.schema import COLD_START_ENTRIES
 from models.base import BenchmarkModel
 from runner.trust import CpuWatch
+
+HOST_CLOCK = "host"
+CUDA_EVENTS_CLOCK = "cuda_events"
+
+
+@dataclass
+class ColdRun:
+    """The first warm-up iterations as one run: host seconds, iterations, stack metrics."""
+
+    total_time: float
+    iterations: int
+    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class TimingResult:
-    """Times in seconds: warm-up iterations, then one value per timed run.
+    """Times in seconds: warm-up iterations, the cold-start run, then one value per timed run.
 
     `reference_*` hold the eager runs interleaved with the stack's (paired timing).
     """
@@ -24,39 +47,59 @@ class TimingResult:
     warmup_times: list[float] = field(default_factory=list)
     total_time: list[float] = field(default_factory=list)
     run_metrics: dict[str, list[Any]] = field(default_factory=dict)
+    cold_run: Optional[ColdRun] = None
     reference_warmup_times: list[float] = field(default_factory=list)
     reference_total_time: list[float] = field(default_factory=list)
     peak_device_memory: Optional[int] = None
     reference_peak_device_memory: Optional[int] = None
     iterations_per_run: int = 1
+    #: What timed the runs: the host clock, or CUDA events (--pure-wall-time).
+    clock: str = HOST_CLOCK
     last_result: Any = None
 
     @property
     def per_iter_time(self) -> list[float]:
+        """The timed runs only, per iteration."""
         return [t / self.iterations_per_run for t in self.total_time]
 
     @property
     def reference_per_iter_time(self) -> list[float]:
         return [t / self.iterations_per_run for t in self.reference_total_time]
 
-    def metrics(self) -> dict[str, Any]:
-        """Per-run lists."""
-        metrics: dict[str, Any] = {
-            "total_time": self.total_time,
-            "per_iter_time": self.per_iter_time,
+    def metrics(self) -> dict[str, list[Any]]:
+        """Per-run lists as the line holds them: the cold-start run first (when there was a
+        warm-up), then the timed runs. A stack metric missing from one run reads None."""
+        cold = self.cold_run
+        lead_total = [cold.total_time] if cold else []
+        lead_per_iter = [cold.total_time / cold.iterations] if cold else []
+        metrics: dict[str, list[Any]] = {
+            "total_time": lead_total + list(self.total_time),
+            "per_iter_time": lead_per_iter + self.per_iter_time,
         }
         if self.reference_total_time:
-            metrics["eager_total_time"] = self.reference_total_time
-            metrics["eager_per_iter_time"] = self.reference_per_iter_time
-            metrics["paired_speedup"] = [
+            reference_cold = self.reference_warmup_times[:1] if cold else []
+            metrics["eager_total_time"] = reference_cold + list(self.reference_total_time)
+            metrics["eager_per_iter_time"] = reference_cold + self.reference_per_iter_time
+            lead_speedup = ([reference_cold[0] / lead_per_iter[0]]
+                            if reference_cold and lead_per_iter else [])
+            metrics["paired_speedup"] = lead_speedup + [
                 eager / compiled for eager, compiled in zip(self.reference_total_time,
                                                            self.total_time)]
-        metrics.update(self.run_metrics)
+        names = list(dict.fromkeys([*(cold.metrics if cold else {}), *self.run_metrics]))
+        for name in names:
+            lead = [cold.metrics.get(name)] if cold else []
+            timed = self.run_metrics.get(name) or [None] * len(self.total_time)
+            metrics[name] = lead + list(timed)
         return metrics
 
     def summary(self) -> dict[str, Any]:
-        """Figures of the whole experiment: cold start, compile time, the paired speedup."""
-        summary: dict[str, Any] = {"warmup_times": self.warmup_times}
+        """Figures of the whole measurement: warm-up, cold start, compile time, how the
+        lists start, peak device memory and the paired speedup."""
+        summary: dict[str, Any] = {
+            "warmup_times": list(self.warmup_times),
+            COLD_START_ENTRIES: 1 if self.cold_run else 0,
+            "timing_clock": self.clock,
+        }
         steady = statistics.median(self.per_iter_time) if self.total_time else None
         if self.warmup_times:
             summary["cold_start_time"] = self.warmup_times[0]
@@ -103,6 +146,9 @@ class RunHooks:
     def after_timed_run(self, index: int) -> None:
         """Timed run `index` (0-based) has ended and been measured."""
 
+    def timed_run_output(self, index: int, result: Any) -> None:
+        """The result of the last iteration of timed run `index`, after it was measured."""
+
     def after_timed_runs(self, run_once: Callable[[], Any], device_inputs: list[Any]) -> None:
         """All timed runs have ended; `run_once()` runs one more run like them, untimed."""
 
@@ -120,32 +166,48 @@ def _iteration(prepared: PreparedModel, device_inputs: Any) -> Any:
     return result
 
 
-def _run(prepared: PreparedModel, inputs: list[Any], iterations: int) -> Any:
-    """One run: `iterations` iterations, then the stack's synchronization."""
+def _run(prepared: PreparedModel, inputs: list[Any], iterations: int,
+         timer: Optional[DeviceTimer] = None) -> Any:
+    """One run: `iterations` iterations, then the stack's synchronization. With a device
+    timer, each iteration is bracketed by its events."""
     result = None
     for index in range(iterations):
-        result = None  # as in warm_up: one iteration's outputs alive at a time
+        result = None  # one iteration's outputs alive at a time
+        if timer is not None:
+            timer.begin()
         result = _iteration(prepared, inputs[index % len(inputs)])
+        if timer is not None:
+            timer.end()
     prepared.sync_run(result)
     return result
 
 
-def warm_up(prepared: PreparedModel, inputs: list[Any], count: int) -> tuple[list[float], Any]:
-    """`count` synchronized iterations, each timed (the first is the cold start)."""
-    times, result = [], None
+def warm_up(prepared: PreparedModel, inputs: list[Any], count: int,
+            cold_iterations: int = 0) -> tuple[list[float], Optional[ColdRun]]:
+    """`count` synchronized iterations, each timed (the first is the cold start). The first
+    `cold_iterations` of them form the cold-start run, with the stack's per-run metrics."""
+    times: list[float] = []
+    cold = None
+    if cold_iterations:
+        prepared.begin_timed_run()
     for index in range(count):
         result = None  # the last iteration's outputs must not count in this one's memory
         start = time.perf_counter()
         result = _iteration(prepared, inputs[index % len(inputs)])
         prepared.sync_run(result)
         times.append(time.perf_counter() - start)
-    return times, result
+        if index + 1 == cold_iterations:
+            cold = ColdRun(sum(times), cold_iterations, dict(prepared.end_timed_run()))
+    return times, cold
 
 
-def timed_run(prepared: PreparedModel, inputs: list[Any], iterations: int) -> tuple[float, Any]:
+def timed_run(prepared: PreparedModel, inputs: list[Any], iterations: int,
+              timer: Optional[DeviceTimer] = None) -> tuple[float, Any]:
+    """One run timed by the host clock, or by the device timer when there is one."""
     start = time.perf_counter()
-    result = _run(prepared, inputs, iterations)
-    return time.perf_counter() - start, result
+    result = _run(prepared, inputs, iterations, timer)
+    elapsed = time.perf_counter() - start
+    return (timer.seconds() if timer is not None else elapsed), result
 
 
 def measure(
@@ -158,44 +220,53 @@ def measure(
 ) -> TimingResult:
     """Warm up (the first iteration is the cold start), then time `repeat` runs.
 
-    With a `reference` (eager on the same module), each timed run of the stack follows a
-    timed run of the reference on the same inputs (A B A B ...), so drift reaches both
-    alike; the reference warms up first, so the stack's cold start holds its compilation
-    and not the device's start-up. `hooks` see each timed run of the stack after it is
-    measured, then may run untimed runs of their own. `watch` spans the timed runs.
+    The stack's per-run metrics are collected for the cold-start run too (the first
+    `iterations_per_run` warm-up iterations). With a `reference` (eager on the same module),
+    each timed run of the stack follows a timed run of the reference on the same inputs;
+    the reference warms up first, so the stack's cold start holds its compilation and not
+    the device's start-up. With --pure-wall-time, a stack that offers a device timer (CUDA)
+    has each timed run's iterations timed between device events. `hooks` see each timed run
+    of the stack after it is measured, then may run untimed runs of their own. `watch`
+    spans the timed runs.
     """
     hooks = hooks or RunHooks()
     seeds = input_seeds(settings)
     inputs = [prepared.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
-    timing = TimingResult()
     iterations = settings.iterations_per_run
+    timing = TimingResult(iterations_per_run=iterations)
+    timer = prepared.device_timer() if settings.pure_wall_time else None
+    reference_timer = None
+    if timer is not None:
+        timing.clock = CUDA_EVENTS_CLOCK
     if reference is not None:
         reference_inputs = [reference.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
+        reference_timer = reference.device_timer() if settings.pure_wall_time else None
         reference.reset_peak_device_memory()
         timing.reference_warmup_times, _ = warm_up(reference, reference_inputs,
-                                                    max(settings.warmup, 1))
+                                                   max(settings.warmup, 1))
         timing.reference_peak_device_memory = reference.peak_device_memory_bytes()
     prepared.reset_peak_device_memory()
-    timing.warmup_times, _ = warm_up(prepared, inputs, settings.warmup)
-    result = None
+    timing.warmup_times, timing.cold_run = warm_up(
+        prepared, inputs, settings.warmup, min(iterations, settings.warmup))
     timing.peak_device_memory = prepared.peak_device_memory_bytes()
     if watch is not None:
         watch.start()
+    result = None
     for run_index in range(settings.repeat):
         if reference is not None:
-            elapsed, _ = timed_run(reference, reference_inputs, iterations)
+            elapsed, _ = timed_run(reference, reference_inputs, iterations, reference_timer)
             timing.reference_total_time.append(elapsed)
         hooks.before_timed_run(run_index)
         prepared.begin_timed_run()
         result = None
-        elapsed, result = timed_run(prepared, inputs, iterations)
+        elapsed, result = timed_run(prepared, inputs, iterations, timer)
         timing.total_time.append(elapsed)
         for name, value in prepared.end_timed_run().items():
             timing.run_metrics.setdefault(name, []).append(value)
         hooks.after_timed_run(run_index)
+        hooks.timed_run_output(run_index, result)
     if watch is not None:
         watch.stop()
-    timing.iterations_per_run = iterations
     timing.last_result = result
     hooks.after_timed_runs(lambda: _run(prepared, inputs, iterations), inputs)
     return timing

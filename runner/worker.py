@@ -109,7 +109,7 @@ def pairs_with_eager(spec: ChildSpec, stack) -> bool:
 def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     import backends
     from runner.observers.session import ExperimentObservers
-    from runner.timing import measure
+    from runner.timing import HOST_CLOCK, measure
     from runner.trust import CpuWatch, judge
 
     observers = ExperimentObservers(stack, spec.experiment, spec.settings, Path(spec.folder))
@@ -125,10 +125,18 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     observers.attach(prepared)
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
     timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch)
+    if spec.settings.pure_wall_time and timing.clock == HOST_CLOCK:
+        note = (f"--pure-wall-time does not apply to the {stack.name} stack on "
+                f"{spec.experiment.accelerator}: its work does not run on CUDA streams that "
+                "events could time; the host clock timed it")
+        log.warning("%s", note)
+        result.notes.append(note)
     result.metrics.update(timing.metrics())
-    result.metrics.update(observers.metrics())
     result.summary.update(timing.summary())
     result.summary.update(prepared.final_metrics())
+    per_run, whole = observers.metrics(), observers.summary()
+    result.metrics.update(per_run)
+    result.summary.update(whole)
     verdict = judge(timing.per_iter_time, watch.window)
     result.summary["cpu"] = watch.window.to_dict() if watch.window else None
     result.summary.update(timing_variation=verdict.variation, unreliable=verdict.unreliable,

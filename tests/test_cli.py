@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from core.config import fingerprint_of_line
+from core.schema import timed_values
 from tests.conftest import CliRun, cli_command, cli_environment
 
 
@@ -36,16 +37,19 @@ def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
         metrics = line["metrics"]
         assert line["status"] == "ok", metrics.get("error")
         assert line["verification_code"] == "VERIFIER_SKIPPED"
-        assert line["repeat"] == 3 and line["iterations_per_run"] == 1
-        assert len(metrics["total_time"]) == len(metrics["per_iter_time"]) == 3
-        assert all(t > 0 for t in metrics["per_iter_time"])
         summary = line["summary"]
+        assert line["repeat"] == 3 and line["iterations_per_run"] == 1
+        # The cold-start run leads the per-run lists (PyTorch/XLA's layout), then 3 timed runs.
+        assert len(metrics["total_time"]) == len(metrics["per_iter_time"]) == 4
+        assert summary["cold_start_entries"] == 1
+        assert all(t > 0 for t in metrics["per_iter_time"])
         assert len(summary["warmup_times"]) == 2
-        assert summary["cold_start_time"] == summary["warmup_times"][0]
-        assert summary["compile_time_s"] == pytest.approx(
-            summary["cold_start_time"] - statistics.median(metrics["per_iter_time"]))
+        assert summary["cold_start_time"] == summary["warmup_times"][0] == metrics["total_time"][0]
         assert summary["peak_host_memory_bytes"] > 50 * 2**20
-        assert line["batch_size_used"] == 16
+        assert line["experiment"]["batch_size"] == 16  # the batch size used
+        assert line["experiment"]["requested_batch_size"] is None  # the suite's default
+        assert summary["compile_time_s"] == pytest.approx(
+            summary["cold_start_time"] - statistics.median(timed_values(line, "per_iter_time")))
         assert line["experiment"]["accelerator_model"]
         assert line["environment"]["torch"] and line["environment"]["python"]
         assert line["command"].startswith("experiment-runner ") and "-k mlp" in line["command"]
@@ -54,12 +58,13 @@ def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
     inductor_eval = next(l for l in lines if l["experiment"]["dynamo"] and l["experiment"]["test"] == "eval")
     eager_eval = next(l for l in lines if not l["experiment"]["dynamo"] and l["experiment"]["test"] == "eval")
     # Compilation shows in the cold start of inductor, not in its steady state.
-    assert inductor_eval["summary"]["cold_start_time"] > 10 * max(inductor_eval["metrics"]["per_iter_time"])
+    assert inductor_eval["summary"]["cold_start_time"] > 10 * max(
+        timed_values(inductor_eval, "per_iter_time"))
     assert inductor_eval["summary"]["cold_start_time"] > eager_eval["summary"]["cold_start_time"]
     # Inductor was timed interleaved with eager in its child.
     paired = inductor_eval["summary"]["paired_speedup"]
     assert paired["method"] == "paired" and paired["pairs"] == 3
-    assert len(inductor_eval["metrics"]["eager_per_iter_time"]) == 3
+    assert len(timed_values(inductor_eval, "eager_per_iter_time")) == 3
     assert "paired_speedup" not in eager_eval["summary"]
     assert "median/iter" in first.stdout and "4 experiment(s) recorded" in first.stdout
 
@@ -162,7 +167,8 @@ def test_a_corrupted_existing_line_is_reported_and_skipped(tmp_path, run_cli):
     (["-k", "resnet"], "no model of suite 'builtin' matches"),
     (["--batch-size=0"], "'0' must be at least 1"),
     (["--accelerator=gpu"], "invalid choice: 'gpu'"),
-    (["--xla=XRT"], "--xla 'XRT' is not one of: None, PJRT"),
+    (["--xla=XRT"], "--xla XRT: XRT was removed from PyTorch/XLA"),
+    (["--xla=TPU"], "--xla 'TPU' is not one of: None, PJRT"),
     (["--torch-xla2=jax"], "--torch-xla2 'jax' is not one of"),
     (["--repeat=many"], "'many' is not an integer"),
     (["--total-partitions=2", "--partition-id=2"], "--partition-id must be in [0, 2)"),

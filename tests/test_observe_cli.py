@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from core.schema import timed_values
 from tests.conftest import CliRun, cli_command, cli_environment
 
 ALL_FLAGS = [
@@ -53,11 +54,12 @@ def test_profiler_metrics_come_from_runs_of_their_own(torch_sweep):
         assert len(metrics["total_cpu_time_s"]) == len(metrics["per_iter_cpu_time_s"]) == 2
         assert all(t > 0 for t in metrics["total_cpu_time_s"])
         assert "total_cuda_time_s" not in metrics  # CPU stacks
-        assert len(metrics["total_time"]) == 2  # profiled runs are not timed runs
-        ops = metrics["profiled_ops"]
-        assert ops and all(name.startswith("aten::") for name in ops)
-        assert all(row["num_of_calls"] >= 1 for row in ops.values())
-        assert metrics["profiled_runs"] == 2
+        assert len(timed_values(line, "total_time")) == 2  # profiled runs are not timed runs
+        per_run = line["summary"]["inductor_ops"]  # PyTorch/XLA's name off XLA: aten ops
+        assert len(per_run) == 2  # one dict per profiled run
+        for ops in per_run:
+            assert ops and all(name.startswith("aten::") for name in ops)
+            assert all(row["num_of_calls"] >= 1 for row in ops.values())
 
 
 def test_profiles_are_chrome_traces_and_tables_per_run(torch_sweep):
@@ -76,20 +78,24 @@ def test_profiles_are_chrome_traces_and_tables_per_run(torch_sweep):
 def test_dynamo_stacks_record_graphs_and_counters(torch_sweep):
     run, lines = torch_sweep
     for name in ("aot_eager", "inductor"):
-        metrics = lines[name]["metrics"]
-        assert metrics["dynamo_graph_count"] == 1
-        assert metrics["dynamo_unique_graphs"] == 1
-        assert metrics["dynamo_graph_breaks"] == 0 and metrics["dynamo_graph_break_reasons"] == {}
-        assert metrics["dynamo_counters"]["stats"]["unique_graphs"] == 1
-        assert metrics["dynamo_compile_times_s"]
+        summary = lines[name]["summary"]
+        assert summary["dynamo_graph_count"] == 1
+        assert summary["dynamo_unique_graphs"] == 1
+        assert summary["dynamo_graph_breaks"] == 0 and summary["dynamo_graph_break_reasons"] == {}
+        # One entry per run, as PyTorch/XLA's runner: the warm-up's counters, then the runs'.
+        warmup, *timed = summary["dynamo_counters"]
+        assert warmup["stats"]["unique_graphs"] == 1 and len(timed) == 2
+        assert all(run_counters.get("stats", {}).get("unique_graphs", 0) == 0
+                   for run_counters in timed)
+        assert summary["dynamo_compile_times_s"]
         for index in range(2):
             dumped = json.loads(
                 (folder(run, lines[name]) / f"run-{index}" / "dynamo_counters.json").read_text())
             assert dumped["run"] == index
             assert dumped["counters"]["frames"]["ok"] >= 1
             assert dumped["changed_in_run"].get("stats", {}).get("unique_graphs", 0) == 0
-    assert "inductor" in lines["inductor"]["metrics"]["dynamo_counters"]
-    assert "dynamo_graph_count" not in lines["eager"]["metrics"]
+    assert "inductor" in lines["inductor"]["summary"]["dynamo_counters"][0]
+    assert "dynamo_graph_count" not in lines["eager"]["summary"]
 
 
 def test_flags_that_do_not_apply_say_so_once(torch_sweep):
@@ -193,7 +199,7 @@ def test_torch_xla_stacks_dump_metrics_and_profiles_torchax_says_why_not(xla_swe
             assert json.loads((directory / "trace.json").read_text())["traceEvents"]
         assert len(line["metrics"]["total_cpu_time_s"]) == 2
     assert (folder(run, lines["openxla"]) / "run-0" / "dynamo_counters.json").exists()
-    assert lines["openxla"]["metrics"]["dynamo_graph_count"] == 1
+    assert lines["openxla"]["summary"]["dynamo_graph_count"] == 1
     torchax = lines["torchax"]
     assert not list(folder(run, torchax).glob("run-*"))
     assert "total_cpu_time_s" not in torchax["metrics"]

@@ -43,7 +43,7 @@ def test_timm_model_runs_eager_and_inductor_in_eval_and_train(suite_lines):
                           for d in (None, "inductor") for t in ("eval", "train")}
     for line in lines.values():
         assert line["status"] == "ok", line["metrics"].get("error")
-        assert line["batch_size_used"] == 4  # the reduced cap, recorded as used
+        assert line["experiment"]["batch_size"] == 4  # the reduced cap, recorded as used
         assert line["model"]["reduced"] is True  # the suite option, in the identity
 
 
@@ -84,7 +84,7 @@ def test_every_precision_and_an_optimizer_on_one_model(tmp_path):
     for line in lines:
         assert line["status"] == "ok", line["metrics"].get("error")
         assert line["experiment"]["optimizer"] == "sgd"
-        assert line["batch_size_used"] == line["experiment"]["batch_size"]
+        assert line["experiment"]["batch_size"] == line["experiment"]["requested_batch_size"]
         assert line["verification_code"] == "PASS", line.get("verification_reason")
     assert {l["experiment"]["precision"] for l in lines} == {"fp32", "bf16", "fp16", "amp"}
 

@@ -11,7 +11,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from backends.base import PreparedModel
+from backends.base import DeviceTimer, PreparedModel
+from core.host import cpu_model_name
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig
 from backends.runtimes.precision import amp_dtype, autocast, cast_floating, parameter_dtype
@@ -109,6 +110,37 @@ class TorchPreparedModel(PreparedModel):
             return torch.cuda.get_device_name(self.device)
         return cpu_model_name()
 
+    def device_timer(self) -> Optional[DeviceTimer]:
+        if self.device.type == "cuda":
+            return CudaEventTimer(self.device)
+        return None
+
+
+class CudaEventTimer(DeviceTimer):
+    """CUDA events recorded on the current stream around each span of work."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._spans: list[tuple[Any, Any]] = []
+        self._start: Any = None
+
+    def _event(self) -> Any:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self.device))
+        return event
+
+    def begin(self) -> None:
+        self._start = self._event()
+
+    def end(self) -> None:
+        self._spans.append((self._start, self._event()))
+
+    def seconds(self) -> float:
+        torch.cuda.synchronize(self.device)
+        total_ms = sum(start.elapsed_time(end) for start, end in self._spans)
+        self._spans.clear()
+        return total_ms / 1e3
+
 
 def to_cpu(value: Any) -> Any:
     """Detach and move every tensor of a nested value (outputs objects included) to CPU."""
@@ -123,16 +155,3 @@ def to_cpu(value: Any) -> Any:
         except Exception:  # output classes with a special constructor
             return converted
     return value
-
-
-def cpu_model_name() -> str:
-    import platform
-
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

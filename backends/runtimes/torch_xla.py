@@ -6,15 +6,18 @@ backends/stacks/xla_lazy.py and backends/availability.py.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 import torch_xla
 import torch_xla.core.xla_model as xm
 import torch_xla.debug.metrics as xla_metrics
+import torch_xla.debug.profiler as xla_profiler
 
-from backends.runtimes.torch_device import TorchPreparedModel, cpu_model_name
+from backends.runtimes.torch_device import TorchPreparedModel
+from core.host import cpu_model_name
 from models.base import BenchmarkModel
 from core.config import ExperimentConfig
 
@@ -112,6 +115,16 @@ class XlaPreparedModel(TorchPreparedModel):
     def fallback_operators(self) -> Optional[set[str]]:
         # torch_xla counts each operator it runs on the CPU under its aten:: name.
         return {name for name in xla_metrics.counter_names() if name.startswith("aten::")}
+
+    @contextlib.contextmanager
+    def xla_trace(self, log_dir: str) -> Iterator[None]:
+        """torch_xla's profiler (XPlane) around the block, written under `log_dir`."""
+        xla_profiler.start_trace(log_dir)
+        try:
+            yield
+        finally:
+            xm.wait_device_ops()
+            xla_profiler.stop_trace()
 
     def accelerator_hardware(self) -> str:
         return xm.xla_device_hw(self.device)

@@ -28,7 +28,8 @@ import torch
 from torch.utils import _pytree as torch_pytree
 
 from backends.base import PreparedModel
-from backends.runtimes.torch_device import cpu_model_name, to_cpu
+from backends.runtimes.torch_device import to_cpu
+from core.host import cpu_model_name
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig
 from backends.runtimes.precision import amp_dtype, cast_floating, parameter_dtype
@@ -386,6 +387,10 @@ class TorchaxPreparedModel(PreparedModel):
             self.params, self.buffers, self.optimizer_state, args, kwargs, targets
         )
         return lowered.as_text(dialect=dialects[ir_format])
+
+    def xla_trace(self, log_dir: str):
+        """JAX's profiler (XPlane) around the block, written under `log_dir`."""
+        return self.jax.profiler.trace(log_dir)
 
     def accelerator_model(self) -> str:
         device = self.jax.devices()[0]

@@ -20,6 +20,8 @@ XLA_ONLY_DYNAMO_BACKENDS = ("openxla", "openxla_eval")
 def compile_arguments(experiment: ExperimentConfig) -> dict[str, Any]:
     """torch.compile's keyword arguments for the experiment's backend and mode."""
     arguments: dict[str, Any] = {"backend": experiment.dynamo}
+    if experiment.fullgraph:
+        arguments["fullgraph"] = True
     if experiment.mode == "cudagraphs":
         arguments["options"] = {"triton.cudagraphs": True}
     elif experiment.mode == "dynamic":

@@ -45,7 +45,7 @@ class OpenXlaStack(TorchXlaStack):
         from backends.runtimes.torch_xla import XlaPreparedModel
 
         def compile_module(module):
-            return torch.compile(module, backend=experiment.dynamo)
+            return torch.compile(module, backend=experiment.dynamo, fullgraph=experiment.fullgraph)
 
         # An optimizer step runs outside the compiled graphs, as lazy tensors: cut it
         # every iteration so that runs do not grow one graph across iterations.

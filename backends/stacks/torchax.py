@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from backends.availability import torchax_environment, torchax_reason
-from backends.base import LOWERED_IR, XLA_HLO_DUMP, Capabilities, PreparedModel, Stack
+from backends.base import LOWERED_IR, XLA_HLO_DUMP, XLA_PROFILER, Capabilities, PreparedModel, Stack
 from core.config import ExperimentConfig, RunSettings
 from core.host import HostCapabilities
 
@@ -18,7 +18,7 @@ class TorchaxStack(Stack):
 
     name = "torchax"
     capabilities = Capabilities(
-        features=frozenset({XLA_HLO_DUMP, LOWERED_IR}),
+        features=frozenset({XLA_HLO_DUMP, LOWERED_IR, XLA_PROFILER}),
         ir_formats=("hlo", "stablehlo"),
         synchronization="jax.block_until_ready on the last result of each run",
         # Importing torchax breaks torch.compile and eager autograd in that process.

@@ -6,13 +6,14 @@ from typing import Optional
 
 from backends.availability import torch_xla_environment, torch_xla_reason
 from backends.base import (TORCH_PROFILER, TORCH_XLA_IR_FILES, TORCH_XLA_METRICS, XLA_HLO_DUMP,
-                           Capabilities, PreparedModel, Stack)
+                           XLA_PROFILER, Capabilities, PreparedModel, Stack)
 from core.config import ExperimentConfig, RunSettings
 from core.host import HostCapabilities
 
 #: What the PyTorch/XLA stacks (lazy tensor and openxla) offer.
 TORCH_XLA_CAPABILITIES = dict(
-    features=frozenset({TORCH_PROFILER, TORCH_XLA_METRICS, XLA_HLO_DUMP, TORCH_XLA_IR_FILES}),
+    features=frozenset({TORCH_PROFILER, TORCH_XLA_METRICS, XLA_HLO_DUMP, TORCH_XLA_IR_FILES,
+                        XLA_PROFILER}),
     ir_formats=("text", "hlo", "stablehlo"),
     shares_process_with_eager=False,
 )

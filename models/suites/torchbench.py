@@ -24,6 +24,26 @@ PACKAGE = "torchbenchmark"
 _BATCH_SIZE_NAMES = ("DEFAULT_EVAL_BSIZE", "DEFAULT_TRAIN_BSIZE")
 FALLBACK_BATCH_SIZE = 1
 
+#: TorchBench tiers as PyTorch/XLA's runner names them (--filter-by-tier, --exclude-by-tier),
+#: so that its CI scripts select the same models here: 1 holds the large generative and
+#: recommendation models its dashboards track first, 2 the next group of common models
+#: (vision, NLP, graph), 3 a few more. Names match whole model names, ignoring case.
+TIERS: dict[int, tuple[str, ...]] = {
+    1: ("BERT_pytorch", "cm3leon_generate", "DALLE2_pytorch", "dlrm", "hf_GPT2",
+        "hf_GPT2_large", "GPT_3", "hf_T5", "hf_T5_base", "hf_T5_generate", "hf_T5_large",
+        "llama_v2_7b_16h", "stable_diffusion_xl"),
+    2: ("alexnet", "attention_is_all_you_need_pytorch", "Background_Matting", "basic_gnn_gcn",
+        "basic_gnn_gin", "basic_gnn_sage", "dcgan", "densenet121",
+        "detectron2_fasterrcnn_r_101_c4", "detectron2_fasterrcnn_r_101_dc5",
+        "detectron2_fasterrcnn_r_101_fpn", "detectron2_fasterrcnn_r_50_c4",
+        "detectron2_fasterrcnn_r_50_dc5", "detectron2_fasterrcnn_r_50_fpn",
+        "detectron2_fcos_r_50_fpn", "detectron2_maskrcnn", "detectron2_maskrcnn_r_101_c4",
+        "detectron2_maskrcnn_r_101_fpn", "detectron2_maskrcnn_r_50_c4",
+        "detectron2_maskrcnn_r_50_fpn", "fastNLP_Bert", "functorch_dp_cifar10", "hf_Albert",
+        "hf_Bart", "hf_Bert", "hf_Bert_large", "llama"),
+    3: ("doctr_det_predictor", "doctr_reco_predictor", "drq", "functorch_maml_omniglot"),
+}
+
 HOW_TO_GET = (
     "TorchBench is not on PyPI: git clone https://github.com/pytorch/benchmark, run "
     "`python install.py` in it (add model names to install only some), then pass its "
@@ -96,6 +116,9 @@ class TorchBenchSuite(Suite):
         self.check_model(model_name)
         size = _batch_size_in_source(self.models_dir() / model_name / "__init__.py")
         return size if size is not None else FALLBACK_BATCH_SIZE
+
+    def tiers(self) -> dict[int, tuple[str, ...]]:
+        return TIERS
 
     def skip_reason(self, model_name: str, test: str) -> Optional[str]:
         """From the model's metadata.yaml: a not_implemented entry naming only this test."""

@@ -30,6 +30,9 @@ def add_flags(group: argparse._ArgumentGroup) -> None:
             if flag.choices:
                 group.add_argument(flag.option, dest=flag.name, choices=flag.choices,
                                    help=flag.help)
+            elif flag.value_type is not None:
+                group.add_argument(flag.option, dest=flag.name, type=flag.value_type,
+                                   metavar=flag.metavar, help=flag.help)
             else:
                 group.add_argument(flag.option, dest=flag.name, action="store_true",
                                    help=flag.help)

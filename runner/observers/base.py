@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from core.config import ExperimentConfig, RunSettings
 from runner.timing import RunHooks
@@ -22,20 +22,27 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Flag:
-    """One command-line flag: a switch, or an option with `choices`."""
+    """One command-line flag: a switch, an option with `choices`, or a value of `value_type`
+    (e.g. int; its default is the observer's business, so an unset flag stays unset)."""
 
     option: str
     help: str
     choices: tuple[str, ...] = ()
+    value_type: Optional[Callable[[str], Any]] = None
+    metavar: Optional[str] = None
 
     @property
     def name(self) -> str:
         """The key of its value in RunSettings.observe, e.g. 'dump_hlo'."""
         return self.option.lstrip("-").replace("-", "_")
 
+    @property
+    def takes_value(self) -> bool:
+        return bool(self.choices) or self.value_type is not None
+
     def spelled(self, value: Any) -> str:
         """How the user spelled it, e.g. '--dump-hlo' or '--save-ir-format=hlo'."""
-        return f"{self.option}={value}" if self.choices else self.option
+        return f"{self.option}={value}" if self.takes_value else self.option
 
 
 @dataclass(frozen=True)
@@ -50,12 +57,16 @@ class ObserverContext:
 
 
 class RunObserver(RunHooks):
-    """An observer's hooks in the child; `metrics` goes into the line."""
+    """An observer's hooks in the child; `metrics` (per-run lists) and `summary` (figures of
+    the whole experiment) go into the line's objects of those names."""
 
     #: Set when the stack could not give what the observer was asked for.
     missing_note: Optional[str] = None
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> dict[str, list[Any]]:
+        return {}
+
+    def summary(self) -> dict[str, Any]:
         return {}
 
 

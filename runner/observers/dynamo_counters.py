@@ -1,9 +1,10 @@
 """Dynamo's counters (child side): a summary always, the full counters on request.
 
-The summary, recorded for every dynamo stack: `dynamo_graph_count` (distinct frames dynamo
-compiled into a graph: the graphs one iteration runs), `dynamo_unique_graphs` (graphs handed
-to the backend, recompilations included), `dynamo_recompiles`, `dynamo_graph_breaks` and
-`dynamo_graph_break_reasons` (first line of each reason: count).
+All of it goes into the line's `summary`. The graph summary, recorded for every dynamo
+stack: `dynamo_graph_count` (distinct frames dynamo compiled into a graph: the graphs one
+iteration runs), `dynamo_unique_graphs` (graphs handed to the backend, recompilations
+included), `dynamo_recompiles`, `dynamo_graph_breaks` and `dynamo_graph_break_reasons`
+(first line of each reason: count).
 """
 
 from __future__ import annotations
@@ -93,38 +94,47 @@ def compile_times() -> dict[str, float]:
 
 
 class DynamoCountersObserver(RunObserver):
-    """Snapshots the counters after each timed run; dumps them per run on request."""
+    """Dynamo's counters per run (on request), dumped per timed run (on request), and the
+    graph summary of the whole experiment (always).
 
-    def __init__(self, experiment_dir: Path, collect: bool, dump: bool) -> None:
+    With --collect-dynamo-counters the summary's `dynamo_counters` is a list with one entry
+    per run, like PyTorch/XLA's runner (which clears the counters before each run): the
+    counters of the warm-up first (compilation shows there) when there was one, then what
+    each timed run added.
+    """
+
+    def __init__(self, experiment_dir: Path, collect: bool, dump: bool, warmup: int = 0) -> None:
         self.experiment_dir = experiment_dir
         self.collect = collect
         self.dump = dump
+        self.warmup = warmup
         self._before_run: dict[str, dict[str, int]] = {}
         self._last: Optional[dict[str, dict[str, int]]] = None
+        self._per_run: list[dict[str, dict[str, int]]] = []
 
     def before_timed_run(self, index: int) -> None:
-        if self.dump:
-            self._before_run = counters_snapshot()
+        self._before_run = counters_snapshot()
+        if index == 0 and self.collect and self.warmup:
+            self._per_run.append(self._before_run)  # the warm-up's counters
 
     def after_timed_run(self, index: int) -> None:
         snapshot = counters_snapshot()
+        changed = counters_change(self._before_run, snapshot)
         if self.dump:
-            record = {
-                "run": index,
-                "counters": snapshot,
-                "changed_in_run": counters_change(self._before_run, snapshot),
-            }
+            record = {"run": index, "counters": snapshot, "changed_in_run": changed}
             path = run_dir(self.experiment_dir, index) / DYNAMO_COUNTERS_FILE
             path.write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+        if self.collect:
+            self._per_run.append(changed)
         self._last = snapshot
 
-    def metrics(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         snapshot = self._last if self._last is not None else counters_snapshot()
-        metrics = summary(snapshot)
+        values = summary(snapshot)
         if self.collect:
-            metrics["dynamo_counters"] = snapshot
-            metrics["dynamo_compile_times_s"] = compile_times()
-        return metrics
+            values["dynamo_counters"] = list(self._per_run)
+            values["dynamo_compile_times_s"] = compile_times()
+        return values
 
 
 class DynamoCounters(Observer):
@@ -132,7 +142,8 @@ class DynamoCounters(Observer):
     order = 10
     flags = (
         Flag("--collect-dynamo-counters",
-             "dynamo's counters and compile-phase times in the line's metrics (dynamo stacks)"),
+             "dynamo's counters, one entry per run (the warm-up's first), and compile-phase "
+             "times in the line's summary (dynamo stacks)"),
         Flag("--dump-dynamo-counters",
              f"dynamo's counters as {RUN_DIR_PREFIX}N/{DYNAMO_COUNTERS_FILE} per timed run"),
     )
@@ -144,7 +155,7 @@ class DynamoCounters(Observer):
     def create(self, context: ObserverContext) -> RunObserver:
         return DynamoCountersObserver(
             context.folder, bool(context.settings.observing("collect_dynamo_counters")),
-            bool(context.settings.observing("dump_dynamo_counters")))
+            bool(context.settings.observing("dump_dynamo_counters")), context.settings.warmup)
 
 
 OBSERVER = DynamoCounters()

@@ -3,6 +3,7 @@
     <child folder>/run-<i>/      one folder per timed run, for files written per run
     <child folder>/hlo/          XLA's own dump (--dump-hlo)
     <child folder>/ir/           the IR of the experiment's graphs (--save-ir-format)
+    <child folder>/xla-profile/  XLA's profiler trace, XPlane for TensorBoard (--profile-xla)
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ DYNAMO_COUNTERS_FILE = "dynamo_counters.json"
 CHROME_TRACE_FILE = "trace.json"
 PROFILE_TABLE_FILE = "profile.txt"
 XLA_METRICS_FILE = "xla_metrics.txt"
+XLA_PROFILE_DIR = "xla-profile"
+OUTPUT_FILE = "output.pt"
 
 
 def run_dir(experiment_dir: Path, index: int) -> Path:

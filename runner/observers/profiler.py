@@ -1,9 +1,12 @@
 """PyTorch profiler (child side): profiled runs of their own, after the timed runs.
 
 Each profiled run mirrors one timed run (same iterations, same synchronization), so
-profiling overhead never reaches `total_time`. Per profiled run: `total_cpu_time_s` (the sum
-of every operator's self CPU time) and `per_iter_cpu_time_s`; on CUDA, the same for CUDA
-time. Per operator (summed over profiled runs): self and total CPU/CUDA seconds and calls.
+profiling overhead never reaches `total_time`. In the line's `metrics`, one value per
+profiled run: `total_cpu_time_s` (the sum of every operator's self CPU time) and
+`per_iter_cpu_time_s`; on CUDA, the same for CUDA time. In its `summary`, with
+--profile-cuda-cpu-individual-ops, PyTorch/XLA's `xla_unlowered_ops` (XLA stacks: the
+operators that fell back to the CPU) or `inductor_ops` (other stacks: aten operators): one
+dict per profiled run, operator -> self and total CPU/CUDA seconds and calls.
 """
 
 from __future__ import annotations
@@ -59,13 +62,6 @@ def operator_rows(averages: Any, keep: Callable[[str], bool]) -> dict[str, dict[
     return rows
 
 
-def add_rows(into: dict[str, dict[str, float]], rows: dict[str, dict[str, float]]) -> None:
-    for name, row in rows.items():
-        target = into.setdefault(name, {field: 0 for field in OP_FIELDS})
-        for field in OP_FIELDS:
-            target[field] += row[field]
-
-
 class ProfilerObserver(RunObserver):
     """Runs `repeat` profiled runs after the timed ones and records what was asked."""
 
@@ -89,13 +85,14 @@ class ProfilerObserver(RunObserver):
         self.individual_ops = individual_ops
         self.dump = dump
         self._metrics: dict[str, Any] = {}
+        self._summary: dict[str, Any] = {}
 
     def after_timed_runs(self, run_once: Callable[[], Any], device_inputs: list[Any]) -> None:
         from torch.profiler import ProfilerActivity, profile
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         series: dict[str, list[float]] = {}
-        operators: dict[str, dict[str, float]] = {}
+        per_run_operators: list[dict[str, dict[str, float]]] = []
         for index in range(self.runs):
             with profile(activities=activities) as profiler:
                 run_once()
@@ -109,7 +106,7 @@ class ProfilerObserver(RunObserver):
                 for name, value in values.items():
                     series.setdefault(name, []).append(value)
             if self.individual_ops:
-                add_rows(operators, operator_rows(averages, self._operator_filter()))
+                per_run_operators.append(operator_rows(averages, self._operator_filter()))
             if self.dump:
                 directory = run_dir(self.experiment_dir, index)
                 profiler.export_chrome_trace(str(directory / CHROME_TRACE_FILE))
@@ -118,8 +115,9 @@ class ProfilerObserver(RunObserver):
                 (directory / PROFILE_TABLE_FILE).write_text(table + "\n", encoding="utf-8")
         self._metrics = dict(series)
         if self.individual_ops:
-            self._metrics["profiled_runs"] = self.runs
-            self._metrics["profiled_ops"] = operators
+            # PyTorch/XLA's names: the operators XLA did not lower, or (elsewhere) aten ops.
+            key = "inductor_ops" if self.fallback_operators() is None else "xla_unlowered_ops"
+            self._summary = {key: per_run_operators}
 
     def _operator_filter(self) -> Callable[[str], bool]:
         fallbacks = self.fallback_operators()
@@ -129,6 +127,9 @@ class ProfilerObserver(RunObserver):
 
     def metrics(self) -> dict[str, Any]:
         return self._metrics
+
+    def summary(self) -> dict[str, Any]:
+        return self._summary
 
 
 class Profiler(Observer):

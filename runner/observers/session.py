@@ -59,9 +59,18 @@ class ExperimentObservers(RunHooks):
     def after_timed_runs(self, run_once: Callable[[], Any], device_inputs: list[Any]) -> None:
         self._each(lambda o: o.after_timed_runs(run_once, device_inputs), "after_timed_runs")
 
+    def timed_run_output(self, index: int, result: Any) -> None:
+        self._each(lambda o: o.timed_run_output(index, result), "timed_run_output")
+
     def metrics(self) -> dict[str, Any]:
-        """Metrics of every observer, and notes for files a stack could not give."""
+        """Per-run metrics of every observer, and notes for files a stack could not give."""
         collected: dict[str, Any] = {}
         self._each(lambda o: collected.update(o.metrics()), "metrics")
         self.notes.extend(o.missing_note for _, o in self._active if o.missing_note)
+        return collected
+
+    def summary(self) -> dict[str, Any]:
+        """Figures of the whole experiment from every observer (call after `metrics`)."""
+        collected: dict[str, Any] = {}
+        self._each(lambda o: collected.update(o.summary()), "summary")
         return collected

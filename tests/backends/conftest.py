@@ -8,6 +8,8 @@ import pytest
 
 #: Timed runs short enough for a 2-core CI machine.
 FAST = ("--accelerator=cpu", "--repeat=2", "--warmup=1", "--suite-name=builtin")
+#: Entries of each per-run list with FAST: the cold-start run, then the 2 timed runs.
+RUNS = 3
 
 
 def describe_failures(lines: list[dict[str, Any]]) -> str:
@@ -36,7 +38,7 @@ def by_key(lines: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]
 
 
 def assert_per_run(metrics: dict[str, Any], names: tuple[str, ...], runs: int) -> None:
-    """Each named metric is a list with one number per timed run."""
+    """Each named metric is a list with one number per run (the cold-start run first)."""
     for name in names:
         assert name in metrics, f"{name} missing from {sorted(metrics)}"
         values = metrics[name]

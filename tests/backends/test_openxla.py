@@ -7,7 +7,7 @@ import torch
 from core.host import HostCapabilities
 from backends.stacks.openxla import OpenXlaStack
 from core.config import ExperimentConfig
-from tests.backends.conftest import assert_per_run, describe_failures
+from tests.backends.conftest import RUNS, assert_per_run, describe_failures
 from tests.backends.test_xla_lazy import XLA_METRICS
 
 HOST = HostCapabilities(
@@ -35,7 +35,7 @@ def test_mlp_eval_and_train_write_xla_metrics(sweep):
     assert not describe_failures(lines), describe_failures(lines)
     for line in lines:
         assert line["experiment"]["dynamo"] == "openxla"
-        assert_per_run(line["metrics"], XLA_METRICS, runs=2)
+        assert_per_run(line["metrics"], XLA_METRICS, runs=RUNS)
         assert all(n >= 1 for n in line["metrics"]["xla_ExecuteTime_number"])
         assert line["environment"]["variables"]["PJRT_DEVICE"] == "CPU"
 

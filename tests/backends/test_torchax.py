@@ -12,7 +12,7 @@ import torch
 from core.host import HostCapabilities
 from backends.stacks.torchax import TorchaxStack
 from core.config import ExperimentConfig
-from tests.backends.conftest import assert_per_run, by_key, describe_failures
+from tests.backends.conftest import RUNS, assert_per_run, by_key, describe_failures
 from tests.conftest import PROJECT_ROOT, cli_environment
 
 JAX_METRICS = ("jax_compile_count", "jax_compile_time_s", "jax_jit_cache_size")
@@ -53,15 +53,15 @@ def test_mlp_both_modes_eval_and_train_write_jax_metrics(sweep, tmp_path):
     assert len(lines) == 4
     assert not describe_failures(lines), describe_failures(lines)
     for line in lines:
-        metrics = line["metrics"]
-        assert_per_run(metrics, JAX_METRICS + ("per_iter_time",), runs=2)
-        # One jitted function compiled once, in the warm-up: the steady state compiles nothing.
-        assert metrics["jax_compile_count"] == [0, 0], metrics
-        assert metrics["jax_jit_cache_size"] == [1, 1], metrics
-        summary = line["summary"]
+        metrics, summary = line["metrics"], line["summary"]
+        assert_per_run(metrics, JAX_METRICS + ("per_iter_time",), runs=RUNS)
+        # One jitted function compiled once, in the cold-start run (the first entry of each
+        # per-run list): the timed runs compile nothing.
+        assert metrics["jax_compile_count"][0] >= 1 and metrics["jax_compile_count"][1:] == [0, 0]
+        assert metrics["jax_jit_cache_size"] == [1, 1, 1], metrics
         assert summary["jax_compile_count_total"] >= 1
         assert summary["jax_compile_time_total_s"] > 0
-        assert summary["cold_start_time"] > max(metrics["per_iter_time"])
+        assert summary["cold_start_time"] > max(metrics["per_iter_time"][1:])
         assert "paired_speedup" not in summary  # torchax cannot share a process with eager
         assert line["environment"]["variables"]["JAX_PLATFORMS"] == "cpu"
         assert line["environment"]["torchax"] and line["environment"]["jax"]

@@ -52,7 +52,9 @@ observers = ExperimentObservers(backends.get_stack(experiment.stack), experiment
 prepared = XlaPreparedModel(bench, experiment, sync_every_iteration=True)
 observers.attach(prepared)
 measure(prepared, bench, settings, observers)
-print("RESULT " + json.dumps({"metrics": observers.metrics(), "notes": observers.notes}))
+metrics = observers.metrics()
+print("RESULT " + json.dumps({"metrics": metrics, "summary": observers.summary(),
+                              "notes": observers.notes}))
 """
 
 
@@ -75,10 +77,12 @@ def xla_child(tmp_path_factory):
 def test_only_the_operators_that_fell_back_are_profiled(xla_child):
     result, _ = xla_child
     assert result["notes"] == []
-    ops = result["metrics"]["profiled_ops"]
-    assert list(ops) == ["aten::histc"]
-    assert ops["aten::histc"]["num_of_calls"] == 2  # one iteration per profiled run
-    assert ops["aten::histc"]["total_cpu_time_s"] > 0
+    # PyTorch/XLA's name and shape: one dict per profiled run, of the operators not lowered.
+    per_run = result["summary"]["xla_unlowered_ops"]
+    assert [list(ops) for ops in per_run] == [["aten::histc"], ["aten::histc"]]
+    for ops in per_run:
+        assert ops["aten::histc"]["num_of_calls"] == 1  # one iteration each
+        assert ops["aten::histc"]["total_cpu_time_s"] > 0
 
 
 def test_metrics_report_per_timed_run(xla_child):

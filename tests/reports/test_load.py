@@ -118,3 +118,30 @@ def test_missing_file_and_folder_are_clear_errors(tmp_path):
         load([tmp_path / "missing.jsonl"])
     with pytest.raises(ReportError, match="is a folder"):
         load([tmp_path])
+
+
+def test_the_cold_start_entry_of_the_per_run_lists_stays_out_of_the_steady_state(write_results):
+    # The runner writes the cold-start run first in the per-run lists, for PyTorch/XLA's
+    # tools (which read compile time from it); the steady state must not see it.
+    line = craft_line("mlp", "inductor", times=[9.0, 1.0, 2.0, 3.0], cold_start=9.0)
+    line["summary"]["cold_start_entries"] = 1
+    (record,) = load([write_results([line])]).records
+    assert record.per_iter_times == [1.0, 2.0, 3.0] and record.median_time == 2.0
+    assert record.compile_time == 7.0
+
+
+def test_the_used_batch_size_does_not_split_a_configuration(write_results):
+    # experiment.batch_size is the batch size used (it differs by model); the configuration
+    # is grouped by the requested one, as before.
+    mlp, cnn = craft_line("mlp", times=[1.0]), craft_line("cnn", times=[1.0])
+    mlp["experiment"]["batch_size"], cnn["experiment"]["batch_size"] = 16, 8
+    records = load([write_results([mlp, cnn])]).records
+    assert {r.config for r in records} == {records[0].config} and records[0].config.batch_size == ""
+
+
+def test_a_skipped_line_has_its_reason_not_the_skip_marker_as_error(write_results):
+    line = craft_line("mlp", status="skipped")
+    line["skip_reason"] = "not implemented for train"
+    assert line["metrics"] == {"error": "SKIP"}
+    (record,) = load([write_results([line])]).records
+    assert record.error == "" and record.skip_reason == "not implemented for train"

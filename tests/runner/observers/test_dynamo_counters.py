@@ -32,29 +32,44 @@ def breaking(x):
 
 def test_graph_breaks_reasons_and_graphs_are_counted(fresh_dynamo, tmp_path):
     compiled = torch.compile(breaking, backend="aot_eager")
-    observer = DynamoCountersObserver(tmp_path, collect=True, dump=True)
-    compiled(torch.randn(4))
+    observer = DynamoCountersObserver(tmp_path, collect=True, dump=True, warmup=1)
+    compiled(torch.randn(4))  # the warm-up: dynamo compiles here
     observer.before_timed_run(0)
     compiled(torch.randn(4))
     observer.after_timed_run(0)
     observer.before_timed_run(1)
     compiled(torch.randn(4, 2))  # a new shape: dynamo compiles again
     observer.after_timed_run(1)
-    metrics = observer.metrics()
-    assert metrics["dynamo_graph_breaks"] >= 1
-    assert metrics["dynamo_graph_count"] == 2
-    assert metrics["dynamo_unique_graphs"] >= 3
-    assert metrics["dynamo_recompiles"] >= 1
-    (reason, count), = metrics["dynamo_graph_break_reasons"].items()
-    assert count == metrics["dynamo_graph_breaks"] and "\n" not in reason
-    assert metrics["dynamo_counters"]["stats"]["unique_graphs"] == metrics["dynamo_unique_graphs"]
-    assert metrics["dynamo_compile_times_s"] and all(
-        v >= 0 for v in metrics["dynamo_compile_times_s"].values())
+    assert observer.metrics() == {}  # nothing per run that PyTorch/XLA's tools could average
+    summary = observer.summary()
+    assert summary["dynamo_graph_breaks"] >= 1
+    assert summary["dynamo_graph_count"] == 2
+    assert summary["dynamo_unique_graphs"] >= 3
+    assert summary["dynamo_recompiles"] >= 1
+    (reason, count), = summary["dynamo_graph_break_reasons"].items()
+    assert count == summary["dynamo_graph_breaks"] and "\n" not in reason
+    # One entry per run, as PyTorch/XLA's runner: the warm-up's, then each timed run's.
+    warmup, run0, run1 = summary["dynamo_counters"]
+    assert warmup["stats"]["unique_graphs"] >= 2 and run0 == {}
+    assert run1["stats"]["unique_graphs"] >= 1
+    assert summary["dynamo_compile_times_s"] and all(
+        v >= 0 for v in summary["dynamo_compile_times_s"].values())
     first = json.loads((tmp_path / "run-0" / "dynamo_counters.json").read_text())
     second = json.loads((tmp_path / "run-1" / "dynamo_counters.json").read_text())
     assert first["run"] == 0 and first["changed_in_run"] == {}  # nothing compiled in run 0
-    assert second["changed_in_run"]["stats"]["unique_graphs"] >= 1
-    assert second["counters"] == metrics["dynamo_counters"]
+    assert second["changed_in_run"] == run1
+    assert second["counters"]["stats"]["unique_graphs"] == summary["dynamo_unique_graphs"]
+
+
+def test_without_warmup_the_list_has_one_entry_per_timed_run(fresh_dynamo, tmp_path):
+    compiled = torch.compile(lambda x: x * 2, backend="eager")
+    observer = DynamoCountersObserver(tmp_path, collect=True, dump=False, warmup=0)
+    for index in range(2):
+        observer.before_timed_run(index)
+        compiled(torch.ones(2))
+        observer.after_timed_run(index)
+    first, second = observer.summary()["dynamo_counters"]
+    assert first["stats"]["unique_graphs"] == 1 and second == {}
 
 
 def test_without_flags_only_the_summary_is_kept(fresh_dynamo, tmp_path):
@@ -63,9 +78,9 @@ def test_without_flags_only_the_summary_is_kept(fresh_dynamo, tmp_path):
     observer.before_timed_run(0)
     compiled(torch.ones(2))
     observer.after_timed_run(0)
-    metrics = observer.metrics()
-    assert metrics["dynamo_graph_count"] == 1 and metrics["dynamo_graph_breaks"] == 0
-    assert "dynamo_counters" not in metrics
+    summary = observer.summary()
+    assert summary["dynamo_graph_count"] == 1 and summary["dynamo_graph_breaks"] == 0
+    assert "dynamo_counters" not in summary
     assert list(tmp_path.iterdir()) == []
 
 

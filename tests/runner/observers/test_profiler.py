@@ -39,21 +39,26 @@ def test_totals_per_profiled_run(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_individual_aten_ops(tmp_path):
+def test_individual_aten_ops_are_inductor_ops_per_profiled_run(tmp_path):
     profiler = observer(tmp_path, individual_ops=True)
     profiler.after_timed_runs(make_run(), [])
-    ops = profiler.metrics()["profiled_ops"]
-    assert "aten::addmm" in ops and all(name.startswith("aten::") for name in ops)
-    assert ops["aten::relu"]["num_of_calls"] == 6  # 3 iterations x 2 profiled runs
-    row = ops["aten::addmm"]
-    assert row["total_cpu_time_s"] >= row["self_cpu_time_s"] > 0
-    assert row["self_cuda_time_s"] == 0
+    assert profiler.metrics() == {}  # operators are not per-run numbers: they go to the summary
+    per_run = profiler.summary()["inductor_ops"]
+    assert len(per_run) == 2  # one dict per profiled run, as PyTorch/XLA's runner per repeat
+    for ops in per_run:
+        assert "aten::addmm" in ops and all(name.startswith("aten::") for name in ops)
+        assert ops["aten::relu"]["num_of_calls"] == 3  # 3 iterations in each profiled run
+        row = ops["aten::addmm"]
+        assert row["total_cpu_time_s"] >= row["self_cpu_time_s"] > 0
+        assert row["self_cuda_time_s"] == 0
 
 
-def test_fallback_operators_select_the_rows(tmp_path):
+def test_fallback_operators_are_xla_unlowered_ops(tmp_path):
     profiler = observer(tmp_path, fallbacks={"aten::relu"}, individual_ops=True)
     profiler.after_timed_runs(make_run(), [])
-    assert list(profiler.metrics()["profiled_ops"]) == ["aten::relu"]
+    summary = profiler.summary()
+    assert "inductor_ops" not in summary
+    assert [list(ops) for ops in summary["xla_unlowered_ops"]] == [["aten::relu"], ["aten::relu"]]
 
 
 def test_dumps_a_chrome_trace_and_a_table_per_run(tmp_path):
@@ -64,4 +69,4 @@ def test_dumps_a_chrome_trace_and_a_table_per_run(tmp_path):
         names = {event.get("name") for event in trace["traceEvents"]}
         assert "aten::addmm" in names
         assert "aten::addmm" in (tmp_path / f"run-{index}" / "profile.txt").read_text()
-    assert profiler.metrics() == {}
+    assert profiler.metrics() == {} and profiler.summary() == {}

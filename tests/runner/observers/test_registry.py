@@ -31,13 +31,29 @@ def test_every_observer_flag_is_declared_once_and_parsed():
     assert len(options) == len(set(options))
     assert {"--collect-dynamo-counters", "--dump-dynamo-counters", "--profile-cuda-cpu",
             "--profile-cuda-cpu-individual-ops", "--dump-pytorch-profiles",
-            "--dump-pytorch-xla-metrics", "--dump-hlo", "--save-ir-format"} == set(options)
+            "--dump-pytorch-xla-metrics", "--dump-hlo", "--save-ir-format", "--profile-xla",
+            "--profile-xla-duration-ms", "--save-output", "--collect-full-output"} == set(options)
     parser = argparse.ArgumentParser()
     observers.add_flags(parser.add_argument_group("observe"))
     args = parser.parse_args(["--dump-hlo", "--save-ir-format", "stablehlo"])
     assert observers.options_from(args) == {"dump_hlo": True, "save_ir_format": "stablehlo"}
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--save-ir-format", "mlir"])
+    args = parser.parse_args(["--profile-xla", "--profile-xla-duration-ms=250"])
+    assert observers.options_from(args) == {"profile_xla": True, "profile_xla_duration_ms": 250}
+    for wrong in (["--save-ir-format", "mlir"], ["--profile-xla-duration-ms", "0"],
+                  ["--profile-xla-duration-ms", "soon"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(wrong)
+
+
+def test_profile_xla_applies_to_xla_stacks_and_save_output_to_all():
+    asked = settings(profile_xla=True, profile_xla_duration_ms=100, save_output=True)
+    for experiment in (LAZY, OPENXLA, TORCHAX):
+        assert inapplicable_notes(stack(experiment), asked) == []
+    (note,) = inapplicable_notes(stack(INDUCTOR), asked)
+    assert note.startswith("--profile-xla does not apply to the dynamo stack")
+    duration_only = settings(profile_xla_duration_ms=100)
+    assert [o.name for o in observers.all_observers() if o.requested(duration_only)] == [
+        "dynamo_counters"]
 
 
 @pytest.mark.parametrize("experiment, name", [

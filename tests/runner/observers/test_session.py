@@ -39,12 +39,15 @@ def observers_of(experiment, settings, folder):
 
 
 def run(observers, prepared, repeat=2):
+    """Drive the hooks as the timing loop does; what every observer gave, both objects."""
     for index in range(repeat):
         observers.before_timed_run(index)
-        prepared.step(None)
+        result = prepared.step(None)
         observers.after_timed_run(index)
+        observers.timed_run_output(index, result)
     observers.after_timed_runs(lambda: prepared.step(None), [None])
-    return observers.metrics()
+    metrics = observers.metrics()
+    return {**metrics, **observers.summary()}
 
 
 def test_a_failing_observer_leaves_a_note_and_the_others_go_on(tmp_path):
@@ -55,7 +58,7 @@ def test_a_failing_observer_leaves_a_note_and_the_others_go_on(tmp_path):
     metrics = run(observers, Model())
     assert observers.notes == [
         "observer profiler failed and was stopped: RuntimeError: no metrics here"]
-    assert "dynamo_counters" in metrics and "profiled_ops" not in metrics
+    assert "dynamo_counters" in metrics and "inductor_ops" not in metrics
 
 
 def test_eager_gets_no_dynamo_summary_and_notes_for_dynamo_flags(tmp_path):
@@ -89,3 +92,14 @@ def test_the_debug_stack_gets_no_dynamo_summary(tmp_path):
     observers = observers_of(debug, RunSettings(), tmp_path)
     observers.attach(Model())
     assert run(observers, Model()) == {}
+
+
+def test_save_output_writes_each_timed_run_output(tmp_path):
+    settings = RunSettings(repeat=2, observe={"save_output": True})
+    observers = observers_of(EAGER, settings, tmp_path)
+    observers.attach(Model())
+    assert run(observers, Model()) == {}
+    for index in range(2):
+        saved = torch.load(tmp_path / f"run-{index}" / "output.pt")
+        assert torch.equal(saved, torch.ones(3))
+    assert observers.notes == []
