@@ -123,7 +123,9 @@ def test_the_examples_dry_run_here_on_the_cpu(tmp_path, torchbench):
     assert json.loads(experiment_flag.split("=", 1)[1]) == {
         "accelerator": "cpu", "xla": None, "xla_flags": None, "dynamo": None,
         "torch_xla2": None, "test": "eval", "keep_model_data_on_cuda": False,
-        "enable_functionalization": False}
+        "enable_functionalization": False,
+        # Our defaults that differ from a bare ExperimentConfig's travel in the JSON too.
+        "fp16_bf16_reduction_math_sdp": True}
     again = dry_run(tmp_path, "--suite-name=torchbench", f"--torchbench-dir={torchbench}",
                     *shlex.split(configs[-1]))
     assert "1 experiment(s) would run" in again.stdout
