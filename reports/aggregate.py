@@ -113,14 +113,19 @@ def _warnings(row: Row) -> list[str]:
     return found
 
 
-def build_rows(records: list[Record], baseline: str) -> list[Row]:
-    index: dict[tuple[str, ConfigKey], Record] = {}
+def _baseline_index(records: list[Record], baseline: str) -> dict[tuple, Record]:
+    index: dict[tuple, Record] = {}
     for record in records:
-        if record.config.stack == baseline and not record.config.xla_flags:
-            index[(record.model_label, record.config)] = record
+        if record.config.stack == baseline and not record.config.xla_flags and not record.config.mode:
+            index[(record.model_label, record.config, record.batch_size)] = record
+    return index
+
+
+def build_rows(records: list[Record], baseline: str) -> list[Row]:
+    index = _baseline_index(records, baseline)
     rows = []
     for record in records:
-        base = index.get((record.model_label, record.config.baseline_key(baseline)))
+        base = index.get((record.model_label, record.config.baseline_key(baseline), record.batch_size))
         row = Row(record=record, baseline=base)
         if base is not None and base.ran and record.ran:
             row.speedup = base.median_time / record.median_time

@@ -9,7 +9,7 @@ from typing import Optional
 from reports.aggregate import Report
 
 CSV_FIELDS = [
-    "suite", "model", "configuration", "accelerator", "stack", "test", "precision", "batch_size",
+    "suite", "model", "configuration", "accelerator", "stack", "test", "precision", "mode", "batch_size",
     "xla_flags", "extras", "status", "verification_code", "repeats", "median_time_s",
     "interval_low_s", "interval_high_s", "interval_coverage", "baseline", "baseline_median_time_s",
     "speedup", "cold_start_time_s", "compile_time_s", "peak_memory_bytes", "memory_kind",
@@ -31,7 +31,8 @@ def render_csv(report: Report) -> str:
         writer.writerow({
             "suite": r.suite, "model": r.model, "configuration": c.label,
             "accelerator": c.accelerator, "stack": c.stack, "test": c.test,
-            "precision": c.precision, "batch_size": c.batch_size, "xla_flags": c.xla_flags,
+            "precision": c.precision, "mode": c.mode or "default",
+            "batch_size": "" if r.batch_size is None else str(r.batch_size), "xla_flags": c.xla_flags,
             "extras": c.extras, "status": r.status, "verification_code": r.verification_code,
             "repeats": len(r.per_iter_times), "median_time_s": _num(r.median_time),
             "interval_low_s": _num(r.interval.low if r.interval else None),

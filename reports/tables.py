@@ -48,7 +48,7 @@ def _interval(row: Row) -> str:
 
 
 ROW_HEADERS = [
-    "model", "configuration", "status", "verification", "median/iter", "interval",
+    "model", "configuration", "batch", "status", "verification", "median/iter", "interval",
     "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "warnings",
 ]
 
@@ -61,6 +61,7 @@ def row_cells(row: Row) -> list[str]:
     return [
         record.model_label,
         record.config.label,
+        "-" if record.batch_size is None else str(record.batch_size),
         record.status,
         record.verification_code,
         fmt_time(record.median_time),

@@ -109,3 +109,11 @@ def test_warnings_for_compile_time_and_memory(write_results):
     assert any(w.startswith("compile time") for w in row.warnings)
     assert any(w.startswith("memory compression") for w in row.warnings)
     assert not any(w.startswith("speedup") for w in row.warnings)
+
+
+def test_a_model_of_several_batch_sizes_stays_in_one_configuration(write_results):
+    lines = [craft_line("mlp", stack, times=[t], batch_size=bs)
+             for bs, t in ((8, 1.0), (16, 2.0)) for stack in ("eager", "inductor")]
+    report = build_report(load([write_results(lines)]).records)
+    assert [s.config.label for s in report.summaries] == ["cpu eager eval fp32", "cpu inductor eval fp32"]
+    assert sorted(r.record.batch_size for r in report.rows if r.record.config.stack == "inductor") == [8, 16]

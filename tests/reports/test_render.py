@@ -106,7 +106,7 @@ def test_many_models_use_the_sorted_speedup_plot(write_results, tmp_path):
     "args, message",
     [
         (["{missing}"], "does not exist"),
-        (["{folder}"], "is a folder"),
+        (["{folder}"], "holds no"),
         (["{good}", "--baseline", "inductr"], "'inductr'"),
         (["{good}", "--run", "r9"], "'r9'"),
         ([], "the following arguments are required"),
@@ -115,7 +115,8 @@ def test_many_models_use_the_sorted_speedup_plot(write_results, tmp_path):
 )
 def test_bad_input_exits_2_with_a_message(write_results, tmp_path, capsys, args, message):
     good = write_results(mixed_lines())
-    values = {"missing": tmp_path / "nope.jsonl", "folder": tmp_path, "good": good}
+    (tmp_path / "empty").mkdir()
+    values = {"missing": tmp_path / "nope.jsonl", "folder": tmp_path / "empty", "good": good}
     assert report_main([a.format(**values) for a in args]) == 2
     assert message in capsys.readouterr().err
 
