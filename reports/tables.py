@@ -67,7 +67,7 @@ def row_cells(row: Row) -> list[str]:
         fmt_time(record.median_time),
         _interval(row),
         str(len(record.per_iter_times)),
-        fmt_ratio(row.speedup),
+        fmt_ratio(row.speedup) + (" (paired)" if row.speedup_method == "paired" else ""),
         fmt_time(record.cold_start_time),
         fmt_time(record.compile_time),
         memory if record.peak_memory else "-",
@@ -80,20 +80,34 @@ def _covered(value: Optional[float], text: str, covered: int, total: int) -> str
     return "-" if value is None else f"{text} ({covered}/{total})"
 
 
-def summary_cells(summary: ConfigSummary) -> list[str]:
-    counted = summary.models - summary.skipped
+def pass_rate_cell(summary: ConfigSummary) -> str:
+    """'100% (3/3)' over the verified experiments; 'not verified' when none was."""
     rate = summary.pass_rate
+    return "not verified" if rate is None else f"{rate:.0%} ({summary.accurate}/{summary.judged})"
+
+
+def compression_cell(summary: ConfigSummary) -> str:
+    counted = summary.counted
+    if summary.compression_ratio is None:
+        return summary.memory_note or "-"
+    return f"{fmt_ratio(summary.compression_ratio)} ({summary.compression_models}/{counted})"
+
+
+def summary_cells(summary: ConfigSummary) -> list[str]:
+    counted = summary.counted
     return [
         summary.config.label,
-        "-" if rate is None else f"{rate:.0%} ({summary.passed}/{counted})",
+        pass_rate_cell(summary),
+        str(summary.unverified),
         _covered(summary.geomean_speedup, fmt_ratio(summary.geomean_speedup), summary.speedup_models, counted),
         _covered(summary.mean_compile_time, fmt_time(summary.mean_compile_time), summary.compile_models, counted),
-        _covered(summary.compression_ratio, fmt_ratio(summary.compression_ratio), summary.compression_models, counted),
+        compression_cell(summary),
         str(summary.skipped),
     ]
 
 
-SUMMARY_HEADERS = ["configuration", "pass rate", "geomean speedup", "mean compile", "mem compression", "skipped"]
+SUMMARY_HEADERS = ["configuration", "pass rate (verified)", "unverified", "geomean speedup", "mean compile",
+                   "mem compression", "skipped"]
 
 
 def report_tables(report: Report) -> list[Table]:
