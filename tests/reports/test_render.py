@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.aggregate import build_report
 from reports.cli import report_main
-from reports.load import load
 from reports.plots import PLOT_NAMES
 from reports.render_csv import CSV_FIELDS
 from tests.reports.conftest import craft_line
@@ -64,18 +62,43 @@ def test_markdown_tables_have_consistent_shape(report_dir):
         widths = {len(re.findall(r"(?<!\\)\|", line)) for line in table}
         assert len(widths) == 1, block
         assert re.fullmatch(r"\|(---\|)+", table[1])
-    assert tables == 3
+    assert tables == 5  # runs, configurations, trend, experiments, warnings
 
 
 def test_html_is_self_contained(report_dir):
     page = (report_dir / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>")
-    references = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', page)
-    assert references and all(ref.startswith("data:image/png;base64,") for ref in references)
-    assert not re.search(r"https?://", page)
-    assert "<script" not in page
-    for name in PLOT_NAMES:
-        assert f'id="plot-{name}"' in page
+    assert not re.findall(r'(?:src|href)\s*=', page)  # nothing loaded from anywhere
+    # Only the SVG namespace (an identifier, never fetched) looks like an address.
+    assert set(re.findall(r"https?://[^\s\"']*", page)) == {"http://www.w3.org/2000/svg"}
+    assert "@import" not in page and "url(" not in page
+    assert page.count("<script") == 2  # the data, and the script that draws it
+    assert '<script type="application/json" id="dashboard-data">' in page
+
+
+HOSTILE = '</script><img src=x onerror=alert(1)>|pipe*star*'
+
+
+def test_html_and_markdown_escape_text_from_the_results(write_results, tmp_path):
+    lines = [
+        craft_line(HOSTILE, "eager", times=[1.0, 1.1, 0.9]),
+        craft_line(HOSTILE, "inductor", times=[0.5, 0.5, 0.5]),
+        craft_line("mlp", "inductor", status="failed", code="VERIFIER_DIDNT_RUN",
+                   error="ValueError: <b>bad</b> | worse"),
+    ]
+    out = tmp_path / "out"
+    assert report_main([str(write_results(lines)), "--output-dir", str(out), "--quiet"]) == 0
+    page = (out / "report.html").read_text()
+    assert "<img" not in page and "</script><" not in page and "<b>" not in page
+    data = page.split('id="dashboard-data">', 1)[1].split("</script>", 1)[0]
+    assert "\\u003c/script\\u003e\\u003cimg src=x" in data
+    markdown = (out / "report.md").read_text()
+    assert "<img" not in markdown and "<b>" not in markdown
+    assert r"&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;\|pipe\*star\*" in markdown
+    assert r"ValueError: &lt;b&gt;bad&lt;/b&gt; \| worse" in markdown
+    for block in re.split(r"\n## ", markdown)[1:]:
+        table = [line for line in block.splitlines() if line.startswith("|")]
+        assert len({len(re.findall(r"(?<!\\)\|", line)) for line in table}) <= 1, block
 
 
 def test_plots_are_png_files(report_dir):
