@@ -23,6 +23,7 @@ from reports.load import Loaded, load, select_records
 from reports.plots import render_plots
 from reports.render_csv import render_csv
 from reports.render_html import render_html
+from reports.render_hud_csv import render_hud_csv
 from reports.render_markdown import render_markdown
 from reports.render_text import render_tables
 from reports.score import score
@@ -122,6 +123,8 @@ def report_parser() -> argparse.ArgumentParser:
     parser.add_argument("--markdown", type=Path, default=None, help="write the Markdown here")
     parser.add_argument("--html", type=Path, default=None, help="write the HTML dashboard here")
     parser.add_argument("--plots-dir", type=Path, default=None, help="write the PNG plots here")
+    parser.add_argument("--hud-csv", type=Path, default=None, metavar="DIR",
+                        help="write PyTorch harness CSV files here, one per configuration and suite, as the HUD reads them")
     parser.add_argument("--no-history", action="store_true", help="leave out the history across runs")
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
     _add_cache_options(parser)
@@ -164,6 +167,7 @@ def _report_with(engine: Engine, args: argparse.Namespace) -> int:
         args.markdown = args.markdown or args.output_dir / "report.md"
         args.html = args.html or args.output_dir / "report.html"
         args.plots_dir = args.plots_dir or args.output_dir / "plots"
+        args.hud_csv = args.hud_csv or args.output_dir / "hud"
     title = "Experiment report"
     if not args.quiet:
         print("\n".join(intro) + "\n")
@@ -179,6 +183,10 @@ def _report_with(engine: Engine, args: argparse.Namespace) -> int:
         for name, png in render_plots(report).items():
             _write(args.plots_dir / f"{name}.png", png)
             written.append(args.plots_dir / f"{name}.png")
+    if args.hud_csv:
+        for name, text in render_hud_csv(report).items():
+            _write(args.hud_csv / name, text)
+            written.append(args.hud_csv / name)
     if args.html:
         payload = build_payload(title, intro, report, history, changes, loaded.runs)
         summary = next(t for t in tables if t.title.startswith("Configurations"))

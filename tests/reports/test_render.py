@@ -10,6 +10,7 @@ import pytest
 from reports.cli import report_main
 from reports.plots import PLOT_NAMES
 from reports.render_csv import CSV_FIELDS
+from reports.render_hud_csv import PERFORMANCE_FIELDS as HUD_FIELDS
 from tests.reports.conftest import craft_line
 
 MODELS = {"mlp": 0.01, "cnn": 0.03, "transformer_block": 0.05}
@@ -156,3 +157,42 @@ def test_reports_never_import_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_hud_csv_files_per_configuration(write_results, tmp_path):
+    lines = mixed_lines()
+    lines.append(craft_line("mlp", "inductor", times=[1.0], code="FAIL", test="train", run_id="r2", timestamp=3.0))
+    out = tmp_path / "hud"
+    assert report_main([str(write_results(lines)), "--hud-csv", str(out), "--quiet"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "PJRT_openxla_builtin_float32_inference_cpu_accuracy.csv",
+        "PJRT_openxla_builtin_float32_inference_cpu_performance.csv",
+        "inductor_no_cudagraphs_builtin_float32_inference_cpu_accuracy.csv",
+        "inductor_no_cudagraphs_builtin_float32_inference_cpu_performance.csv",
+        "inductor_no_cudagraphs_builtin_float32_training_cpu_accuracy.csv",
+        "inductor_no_cudagraphs_builtin_float32_training_cpu_performance.csv",
+    ]
+    perf = list(csv.reader((out / names[3]).open()))
+    assert perf[0] == HUD_FIELDS
+    by_name = {row[1]: dict(zip(perf[0], row)) for row in perf[1:]}
+    assert by_name["mlp"]["dev"] == "cpu" and float(by_name["mlp"]["speedup"]) == pytest.approx(2.0)
+    assert float(by_name["mlp"]["abs_latency"]) == pytest.approx(5.0)  # ms
+    assert by_name["mlp"]["compression_ratio"] == "" and by_name["mlp"]["dynamo_peak_mem"] == ""
+    failed = list(csv.DictReader((out / names[1]).open()))
+    assert {r["name"]: r["speedup"] for r in failed} == {"mlp": "0.000000", "cnn": "0.000000"}
+    assert [(r["name"], r["accuracy"]) for r in csv.DictReader((out / names[0]).open())] == [("mlp", "fail_to_run")]
+    accuracy = list(csv.DictReader((out / names[4]).open()))
+    assert [(r["name"], r["accuracy"]) for r in accuracy] == [("mlp", "fail_accuracy")]
+
+
+def test_hud_csv_names_follow_modes_and_dtypes():
+    from reports.load import ConfigKey
+    from reports.render_hud_csv import file_stem
+
+    assert file_stem(ConfigKey("cuda", "inductor", "train", "amp", mode="cudagraphs"), "timm") == \
+        "inductor_with_cudagraphs_timm_models_amp_training_cuda"
+    assert file_stem(ConfigKey("cuda", "inductor", "eval", "bf16", mode="max-autotune"), "huggingface") == \
+        "inductor_max_autotune_huggingface_bfloat16_inference_cuda"
+    assert file_stem(ConfigKey("cuda", "inductor", "eval", "fp16", mode="dynamic"), "torchbench") == \
+        "inductor_dynamic_torchbench_float16_inference_cuda"
