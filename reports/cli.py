@@ -118,11 +118,13 @@ def report_parser() -> argparse.ArgumentParser:
                         help="results files (*.jsonl), or folders: every *.jsonl file under them")
     parser.add_argument("--baseline", default=None, help=f"stack to compare against (default {DEFAULT_BASELINE}), e.g. inductor, PJRT+openxla")
     parser.add_argument("--run", default=None, help="use only this run id (a unique prefix or 'latest'); default: each experiment's latest line")
-    parser.add_argument("--output-dir", type=Path, default=None, help="write report.csv, report.md, report.html and plots/*.png here")
+    parser.add_argument("--output-dir", type=Path, default=None,
+                        help="write report.csv, report.md, report.html and hud/*.csv here")
     parser.add_argument("--csv", type=Path, default=None, help="write the CSV here")
     parser.add_argument("--markdown", type=Path, default=None, help="write the Markdown here")
     parser.add_argument("--html", type=Path, default=None, help="write the HTML dashboard here")
-    parser.add_argument("--plots-dir", type=Path, default=None, help="write the PNG plots here")
+    parser.add_argument("--plots-dir", type=Path, default=None,
+                        help="also write matplotlib PNG plots here (the HTML draws its own charts)")
     parser.add_argument("--hud-csv", type=Path, default=None, metavar="DIR",
                         help="write PyTorch harness CSV files here, one per configuration and suite, as the HUD reads them")
     parser.add_argument("--no-history", action="store_true", help="leave out the history across runs")
@@ -166,7 +168,6 @@ def _report_with(engine: Engine, args: argparse.Namespace) -> int:
         args.csv = args.csv or args.output_dir / "report.csv"
         args.markdown = args.markdown or args.output_dir / "report.md"
         args.html = args.html or args.output_dir / "report.html"
-        args.plots_dir = args.plots_dir or args.output_dir / "plots"
         args.hud_csv = args.hud_csv or args.output_dir / "hud"
     title = "Experiment report"
     if not args.quiet:

@@ -102,9 +102,12 @@ def test_html_and_markdown_escape_text_from_the_results(write_results, tmp_path)
         assert len({len(re.findall(r"(?<!\\)\|", line)) for line in table}) <= 1, block
 
 
-def test_plots_are_png_files(report_dir):
+def test_plots_are_png_files_on_request(report_dir, write_results, tmp_path):
+    assert not (report_dir / "plots").exists()  # the dashboard draws its own charts
+    plots = tmp_path / "plots"
+    assert report_main([str(write_results(mixed_lines())), "--plots-dir", str(plots), "--quiet"]) == 0
     for name in PLOT_NAMES:
-        data = (report_dir / "plots" / f"{name}.png").read_bytes()
+        data = (plots / f"{name}.png").read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 2000
 
 
