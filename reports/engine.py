@@ -236,12 +236,14 @@ def connect(temp_dir: Path, threads: Optional[int] = None):
     except ImportError as error:
         raise ReportError("the reports need DuckDB: pip install -e '.[reports]'") from error
 
-    return duckdb.connect(config={
+    con = duckdb.connect(config={
         "threads": threads or max(1, os.cpu_count() or 1),
         "memory_limit": MEMORY_LIMIT,
         "temp_directory": str(temp_dir),
         "preserve_insertion_order": True,
     })
+    con.execute("SET enable_progress_bar = false")  # it would write to the terminal
+    return con
 
 
 def expand_paths(paths: Iterable[Path]) -> list[Path]:

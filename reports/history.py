@@ -162,15 +162,25 @@ def _transitions(engine: Engine, history: History, threshold: float, alpha: floa
         item = Transition(idx, ConfigKey(*config), suite, common, log_change, newly_failing=failing, fixed=fixed)
         found[(idx, item.config, suite)] = item
     # Experiments beyond the threshold: the rank-sum statistic in the engine, its p here.
+    # Their repeats are fetched in one pass over the lines (usually few experiments).
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE candidates AS
+        SELECT id, was_id, idx, {_CONFIG}, suite, med / was_med AS ratio
+        FROM steps WHERE passed AND was_passed AND abs(med / was_med - 1) > ?
+    """, [threshold])
+    con.execute("""
+        CREATE OR REPLACE TEMP TABLE candidate_times AS
+        SELECT id, times FROM lines
+        WHERE id IN (SELECT id FROM candidates UNION ALL SELECT was_id FROM candidates)
+    """)
     for row in con.execute("""
-        WITH candidates AS (
-            SELECT * FROM steps WHERE passed AND was_passed AND abs(med / was_med - 1) > ?)
         SELECT c.idx, c.accelerator, c.stack, c.test, c.precision, c.xla_flags, c.extras, c.mode,
-               c.suite, c.med / c.was_med AS ratio, len(old.times), len(new.times),
+               c.suite, c.ratio, len(old.times), len(new.times),
                list_sum(list_transform(new.times, lambda y: list_sum(list_transform(old.times,
                    lambda x: CASE WHEN y > x THEN 1.0 WHEN y = x THEN 0.5 ELSE 0.0 END::DOUBLE)))) AS u
-        FROM candidates c JOIN lines new ON new.id = c.id JOIN lines old ON old.id = c.was_id
-    """, [threshold]).fetchall():
+        FROM candidates c JOIN candidate_times new ON new.id = c.id
+                          JOIN candidate_times old ON old.id = c.was_id
+    """).fetchall():
         idx, *config, suite, ratio, n_base, n_new, u = row
         item = found.get((idx, ConfigKey(*config), suite))
         if item is None:
