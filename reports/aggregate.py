@@ -7,8 +7,10 @@ model on the same accelerator, test, precision and batch size with the baseline 
 only: on CPU the only peak is the whole process's RSS, mostly the stack's own footprint,
 so no ratio is computed from it (and no warning raised).
 
-The pass rate is the HUD's: over the experiments the verifier judged (or that failed to
-run); experiments never verified are counted apart as unverified.
+The pass rate is the HUD's accuracy: experiments passing verification over those the
+verifier judged plus those that failed to run, in a configuration where anything was
+verified at all; experiments never verified are counted apart as unverified (and a
+configuration with nothing verified has no pass rate, failures or not).
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ class ConfigSummary:
     compile_models: int
     compression_ratio: Optional[float]
     compression_models: int
-    #: Judged by the verifier, or failed to run: the pass rate's denominator.
+    #: Judged by the verifier, plus the failures to run where anything was verified: the
+    #: pass rate's denominator.
     judged: int = 0
     #: Status ok and verification PASS: the pass rate's numerator.
     accurate: int = 0
@@ -180,6 +183,11 @@ def build_rows(records: list[Record], baseline: str) -> list[Row]:
     return rows
 
 
+def _judged(members: list[Row]) -> int:
+    verified = sum(r.record.verified for r in members)
+    return verified + sum(r.record.status == Status.FAILED for r in members) if verified else 0
+
+
 def summarise(rows: list[Row]) -> list[ConfigSummary]:
     """One summary per configuration, in the order configurations first appear in `rows`."""
     groups: dict[ConfigKey, list[Row]] = {}
@@ -203,7 +211,7 @@ def summarise(rows: list[Row]) -> list[ConfigSummary]:
                 compile_models=len(compiles),
                 compression_ratio=geomean(ratios),
                 compression_models=len(ratios),
-                judged=sum(r.record.judged for r in members),
+                judged=_judged(members),
                 accurate=sum(r.record.accurate for r in members),
                 memory_kinds=tuple(sorted({r.record.memory_kind for r in members
                                            if r.record.memory_kind and r.record.ran})),

@@ -120,7 +120,8 @@
   /* ---------- the HUD's four metrics per configuration ---------- */
   function summarise(ci, members) {
     const counted = members.filter((r) => r.st !== "skipped");
-    const judged = members.filter((r) => r.judged).length;
+    const verified = members.filter((r) => r.ver).length;
+    const judged = verified ? verified + members.filter((r) => r.st === "failed").length : 0;
     const accurate = members.filter((r) => r.acc).length;
     const speedups = members.filter((r) => r.spc).map((r) => r.sp);
     const compiles = members.filter((r) => r.ran && isNum(r.comp)).map((r) => r.comp);
@@ -305,7 +306,8 @@
     const sx = (x) => L + (xhi === xlo ? 0.5 : (x - xlo) / (xhi - xlo)) * (W - L - R);
     const fy = opts.log ? (v) => Math.log(v) : (v) => v;
     const sy = (v) => T + (1 - (fy(v) - fy(lo)) / (fy(hi) - fy(lo))) * (H - T - B);
-    const ticks = opts.log ? logTicks(lo, hi) : linearTicks(lo, hi);
+    let ticks = opts.log ? logTicks(lo, hi) : linearTicks(lo, hi);
+    if (opts.log && ticks.length < 3) ticks = linearTicks(lo, hi).filter((v) => v > 0);
     for (const v of ticks) {
       node.appendChild(svg("line", { x1: L, x2: W - R, y1: sy(v), y2: sy(v), class: "grid" }));
       node.appendChild(svg("text", { x: L - 6, y: sy(v) + 4, "text-anchor": "end", class: "tick" }, fmtTick(v, opts.unit)));
@@ -377,10 +379,10 @@
       const [run, ci, suite] = p;
       if (!configVisible(ci) || (state.suite && suite !== state.suite)) continue;
       const key = run + ":" + ci;
-      const acc = points.get(key) || { run, ci, counted: 0, skipped: 0, judged: 0, accurate: 0,
+      const acc = points.get(key) || { run, ci, counted: 0, skipped: 0, verified: 0, accurate: 0, failed: 0,
         nsp: 0, logsp: 0, ncomp: 0, comp: 0, ncr: 0, logcr: 0 };
-      acc.counted += p[3]; acc.skipped += p[4]; acc.judged += p[5]; acc.accurate += p[6];
-      acc.nsp += p[7]; acc.logsp += p[8]; acc.ncomp += p[9]; acc.comp += p[10]; acc.ncr += p[11]; acc.logcr += p[12];
+      acc.counted += p[3]; acc.skipped += p[4]; acc.verified += p[5]; acc.accurate += p[6]; acc.failed += p[7];
+      acc.nsp += p[8]; acc.logsp += p[9]; acc.ncomp += p[10]; acc.comp += p[11]; acc.ncr += p[12]; acc.logcr += p[13];
       points.set(key, acc);
     }
     for (const t of history.transitions) {
@@ -398,8 +400,10 @@
       const g = history.geomeanThreshold;
       const overallWorse = isNum(s.change) && s.change > 1 + g;
       const overallBetter = isNum(s.change) && s.change < 1 - g;
-      s.worse = overallWorse || s.regressed > 0 || s.failing > 0;
-      s.better = overallBetter || s.improved > 0 || s.fixed > 0;
+      s.slower = overallWorse || s.regressed > 0;  /* performance: marked on the speedup chart */
+      s.faster = overallBetter || s.improved > 0;
+      s.worse = s.slower || s.failing > 0;
+      s.better = s.faster || s.fixed > 0;
       s.kind = s.worse && s.better ? "mixed" : s.worse ? "regressed" : s.better ? "improved" : "";
       const parts = [];
       if (overallWorse) parts.push("overall slower");
@@ -438,7 +442,7 @@
     if ((nRuns - 1) % every) xticks.push([nRuns - 1, runLabel(nRuns - 1)]);
     const metrics = [
       { id: "pass-rate", title: "Pass rate (verified experiments)", unit: "%", zero: true,
-        value: (p) => (p.judged ? p.accurate / p.judged : null) },
+        value: (p) => (p.verified ? p.accurate / (p.verified + p.failed) : null) },
       { id: "geomean-speedup", title: "Geometric mean speedup against " + D.baseline + " (log scale)", unit: "x",
         log: true, ref: 1, value: (p) => (p.nsp ? Math.exp(p.logsp / p.nsp) : null), marks: true, noBaseline: true },
       { id: "compile-time", title: "Mean compile time (log scale)", unit: "s", log: true,
@@ -461,8 +465,8 @@
           pts.push([run, y, runLabel(run) + " " + (D.runs[run] ? D.runs[run].id : "") + ": " + fmtTick(y, m.unit)]);
           const s = steps.get(run + ":" + ci);
           const text = s ? runLabel(run) + " " + configs[ci].label + ": " + s.text : "";
-          if (m.marks && s && s.worse) marks.push({ x: run, y, kind: "regressed", text });
-          if (m.marks && s && s.better) marks.push({ x: run, y, kind: "improved", text });
+          if (m.marks && s && s.slower) marks.push({ x: run, y, kind: "regressed", text });
+          if (m.marks && s && s.faster) marks.push({ x: run, y, kind: "improved", text });
         }
         return { name: configs[ci].label, colour: colourOf(ci), points: pts, marks };
       });
@@ -472,10 +476,10 @@
     }
     host.appendChild(grid);
     host.appendChild(chartLegend(legendSeries));
-    host.appendChild(el("p", { class: "muted" }, "\u25bc regressed, \u25b2 improved (both: mixed), against each model's previous run: " +
+    host.appendChild(el("p", { class: "muted" }, "\u25bc slower, \u25b2 faster, against each model's previous run: " +
       "the geometric mean of median times beyond " + (100 * history.geomeanThreshold).toFixed(0) +
       "%, or any model beyond " + (100 * history.threshold).toFixed(0) + "% with p <= " + history.alpha +
-      " (one-sided rank-sum test on the repeats), or newly failing."));
+      " (one-sided rank-sum test on the repeats). The table also flags models newly failing or fixed."));
     const recent = Array.from(steps.values()).filter((s) => s.kind).sort((a, b) => b.run - a.run || a.ci - b.ci)
       .slice(0, 30);
     const body = recent.map((s) => el("tr", { class: s.kind === "regressed" ? "row-bad" : s.kind === "improved" ? "row-good" : "row-mixed" }, [

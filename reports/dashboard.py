@@ -101,7 +101,7 @@ def build_payload(
             "cov": _num(r.interval.coverage) if r.interval and len(r.per_iter_times) > 1 else None,
             "n": len(r.per_iter_times), "sp": _num(row.speedup), "sm": row.speedup_method,
             "spc": row.speedup_counts, "cold": _num(r.cold_start_time), "comp": _num(r.compile_time),
-            "ran": r.ran, "passed": r.passed, "judged": r.judged, "acc": r.accurate,
+            "ran": r.ran, "passed": r.passed, "ver": r.verified, "acc": r.accurate,
             "mem": r.peak_memory, "mk": r.memory_kind or "", "cr": _num(row.compression_ratio),
             "w": row.warnings, "run": r.run_id, "err": r.error, "unrel": r.unreliable,
         })
@@ -121,8 +121,8 @@ def build_payload(
             "alpha": history.alpha,
             "geomeanThreshold": DEFAULT_GEOMEAN_THRESHOLD,
             "points": [
-                [p.run, config_id(p.config), p.suite, p.counted, p.skipped, p.judged, p.accurate,
-                 p.speedups, p.log_speedup, p.compiles, p.compile_sum, p.ratios, p.log_ratio]
+                [p.run, config_id(p.config), p.suite, p.counted, p.skipped, p.verified, p.accurate,
+                 p.failed, p.speedups, p.log_speedup, p.compiles, p.compile_sum, p.ratios, p.log_ratio]
                 for p in history.points
             ],
             "transitions": [

@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - depends on the core version
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the normalised columns change: older caches are rebuilt.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
@@ -154,7 +154,7 @@ NORMALISED = f"""
         experiment.torch_xla2, experiment.test, experiment.xla_flags, experiment.precision,
         experiment.batch_size::VARCHAR, experiment.matmul_precision,
         experiment.enable_functionalization::VARCHAR, experiment.disable_tf32::VARCHAR,
-        experiment.optimizer, experiment.amp_dtype, experiment.mode))) AS key,
+        experiment.optimizer, experiment.amp_dtype, experiment.mode)), stack, mode) AS key,
     COALESCE(NULLIF(left(fingerprint, 12), ''), 'h' || left(printf('%016x', key), 11)) AS fp,
     CASE WHEN status IN ('ok', 'failed', 'skipped') THEN status
          WHEN status IS NOT NULL THEN 'failed'

@@ -4,8 +4,8 @@ Computed by the engine over every line of every run (a year of nightly runs is a
 million lines), per run x configuration x suite, so the dashboard can combine suites as it
 filters:
 
-- points: experiments counted, skipped, judged by the verifier and accurate (the pass
-  rate), the sum of log speedups and their count (the geometric mean), the sum of compile
+- points: experiments counted, skipped, verified, accurate and failed (the pass rate:
+  accurate over verified plus failed, where anything was verified), the sum of log speedups and their count (the geometric mean), the sum of compile
   times and their count (the mean), the sum of log compression ratios (device memory only);
 - transitions: each experiment against its previous run (the latest line of each run; the
   compare rules): the sum of log(new / old median) over experiments passing in both (the
@@ -42,8 +42,9 @@ class Point:
     suite: str
     counted: int
     skipped: int
-    judged: int
+    verified: int
     accurate: int
+    failed: int
     speedups: int
     log_speedup: float
     compiles: int
@@ -128,8 +129,9 @@ def compute_history(
         SELECT idx, {_CONFIG}, suite,
                count(*) FILTER (WHERE status <> 'skipped'),
                count(*) FILTER (WHERE status = 'skipped'),
-               count(*) FILTER (WHERE status = 'failed' OR (status = 'ok' AND code IN ({verdict_codes}))),
+               count(*) FILTER (WHERE status = 'ok' AND code IN ({verdict_codes})),
                count(*) FILTER (WHERE status = 'ok' AND code = '{VerificationCode.PASS.value}'),
+               count(*) FILTER (WHERE status = 'failed'),
                count(*) FILTER (WHERE speedup > 0), COALESCE(sum(ln(speedup)) FILTER (WHERE speedup > 0), 0),
                count(*) FILTER (WHERE ran AND compile IS NOT NULL), COALESCE(sum(compile) FILTER (WHERE ran), 0),
                count(*) FILTER (WHERE ratio > 0), COALESCE(sum(ln(ratio)) FILTER (WHERE ratio > 0), 0)

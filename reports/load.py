@@ -115,10 +115,9 @@ class Record:
         return self.ran and not self.verification_failed
 
     @property
-    def judged(self) -> bool:
-        """Counts in the pass rate: the verifier gave a verdict, or the experiment failed."""
-        return self.status == Status.FAILED or (
-            self.status == Status.OK and self.verification_code in VERDICT_CODES)
+    def verified(self) -> bool:
+        """Ran and the verifier gave a verdict (PASS, FAIL or EXCEPTION_RAISED)."""
+        return self.status == Status.OK and self.verification_code in VERDICT_CODES
 
     @property
     def accurate(self) -> bool:

@@ -137,8 +137,10 @@ def render_hud_csv(report: Report) -> dict[str, str]:
         writer.writerows(_performance_row(row) for row in members)
         files[f"{stem}_performance.csv"] = out.getvalue()
         verified = [row for row in members
-                    if row.record.status == Status.FAILED or row.record.verification_code in _ACCURACY]
+                    if row.record.status == Status.OK and row.record.verification_code in _ACCURACY]
         if verified:
+            verified += [row for row in members if row.record.status == Status.FAILED]
+            verified.sort(key=lambda r: (r.record.model, r.record.batch_size or 0))
             out = io.StringIO()
             writer = csv.writer(out, lineterminator="\n")
             writer.writerow(ACCURACY_FIELDS)

@@ -54,9 +54,9 @@ def test_failures_and_missing_metrics_count_in_pass_rate_not_geomean(write_resul
     report = build_report(load([write_results(lines)]).records)
     summary = _summary(report, "inductor")
     assert summary.models == 3 and summary.passed == 1
-    # Only the failure was judged (the others were never verified): 0 of 1.
-    assert (summary.judged, summary.accurate, summary.unverified) == (1, 0, 2)
-    assert summary.pass_rate == 0.0
+    # Nothing was verified: no pass rate, failure or not.
+    assert (summary.judged, summary.accurate, summary.unverified) == (0, 0, 3)
+    assert summary.pass_rate is None
     assert summary.speedup_models == 1
     assert summary.geomean_speedup == pytest.approx(statistics.median(EAGER["mlp"]) / statistics.median(INDUCTOR["mlp"]))
     assert any(w.startswith("failed: RuntimeError: compile failed") for w in _by(report, "inductor")["cnn"].warnings)
@@ -125,11 +125,16 @@ def test_pass_rate_counts_verified_experiments_only(write_results):
         craft_line("cnn", "inductor", times=INDUCTOR["cnn"], code="FAIL"),
         craft_line("transformer_block", "inductor", times=INDUCTOR["transformer_block"]),  # not verified
         craft_line("mlp", "PJRT", status="skipped"),
+        craft_line("cnn", "inductor", status="failed", code="VERIFIER_DIDNT_RUN", error="boom", test="train"),
+        craft_line("mlp", "inductor", times=[1.0], code="PASS", test="train"),
     ]
     report = build_report(load([write_results(lines)]).records)
     summary = _summary(report, "inductor")
     assert (summary.judged, summary.accurate, summary.unverified) == (2, 1, 1)
     assert summary.pass_rate == 0.5
+    # Where something was verified, a failure to run counts against the pass rate.
+    train = next(s for s in report.summaries if s.config.test == "train")
+    assert (train.judged, train.accurate, train.pass_rate) == (2, 1, 0.5)
     assert _summary(report, "eager").pass_rate == 1.0
     skipped = _summary(report, "PJRT")
     assert skipped.pass_rate is None and skipped.skipped == 1 and skipped.unverified == 0

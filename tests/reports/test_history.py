@@ -54,14 +54,14 @@ def test_points_hold_the_four_metrics_of_each_run(nights):
     with engine:
         assert [r.run_id for r in history.runs] == ["night-0", "night-1", "night-2"]
         first = _point(history, 0, "inductor")
-        assert (first.counted, first.judged, first.accurate) == (3, 3, 3)
+        assert (first.counted, first.verified, first.accurate, first.failed) == (3, 3, 3, 0)
         assert math.exp(first.log_speedup / first.speedups) == pytest.approx(2.0)
         assert first.compile_sum / first.compiles == pytest.approx(5.0, abs=0.01)
         assert first.ratios == 0  # host memory only: no compression ratio
         unverified = _point(history, 1, "inductor")
-        assert (unverified.counted, unverified.judged) == (3, 0)
+        assert (unverified.counted, unverified.verified) == (3, 0)
         last = _point(history, 2, "inductor")
-        assert (last.judged, last.accurate, last.speedups) == (3, 2, 2)
+        assert (last.verified, last.accurate, last.failed, last.speedups) == (2, 2, 1, 2)
         expected = math.sqrt((1.0 / 0.6) * (2.0 / 0.98))
         assert math.exp(last.log_speedup / last.speedups) == pytest.approx(expected, rel=1e-6)
 

@@ -170,6 +170,19 @@ def test_new_layout_reads_summary_first_and_lists_per_run(write_results):
     assert skipped.status == "skipped"
 
 
+def test_the_inductor_mode_separates_experiments(write_results):
+    """Lines of one model and stack differing only by mode are two experiments, even where
+    the stored fingerprint (older runners) does not tell them apart."""
+    lines = []
+    for mode, t in (("default", 1.0), ("cudagraphs", 0.5)):
+        line = craft_line("mlp", "inductor", times=[t], run_id="r", timestamp=1.0)
+        line["experiment"]["mode"] = mode
+        lines.append(line)
+    loaded = load([write_results(lines)])
+    assert sorted((r.config.label, r.median_time) for r in loaded.records) == [
+        ("cpu inductor eval fp32", 1.0), ("cpu inductor eval fp32 mode=cudagraphs", 0.5)]
+
+
 def test_wrong_types_read_as_missing(write_results):
     line = craft_line("mlp", times=[1.0, 2.0, 3.0])
     line["metrics"]["per_iter_time"] = [1.0, "fast", None, 3.0]

@@ -116,9 +116,9 @@ def test_terminal_table_and_latest_run(write_results, capsys):
     assert report_main([str(path)]) == 0
     out = capsys.readouterr().out
     assert "geomean speedup" in out and "2.00x (3/3)" in out
-    # Pass rate over verified experiments only: inductor's three PASS lines; PJRT+openxla's
-    # failure is judged (failed to run), its line without timings was never verified.
-    assert "100% (3/3)" in out and "0% (0/1)" in out
+    # Pass rate over verified experiments only: inductor's three PASS lines; PJRT+openxla
+    # verified nothing (a failure and a line without timings): no pass rate.
+    assert "100% (3/3)" in out and "not verified" in out and "0% (0/1)" not in out
     assert report_main([str(path), "--run", "r1", "--quiet"]) == 0
 
 
@@ -169,23 +169,21 @@ def test_hud_csv_files_per_configuration(write_results, tmp_path):
     assert report_main([str(write_results(lines)), "--hud-csv", str(out), "--quiet"]) == 0
     names = sorted(p.name for p in out.iterdir())
     assert names == [
-        "PJRT_openxla_builtin_float32_inference_cpu_accuracy.csv",
-        "PJRT_openxla_builtin_float32_inference_cpu_performance.csv",
+        "PJRT_openxla_builtin_float32_inference_cpu_performance.csv",  # nothing verified: no accuracy file
         "inductor_no_cudagraphs_builtin_float32_inference_cpu_accuracy.csv",
         "inductor_no_cudagraphs_builtin_float32_inference_cpu_performance.csv",
         "inductor_no_cudagraphs_builtin_float32_training_cpu_accuracy.csv",
         "inductor_no_cudagraphs_builtin_float32_training_cpu_performance.csv",
     ]
-    perf = list(csv.reader((out / names[3]).open()))
+    perf = list(csv.reader((out / names[2]).open()))
     assert perf[0] == HUD_FIELDS
     by_name = {row[1]: dict(zip(perf[0], row)) for row in perf[1:]}
     assert by_name["mlp"]["dev"] == "cpu" and float(by_name["mlp"]["speedup"]) == pytest.approx(2.0)
     assert float(by_name["mlp"]["abs_latency"]) == pytest.approx(5.0)  # ms
     assert by_name["mlp"]["compression_ratio"] == "" and by_name["mlp"]["dynamo_peak_mem"] == ""
-    failed = list(csv.DictReader((out / names[1]).open()))
+    failed = list(csv.DictReader((out / names[0]).open()))
     assert {r["name"]: r["speedup"] for r in failed} == {"mlp": "0.000000", "cnn": "0.000000"}
-    assert [(r["name"], r["accuracy"]) for r in csv.DictReader((out / names[0]).open())] == [("mlp", "fail_to_run")]
-    accuracy = list(csv.DictReader((out / names[4]).open()))
+    accuracy = list(csv.DictReader((out / names[3]).open()))
     assert [(r["name"], r["accuracy"]) for r in accuracy] == [("mlp", "fail_accuracy")]
 
 
