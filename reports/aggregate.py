@@ -1,9 +1,16 @@
 """Per-experiment rows and per-configuration summaries of loaded records.
 
-Speedup = baseline median time / experiment median time, where the baseline is the same
+Speedup: the line's paired speedup (eager timed interleaved in the same process) where it
+has one, else baseline median time / experiment median time, where the baseline is the same
 model on the same accelerator, test, precision and batch size with the baseline stack
-(default eager). Memory compression ratio = baseline peak / experiment peak (only when both
-peaks are of the same kind, device or host).
+(default eager). Memory compression ratio = eager peak / experiment peak, for device memory
+only: on CPU the only peak is the whole process's RSS, mostly the stack's own footprint,
+so no ratio is computed from it (and no warning raised).
+
+The pass rate is the HUD's accuracy: experiments passing verification over those the
+verifier judged plus those that failed to run, in a configuration where anything was
+verified at all; experiments never verified are counted apart as unverified (and a
+configuration with nothing verified has no pass rate, failures or not).
 """
 
 from __future__ import annotations
@@ -32,11 +39,17 @@ class Row:
     speedup: Optional[float] = None
     compression_ratio: Optional[float] = None
     warnings: list[str] = field(default_factory=list)
+    #: "paired" (the line's own interleaved eager runs) or "baseline" (the baseline's line).
+    speedup_method: str = ""
 
     @property
     def speedup_counts(self) -> bool:
         """Enters the geometric mean: both sides ran and neither failed verification."""
-        return self.speedup is not None and self.record.passed and self.baseline is not None and self.baseline.passed
+        if self.speedup is None or not self.record.passed:
+            return False
+        if self.speedup_method == "paired":
+            return True
+        return self.baseline is not None and self.baseline.passed
 
 
 @dataclass
@@ -46,6 +59,7 @@ class ConfigSummary:
     config: ConfigKey
     models: int
     skipped: int
+    #: Ran, and not found wrong by the verifier (the models whose speedup can count).
     passed: int
     geomean_speedup: Optional[float]
     speedup_models: int
@@ -53,11 +67,36 @@ class ConfigSummary:
     compile_models: int
     compression_ratio: Optional[float]
     compression_models: int
+    #: Judged by the verifier, plus the failures to run where anything was verified: the
+    #: pass rate's denominator.
+    judged: int = 0
+    #: Status ok and verification PASS: the pass rate's numerator.
+    accurate: int = 0
+    #: Memory kinds seen among the experiments that ran ("device", "host").
+    memory_kinds: tuple[str, ...] = ()
+
+    @property
+    def counted(self) -> int:
+        return self.models - self.skipped
+
+    @property
+    def unverified(self) -> int:
+        """Not skipped, ran or not, but never judged by the verifier."""
+        return self.counted - self.judged
 
     @property
     def pass_rate(self) -> Optional[float]:
-        counted = self.models - self.skipped
-        return self.passed / counted if counted else None
+        """Accuracy pass rate over the judged experiments; None when none was judged."""
+        return self.accurate / self.judged if self.judged else None
+
+    @property
+    def memory_note(self) -> str:
+        """Why there is no compression ratio, when there is none."""
+        if self.compression_ratio is not None:
+            return ""
+        if "device" not in self.memory_kinds and "host" in self.memory_kinds:
+            return "host RSS only: no ratio"
+        return ""
 
 
 @dataclass
@@ -108,33 +147,45 @@ def _warnings(row: Row) -> list[str]:
         found.append(f"speedup {row.speedup:.2f} < {SPEEDUP_WARNING}")
     if record.compile_time is not None and record.compile_time > COMPILE_TIME_WARNING_S:
         found.append(f"compile time {record.compile_time:.0f} s > {COMPILE_TIME_WARNING_S:.0f} s")
+    if record.unreliable:
+        found.append("unreliable timings" + (f": {record.unreliable_reason}" if record.unreliable_reason else ""))
     if row.compression_ratio is not None and row.compression_ratio < COMPRESSION_WARNING:
         found.append(f"memory compression {row.compression_ratio:.2f} < {COMPRESSION_WARNING}")
     return found
 
 
-def build_rows(records: list[Record], baseline: str) -> list[Row]:
-    index: dict[tuple[str, ConfigKey], Record] = {}
+def _baseline_index(records: list[Record], baseline: str) -> dict[tuple, Record]:
+    index: dict[tuple, Record] = {}
     for record in records:
-        if record.config.stack == baseline and not record.config.xla_flags:
-            index[(record.model_label, record.config)] = record
+        if record.config.stack == baseline and not record.config.xla_flags and not record.config.mode:
+            index[(record.model_label, record.config, record.batch_size)] = record
+    return index
+
+
+def build_rows(records: list[Record], baseline: str) -> list[Row]:
+    index = _baseline_index(records, baseline)
     rows = []
     for record in records:
-        base = index.get((record.model_label, record.config.baseline_key(baseline)))
+        base = index.get((record.model_label, record.config.baseline_key(baseline), record.batch_size))
         row = Row(record=record, baseline=base)
-        if base is not None and base.ran and record.ran:
-            row.speedup = base.median_time / record.median_time
-        if (
-            base is not None
-            and base.peak_memory
-            and record.peak_memory
-            and base.memory_kind == record.memory_kind
-            and record.status != Status.SKIPPED
-        ):
-            row.compression_ratio = base.peak_memory / record.peak_memory
+        if record.paired_speedup is not None and record.ran and record.config.stack != baseline:
+            row.speedup, row.speedup_method = record.paired_speedup, "paired"
+        elif base is not None and base.ran and record.ran:
+            row.speedup, row.speedup_method = base.median_time / record.median_time, "baseline"
+        if record.memory_kind == "device" and record.peak_memory and record.status != Status.SKIPPED:
+            eager_peak = record.eager_peak_device_memory
+            if eager_peak is None and base is not None and base.memory_kind == "device":
+                eager_peak = base.peak_memory
+            if eager_peak:
+                row.compression_ratio = eager_peak / record.peak_memory
         row.warnings = _warnings(row)
         rows.append(row)
     return rows
+
+
+def _judged(members: list[Row]) -> int:
+    verified = sum(r.record.verified for r in members)
+    return verified + sum(r.record.status == Status.FAILED for r in members) if verified else 0
 
 
 def summarise(rows: list[Row]) -> list[ConfigSummary]:
@@ -160,6 +211,10 @@ def summarise(rows: list[Row]) -> list[ConfigSummary]:
                 compile_models=len(compiles),
                 compression_ratio=geomean(ratios),
                 compression_models=len(ratios),
+                judged=_judged(members),
+                accurate=sum(r.record.accurate for r in members),
+                memory_kinds=tuple(sorted({r.record.memory_kind for r in members
+                                           if r.record.memory_kind and r.record.ran})),
             )
         )
     return summaries

@@ -13,16 +13,21 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from reports.aggregate import DEFAULT_BASELINE, build_report
-from reports.compare import DEFAULT_ALPHA, DEFAULT_GEOMEAN_THRESHOLD, DEFAULT_THRESHOLD, compare
+from reports.cache import default_cache_dir
+from reports.compare import DEFAULT_ALPHA, DEFAULT_GEOMEAN_THRESHOLD, DEFAULT_THRESHOLD, Comparison, compare
+from reports.dashboard import build_payload
+from reports.columnar import Engine
 from reports.errors import ReportError
-from reports.load import Loaded, load
+from reports.history import compute_history
+from reports.load import Loaded, load, select_records
 from reports.plots import render_plots
 from reports.render_csv import render_csv
 from reports.render_html import render_html
+from reports.render_hud_csv import render_hud_csv
 from reports.render_markdown import render_markdown
 from reports.render_text import render_tables
 from reports.score import score
-from reports.tables import comparison_tables, report_tables, score_tables
+from reports.tables import comparison_tables, report_tables, runs_table, score_tables, trend_table
 
 EXIT_OK = 0
 EXIT_REGRESSED = 1
@@ -49,9 +54,10 @@ def _fraction(text: str) -> float:
 
 def _load_notes(loaded: Loaded, name: str = "") -> list[str]:
     prefix = f"{name}: " if name else ""
+    scope = f" (run {loaded.run})" if loaded.run else ""
     notes = [
-        f"{prefix}{loaded.total_lines} lines, {len(loaded.records)} experiments, "
-        f"{len(loaded.runs)} runs, {loaded.superseded} lines superseded by later runs"
+        f"{prefix}{loaded.total_lines} lines, {len(loaded.records)} experiments{scope}, "
+        f"{len(loaded.runs)} runs, {loaded.superseded} lines superseded by later lines"
     ]
     for bad in loaded.bad_lines[:20]:
         notes.append(f"{prefix}skipped {bad.path} line {bad.lineno}: {bad.reason}")
@@ -95,31 +101,74 @@ def _guard(function, argv: Optional[Sequence[str]]) -> int:
         results_log.removeFilter(dropper)
 
 
+def _add_cache_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="where parsed results are cached (default $EXPERIMENT_RUNNER_CACHE_DIR, "
+                             "else ~/.cache/experiment-runner/reports)")
+    parser.add_argument("--no-cache", action="store_true", help="parse every file in full, without the cache")
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    return Engine(None if args.no_cache else (args.cache_dir or default_cache_dir()))
+
+
 def report_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="experiment-runner report", description="Tables, CSV, Markdown and an HTML dashboard from results files.")
-    parser.add_argument("results", nargs="+", type=Path, help="results.jsonl files")
+    parser.add_argument("results", nargs="+", type=Path,
+                        help="results files (*.jsonl), or folders: every *.jsonl file under them")
     parser.add_argument("--baseline", default=None, help=f"stack to compare against (default {DEFAULT_BASELINE}), e.g. inductor, PJRT+openxla")
     parser.add_argument("--run", default=None, help="use only this run id (a unique prefix or 'latest'); default: each experiment's latest line")
-    parser.add_argument("--output-dir", type=Path, default=None, help="write report.csv, report.md, report.html and plots/*.png here")
+    parser.add_argument("--output-dir", type=Path, default=None,
+                        help="write report.csv, report.md, report.html and hud/*.csv here")
     parser.add_argument("--csv", type=Path, default=None, help="write the CSV here")
     parser.add_argument("--markdown", type=Path, default=None, help="write the Markdown here")
     parser.add_argument("--html", type=Path, default=None, help="write the HTML dashboard here")
-    parser.add_argument("--plots-dir", type=Path, default=None, help="write the PNG plots here")
+    parser.add_argument("--plots-dir", type=Path, default=None,
+                        help="also write matplotlib PNG plots here (the HTML draws its own charts)")
+    parser.add_argument("--hud-csv", type=Path, default=None, metavar="DIR",
+                        help="write PyTorch harness CSV files here, one per configuration and suite, as the HUD reads them")
+    parser.add_argument("--no-history", action="store_true", help="leave out the history across runs")
     parser.add_argument("--quiet", action="store_true", help="do not print the tables")
+    _add_cache_options(parser)
     return parser
+
+
+def _latest_changes(engine: Engine, loaded: Loaded) -> Optional[Comparison]:
+    """The latest run (or the one asked for) against the run before it."""
+    runs = [r.run_id for r in loaded.runs]
+    newest = loaded.run if loaded.run is not None else (runs[-1] if runs else None)
+    if newest is None or newest not in runs or runs.index(newest) == 0:
+        return None
+    previous = runs[runs.index(newest) - 1]
+    base, _ = select_records(engine, loaded.files, previous)
+    new, _ = select_records(engine, loaded.files, newest)
+    comparison = compare(base, new)
+    return comparison if comparison.changes else None
 
 
 def _report(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
-    loaded = load(args.results, run=args.run)
+    with _engine(args) as engine:
+        return _report_with(engine, args)
+
+
+def _report_with(engine: Engine, args: argparse.Namespace) -> int:
+    loaded = load(args.results, run=args.run, engine=engine)
     report = build_report(loaded.records, args.baseline)
     tables = report_tables(report)
+    history = changes = None
+    if not args.no_history and len(loaded.runs) > 1:
+        history = compute_history(engine, loaded.files, loaded.runs, report.baseline)
+        changes = _latest_changes(engine, loaded)
+        tables.insert(1, trend_table(history))
+    if loaded.runs:
+        tables.insert(0, runs_table(loaded.runs))
     intro = _load_notes(loaded) + report.notes
     if args.output_dir is not None:
         args.csv = args.csv or args.output_dir / "report.csv"
         args.markdown = args.markdown or args.output_dir / "report.md"
         args.html = args.html or args.output_dir / "report.html"
-        args.plots_dir = args.plots_dir or args.output_dir / "plots"
+        args.hud_csv = args.hud_csv or args.output_dir / "hud"
     title = "Experiment report"
     if not args.quiet:
         print("\n".join(intro) + "\n")
@@ -131,13 +180,18 @@ def _report(argv: list[str]) -> int:
     if args.markdown:
         _write(args.markdown, render_markdown(title, intro, tables))
         written.append(args.markdown)
-    plots = render_plots(report) if (args.html or args.plots_dir) else {}
     if args.plots_dir:
-        for name, png in plots.items():
+        for name, png in render_plots(report).items():
             _write(args.plots_dir / f"{name}.png", png)
             written.append(args.plots_dir / f"{name}.png")
+    if args.hud_csv:
+        for name, text in render_hud_csv(report).items():
+            _write(args.hud_csv / name, text)
+            written.append(args.hud_csv / name)
     if args.html:
-        _write(args.html, render_html(title, intro, tables, plots))
+        payload = build_payload(title, intro, report, history, changes, loaded.runs)
+        summary = next(t for t in tables if t.title.startswith("Configurations"))
+        _write(args.html, render_html(payload, [summary]))
         written.append(args.html)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
@@ -154,6 +208,7 @@ def compare_parser() -> argparse.ArgumentParser:
     parser.add_argument("--geomean-threshold", type=_fraction, default=DEFAULT_GEOMEAN_THRESHOLD, help="geometric-mean change that counts (default 1%%)")
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="significance level of the permutation test (default 0.05)")
     parser.add_argument("--markdown", type=Path, default=None, help="also write the comparison as Markdown")
+    _add_cache_options(parser)
     return parser
 
 
@@ -161,8 +216,9 @@ def _compare(argv: list[str]) -> int:
     args = compare_parser().parse_args(argv)
     if not 0 < args.alpha <= 1:
         raise ReportError(f"--alpha {args.alpha!r} must be in (0, 1]")
-    base = load([args.base], run=args.base_run)
-    new = load([args.new], run=args.new_run)
+    with _engine(args) as engine:
+        base = load([args.base], run=args.base_run, engine=engine)
+        new = load([args.new], run=args.new_run, engine=engine)
     result = compare(base.records, new.records, threshold=args.threshold, geomean_threshold=args.geomean_threshold, alpha=args.alpha)
     intro = _load_notes(base, "BASE") + _load_notes(new, "NEW") + result.notes
     gm = "-" if result.geomean_ratio is None else f"{result.geomean_ratio - 1:+.2%}"
@@ -188,13 +244,15 @@ def score_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reference", type=Path, required=True, help="results file of the reference run")
     parser.add_argument("--run", default=None, help="run id to use from RESULTS")
     parser.add_argument("--reference-run", default=None, help="run id to use from the reference")
+    _add_cache_options(parser)
     return parser
 
 
 def _score(argv: list[str]) -> int:
     args = score_parser().parse_args(argv)
-    measured = load(args.results, run=args.run)
-    reference = load([args.reference], run=args.reference_run)
+    with _engine(args) as engine:
+        measured = load(args.results, run=args.run, engine=engine)
+        reference = load([args.reference], run=args.reference_run, engine=engine)
     result = score(measured.records, reference.records)
     print(f"score: {result.score:.1f} over {result.experiments} experiments (reference = 1000)")
     print(render_tables(score_tables(result)), end="")

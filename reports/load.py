@@ -1,69 +1,54 @@
 """Read results files into normalised records, one per experiment.
 
-A results file may hold several runs of the same experiment, failed and skipped lines,
-lines missing metrics and keys we do not know. Loading keeps, per fingerprint, the line of
-the latest run (or only lines of the run asked for) and turns it into a `Record` whose
-fields are always present (None where the line had nothing usable).
+The files are read by the columnar engine (`reports.engine`, DuckDB); what is selected from
+them (each experiment's latest line, or the lines of one run) comes back as `Record`s whose
+fields are always present (None where the line had nothing usable). Only the selected lines
+ever become Python objects, so a year of nightly runs loads in seconds.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
+import datetime
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from core.config import DEFAULT_MATMUL_PRECISION
-from core.results_file import BadLine, ResultsFileError, read_results
-from core.schema import (
-    VERIFICATION_FAILED,
-    Status,
-    error_of,
-    fingerprint_of,
-    finite_number,
-    has_timings,
-    requested_batch_size,
-    stack_label_of,
-    status_of,
-    summary_value,
-    text,
-    timed_values,
-    verification_code_of,
-)
+from core.results_file import BadLine
+from core.schema import VERIFICATION_FAILED, Status, VerificationCode
+from reports.columnar import Engine
+from reports.engine import FileScan
 from reports.errors import ReportError
-from reports.stats import Interval, finite_numbers, median, median_interval
+from reports.stats import Interval, median_interval
 
 log = logging.getLogger(__name__)
 
-_EXPERIMENT_DEFAULTS = {
-    "matmul_precision": DEFAULT_MATMUL_PRECISION,
-    "disable_tf32": False,
-    "enable_functionalization": False,
-    "optimizer": None,
-    "amp_dtype": None,
-}
+#: Codes with a verdict on the stack's output (the others: not verified).
+VERDICT_CODES = frozenset({VerificationCode.PASS.value, *VERIFICATION_FAILED})
 
 
 @dataclass(frozen=True, order=True)
 class ConfigKey:
-    """What groups experiments into one configuration (a column of the dashboard)."""
+    """What groups experiments into one configuration (a column of the dashboard).
+
+    The batch size is not part of it: it is the model's (the line's batch size used), shown
+    per experiment and matched against the baseline's.
+    """
 
     accelerator: str
     stack: str
     test: str
     precision: str
-    batch_size: str
     xla_flags: str = ""
     extras: str = ""
+    mode: str = ""
 
     @property
     def label(self) -> str:
-        """Readable name, e.g. 'cpu inductor eval fp32' (+ batch size, flags, extras)."""
+        """Readable name, e.g. 'cpu inductor eval fp32' (+ mode, flags, extras)."""
         parts = [self.accelerator, self.stack, self.test, self.precision]
-        if self.batch_size:
-            parts.append(f"bs={self.batch_size}")
+        if self.mode:
+            parts.append(f"mode={self.mode}")
         if self.xla_flags:
             parts.append(f"flags={self.xla_flags}")
         if self.extras:
@@ -72,7 +57,7 @@ class ConfigKey:
 
     def baseline_key(self, baseline_stack: str) -> "ConfigKey":
         """The key of the configuration this one is compared against."""
-        return ConfigKey(self.accelerator, baseline_stack, self.test, self.precision, self.batch_size, "", self.extras)
+        return ConfigKey(self.accelerator, baseline_stack, self.test, self.precision, "", self.extras, "")
 
 
 @dataclass
@@ -97,6 +82,19 @@ class Record:
     error: str = ""
     skip_reason: str = ""
     accelerator_model: str = ""
+    batch_size: Optional[int] = None
+    key: int = 0
+    eager_peak_device_memory: Optional[int] = None
+    graph_count: Optional[float] = None
+    unique_graphs: Optional[float] = None
+    graph_breaks: Optional[float] = None
+    unique_graph_breaks: Optional[int] = None
+    calls_captured: Optional[float] = None
+    paired_speedup: Optional[float] = None
+    paired_p_value: Optional[float] = None
+    paired_method: str = ""
+    unreliable: bool = False
+    unreliable_reason: str = ""
 
     @property
     def model_label(self) -> str:
@@ -116,6 +114,16 @@ class Record:
         """Ran, and was not found wrong by the verifier (if the verifier ran)."""
         return self.ran and not self.verification_failed
 
+    @property
+    def verified(self) -> bool:
+        """Ran and the verifier gave a verdict (PASS, FAIL or EXCEPTION_RAISED)."""
+        return self.status == Status.OK and self.verification_code in VERDICT_CODES
+
+    @property
+    def accurate(self) -> bool:
+        """Passes the HUD's accuracy check: ran, verified, PASS."""
+        return self.status == Status.OK and self.verification_code == VerificationCode.PASS
+
 
 @dataclass
 class RunInfo:
@@ -125,6 +133,16 @@ class RunInfo:
     lines: int
     first_timestamp: float
     last_timestamp: float
+    commands: list[str] = field(default_factory=list)
+    environments: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The run id with its date, e.g. 'a1b2c3d4e5f6 (2025-01-31 02:00)'."""
+        name = self.run_id or "(no run id)"
+        return f"{name} ({format_time(self.first_timestamp)})" if self.first_timestamp else name
 
 
 @dataclass
@@ -137,121 +155,86 @@ class Loaded:
     total_lines: int
     superseded: int
     unusable: list[str]
+    #: The engine's file indices these records came from (for further queries).
+    files: list[int] = field(default_factory=list)
+    run: Optional[str] = None
 
 
-def config_key(experiment: dict[str, Any], stack: str) -> ConfigKey:
-    """The configuration key of an experiment dict (missing keys read as unknown)."""
-    extras = []
-    for name, default in _EXPERIMENT_DEFAULTS.items():
-        value = experiment.get(name, default)
-        if value != default and value is not None:
-            extras.append(f"{name}={value}")
-    batch = requested_batch_size(experiment)  # the batch size used varies by model
-    return ConfigKey(
-        accelerator=text(experiment.get("accelerator"), "?"),
-        stack=stack,
-        test=text(experiment.get("test"), "?"),
-        precision=text(experiment.get("precision"), "fp32"),
-        batch_size="" if batch is None else text(batch),
-        xla_flags=text(experiment.get("xla_flags")),
-        extras=" ".join(extras),
-    )
+def format_time(timestamp: float) -> str:
+    if not timestamp:
+        return "-"
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def record_from_line(line: dict[str, Any]) -> Optional[Record]:
-    """Normalise one results line; None when it names no model or experiment."""
-    model = line.get("model")
-    experiment = line.get("experiment")
-    if not isinstance(model, dict) or not isinstance(experiment, dict) or not model.get("model_name"):
-        return None
-    times = finite_numbers(timed_values(line, "per_iter_time"))  # without the cold start
-    med = median(times)
-    cold = finite_number(summary_value(line, "cold_start_time"))
-    compile_time = None
-    if cold is not None:
-        compile_time = max(0.0, cold - med) if med is not None else cold
-    peak, kind = None, None
-    for key, name in (("peak_device_memory_bytes", "device"), ("peak_host_memory_bytes", "host")):
-        value = finite_number(summary_value(line, key))
-        if value is not None and value > 0:
-            peak, kind = int(value), name
-            break
-    status = status_of(line)
+_RECORD_COLUMNS = (
+    "suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status, "
+    "code, run, fin, times, med, cold, compile, peak_dev, peak_host, eager_peak_dev, error, "
+    "skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks, "
+    "calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, id, n_times"
+)
+
+
+def _int(value: Optional[float]) -> Optional[int]:
+    return None if value is None else int(value)
+
+
+def record_from_row(row: tuple) -> Record:
+    (suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status,
+     code, run, fin, times, med, cold, compile_time, peak_dev, peak_host, eager_peak_dev, error,
+     skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks,
+     calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, _id, _n) = row
+    times = list(times or [])
+    if peak_dev is not None:
+        peak, kind = int(peak_dev), "device"
+    elif peak_host is not None:
+        peak, kind = int(peak_host), "host"
+    else:
+        peak, kind = None, None
     return Record(
-        suite=text(model.get("suite_name")),
-        model=text(model.get("model_name")),
-        config=config_key(experiment, stack_label_of(line)),
-        fingerprint=fingerprint_of(line) or "",
-        status=status,
-        verification_code=verification_code_of(line),
-        run_id=text(line.get("run_id")),
-        timestamp=finite_number(line.get("timestamp")) or 0.0,
-        per_iter_times=times,
-        median_time=med,
-        interval=median_interval(times),
-        cold_start_time=cold,
-        compile_time=compile_time,
-        peak_memory=peak,
-        memory_kind=kind,
-        error=error_of(line),
-        skip_reason=text(line.get("skip_reason")),
-        accelerator_model=text(experiment.get("accelerator_model")),
+        suite=suite, model=model,
+        config=ConfigKey(accelerator, stack, test, precision, xla_flags, extras, mode),
+        fingerprint=fp, status=status, verification_code=code, run_id=run, timestamp=fin,
+        per_iter_times=times, median_time=med, interval=median_interval(times),
+        cold_start_time=cold, compile_time=compile_time, peak_memory=peak, memory_kind=kind,
+        error=error, skip_reason=skip_reason, accelerator_model=accel_model, batch_size=bs,
+        key=key, eager_peak_device_memory=_int(eager_peak_dev), graph_count=graph_count,
+        unique_graphs=unique_graphs, graph_breaks=graph_breaks,
+        unique_graph_breaks=unique_graph_breaks, calls_captured=calls_captured,
+        paired_speedup=paired, paired_p_value=paired_p, paired_method=paired_method,
+        unreliable=bool(unreliable), unreliable_reason=unreliable_reason,
     )
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while parsing, restoring its previous state.
-
-    Parsing creates hundreds of thousands of acyclic dicts and lists; the collector's scans
-    of them would double the time of loading 100,000 lines and free nothing.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+def _scope(files: Sequence[int], run: Optional[str]) -> tuple[str, list[Any]]:
+    where = f"fi IN ({', '.join(str(int(f)) for f in files)})"
+    params: list[Any] = []
+    if run is not None:
+        where += " AND run = ?"
+        params.append(run)
+    return where, params
 
 
-def _read_all(paths: Sequence[Path]) -> tuple[list[dict[str, Any]], list[BadLine]]:
-    lines: list[dict[str, Any]] = []
-    bad: list[BadLine] = []
-    for path in paths:
-        path = Path(path)
-        if not path.exists():
-            raise ReportError(f"results file {str(path)!r} does not exist")
-        try:
-            read = read_results(path)
-        except ResultsFileError as error:
-            raise ReportError(str(error)) from error
-        except OSError as error:
-            raise ReportError(f"cannot read results file {str(path)!r}: {error.strerror or error}") from error
-        lines.extend(read.lines)
-        bad.extend(read.bad_lines)
-    return lines, bad
-
-
-def _runs(stamps: list[tuple[str, float]]) -> list[RunInfo]:
-    runs: dict[str, RunInfo] = {}
-    for run_id, timestamp in stamps:
-        info = runs.get(run_id)
-        if info is None:
-            runs[run_id] = RunInfo(run_id, 1, timestamp, timestamp)
-        else:
-            info.lines += 1
-            info.first_timestamp = min(info.first_timestamp, timestamp)
-            info.last_timestamp = max(info.last_timestamp, timestamp)
-    return sorted(runs.values(), key=lambda r: (r.last_timestamp, r.run_id))
-
-
-def _identity(line: dict[str, Any]) -> Optional[str]:
-    """The key one experiment's lines share; None for a line naming no model or experiment."""
-    model = line.get("model")
-    if not isinstance(model, dict) or not isinstance(line.get("experiment"), dict) or not model.get("model_name"):
-        return None
-    return fingerprint_of(line) or repr((model, line["experiment"]))
+def runs_of(engine: Engine, files: Sequence[int]) -> list[RunInfo]:
+    """The runs in the given files, oldest first (by their last line)."""
+    where, params = _scope(files, None)
+    rows = engine.con.execute(
+        f"SELECT run, count(*), min(ts), max(fin), list(DISTINCT fi ORDER BY fi), "
+        f"list(DISTINCT accel_model ORDER BY accel_model) FILTER (WHERE accel_model <> '') "
+        f"FROM lines WHERE {where} GROUP BY run ORDER BY max(fin), run", params).fetchall()
+    runs = []
+    for run, count, first, last, indices, devices in rows:
+        info = RunInfo(run, count, first or 0.0, last or 0.0, devices=list(devices or []))
+        for index in indices:
+            scan = engine.files[index]
+            info.files.append(str(scan.path))
+            provenance = scan.provenance.get(run)
+            if provenance is not None:
+                if provenance.command and provenance.command not in info.commands:
+                    info.commands.append(provenance.command)
+                if provenance.environment and provenance.environment not in info.environments:
+                    info.environments.append(provenance.environment)
+        runs.append(info)
+    return runs
 
 
 def select_run(run: str, runs: list[RunInfo]) -> str:
@@ -273,69 +256,80 @@ def select_run(run: str, runs: list[RunInfo]) -> str:
     raise ReportError(f"--run {run!r} matches no run in the results; runs there: {known}")
 
 
-def _with_earlier_timings(
-    line: dict[str, Any], timed: Optional[tuple[float, dict[str, Any]]]
-) -> dict[str, Any]:
-    """A --verify-only line carries no timings: keep the latest timed line of the same
-    experiment, with the newer verification code and reason."""
-    if timed is None or has_timings(line) or line.get("status") != "ok":
-        return line
-    merged = dict(timed[1])
-    for key in ("verification_code", "verification_reason", "verification_details"):
-        if key in line:
-            merged[key] = line[key]
-    return merged
+def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = None) -> tuple[list[Record], int]:
+    """Each experiment's latest line (within `run` if given) as records; and how many
+    usable lines that scope holds.
 
-
-def load(paths: Sequence[Path], run: Optional[str] = None) -> Loaded:
-    """Records of the given results files, one per experiment.
-
-    Without `run`, each experiment's latest line (by timestamp) wins; with `run`, only that
-    run's lines are used (the latest per experiment within it). A latest line from
-    --verify-only lends its verification code to the latest timed line instead.
+    A latest line from --verify-only (status ok, no timings) lends its verification code to
+    the experiment's latest timed line instead.
     """
-    if not paths:
-        raise ReportError("no results file given")
-    with _collector_paused():
-        return _load(paths, run)
-
-
-def _load(paths: Sequence[Path], run: Optional[str]) -> Loaded:
-    lines, bad = _read_all(paths)
-    unusable: list[str] = []
-    usable: list[tuple[str, str, float, dict[str, Any]]] = []
-    for index, line in enumerate(lines):
-        key = _identity(line)
-        if key is None:
-            unusable.append(f"valid line {index + 1} names no model or experiment")
+    where, params = _scope(files, run)
+    order = "[ts, fin, fi::DOUBLE, ord::DOUBLE]"
+    con = engine.con
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE picks AS SELECT key, count(*) AS n, max_by(id, {order}) AS pick, "
+        f"max_by(id, {order}) FILTER (WHERE n_times > 0) AS timed FROM lines WHERE {where} GROUP BY key",
+        params)
+    usable = con.execute("SELECT COALESCE(sum(n), 0) FROM picks").fetchone()[0]
+    rows = con.execute(
+        f"SELECT {_RECORD_COLUMNS}, picks.timed FROM lines JOIN (SELECT pick, timed FROM picks) AS picks "
+        f"ON lines.id = picks.pick").fetchall()
+    records: list[Record] = []
+    lend: dict[int, str] = {}
+    for row in rows:
+        *line, timed = row
+        identifier, n_times, status, code = line[-2], line[-1], line[11], line[12]
+        if n_times == 0 and status == Status.OK and timed is not None and timed != identifier:
+            lend[timed] = code
             continue
-        usable.append((key, text(line.get("run_id")), finite_number(line.get("timestamp")) or 0.0, line))
-    runs = _runs([(run_id, stamp) for _, run_id, stamp, _ in usable])
-    if run is not None:
-        chosen = select_run(run, runs)
-        usable = [item for item in usable if item[1] == chosen]
-    latest: dict[str, tuple[float, dict[str, Any]]] = {}
-    latest_timed: dict[str, tuple[float, dict[str, Any]]] = {}
-    for key, _, stamp, line in usable:
-        current = latest.get(key)
-        if current is None or stamp >= current[0]:
-            latest[key] = (stamp, line)
-        if has_timings(line):
-            current = latest_timed.get(key)
-            if current is None or stamp >= current[0]:
-                latest_timed[key] = (stamp, line)
-    chosen_lines = [
-        _with_earlier_timings(line, latest_timed.get(key)) for key, (_, line) in latest.items()
-    ]
-    records = [record for line in chosen_lines if (record := record_from_line(line)) is not None]
-    records.sort(key=lambda r: (r.config, r.model_label))
+        records.append(record_from_row(tuple(line)))
+    if lend:
+        con.execute("CREATE OR REPLACE TEMP TABLE lent(id BIGINT, lent_code VARCHAR)")
+        con.executemany("INSERT INTO lent VALUES (?, ?)", list(lend.items()))
+        for row in con.execute(
+                f"SELECT {_RECORD_COLUMNS}, lent_code FROM lines JOIN lent USING (id)").fetchall():
+            *line, code = row
+            record = record_from_row(tuple(line))
+            record.verification_code = code
+            records.append(record)
+    records.sort(key=lambda r: (r.config, r.model_label, r.batch_size or 0))
+    return records, int(usable)
+
+
+def load_from(engine: Engine, scans: Sequence[FileScan], run: Optional[str] = None) -> Loaded:
+    """Records of files already added to `engine`."""
+    files = [engine.files.index(scan) for scan in scans]
+    runs = runs_of(engine, files)
+    chosen = select_run(run, runs) if run is not None else None
+    records, usable = select_records(engine, files, chosen)
+    bad = [b for scan in scans for b in scan.bad_lines]
+    unusable = [f"{scan.path} line {n} names no model or experiment" for scan in scans for n in scan.unusable]
     if unusable:
         log.warning("%d results lines name no model or experiment and were skipped", len(unusable))
     return Loaded(
         records=records,
         bad_lines=bad,
         runs=runs,
-        total_lines=len(lines) + len(bad),
-        superseded=len(usable) - len(records),
+        total_lines=sum(scan.rows for scan in scans),
+        superseded=usable - len(records),
         unusable=unusable,
+        files=files,
+        run=chosen,
     )
+
+
+def load(paths: Sequence[Path], run: Optional[str] = None, *, engine: Optional[Engine] = None,
+         cache_dir: Optional[Path] = None) -> Loaded:
+    """Records of the given results files (or folders of them), one per experiment.
+
+    Without `run`, each experiment's latest line (by timestamp, then finish time, then file
+    order) wins; with `run`, only that run's lines are used. Pass an `engine` to keep
+    querying the files afterwards (history, dashboard); without one, a private engine is
+    opened and closed (and `cache_dir` says where its cache is; None: no cache).
+    """
+    if not paths:
+        raise ReportError("no results file given")
+    if engine is not None:
+        return load_from(engine, engine.add(paths), run)
+    with Engine(cache_dir) as private:
+        return load_from(private, private.add(paths), run)

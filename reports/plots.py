@@ -64,6 +64,7 @@ def _speedup_per_model(report: Report) -> bytes:
                 ax.barh(ys, xs, height=height, label=label)
             ax.set_yticks([m + 0.4 - height / 2 for m in range(len(model_list))], model_list)
             ax.invert_yaxis()
+            ax.set_xscale("log")
             ax.axvline(1.0, color="black", linewidth=0.8)
             ax.legend(fontsize="small", loc="best")
     else:
@@ -82,14 +83,22 @@ def _speedup_per_model(report: Report) -> bytes:
     return _png(figure)
 
 
-def _config_bars(report: Report, values: list[tuple[str, Optional[float]]], title: str, xlabel: str, line: Optional[float]) -> bytes:
+def _config_bars(report: Report, values: list[tuple[str, Optional[float]]], title: str, xlabel: str,
+                 line: Optional[float], log: bool = False, empty: str = "nothing to show") -> bytes:
     shown = [(label, v) for label, v in values if v is not None]
     figure = _figure(10, max(2.5, 0.4 * len(shown) + 1.2))
     ax = figure.add_subplot()
     if not shown:
-        _empty(ax, "nothing to show")
+        _empty(ax, empty)
     else:
-        ax.barh(range(len(shown)), [v for _, v in shown], color="tab:blue")
+        if log:
+            # Bars on a log axis start at the axis' left edge; ratios below 1 stay visible.
+            low = min(min(v for _, v in shown), line or 1.0) / 1.5
+            ax.barh(range(len(shown)), [v - low for _, v in shown], left=low, color="tab:blue")
+            ax.set_xscale("log")
+            ax.set_xlim(left=low)
+        else:
+            ax.barh(range(len(shown)), [v for _, v in shown], color="tab:blue")
         ax.set_yticks(range(len(shown)), [label for label, _ in shown])
         ax.invert_yaxis()
         for i, (_, v) in enumerate(shown):
@@ -137,16 +146,19 @@ def render_plots(report: Report) -> dict[str, bytes]:
         "geomean_speedup": _config_bars(
             report,
             [(s.config.label, s.geomean_speedup) for s in report.summaries],
-            f"Geometric mean speedup against {report.baseline} (higher is better)",
+            f"Geometric mean speedup against {report.baseline} (log scale; higher is better)",
             "geomean speedup",
             1.0,
+            log=True,
         ),
         "compile_time": _compile_time(report),
         "memory_compression": _config_bars(
             report,
             [(s.config.label, s.compression_ratio) for s in report.summaries],
-            f"Peak memory compression ratio ({report.baseline} peak / peak; higher is better)",
+            f"Peak device memory compression ratio ({report.baseline} peak / peak; higher is better)",
             "compression ratio",
             1.0,
+            log=True,
+            empty="no device memory measured (on CPU only the process's RSS is known: no ratio)",
         ),
     }

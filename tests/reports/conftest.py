@@ -15,6 +15,7 @@ from core.schema import ResultLine, Status, VerificationCode
 STACKS = {
     "eager": dict(xla=None, dynamo=None, torch_xla2=None),
     "inductor": dict(xla=None, dynamo="inductor", torch_xla2=None),
+    "aot_eager": dict(xla=None, dynamo="aot_eager", torch_xla2=None),
     "PJRT": dict(xla="PJRT", dynamo=None, torch_xla2=None),
     "PJRT+openxla": dict(xla="PJRT", dynamo="openxla", torch_xla2=None),
     "torchax:extract_jax": dict(xla=None, dynamo=None, torch_xla2="extract_jax"),
@@ -74,6 +75,7 @@ def craft_line(
     ).to_dict()
     if timestamp is not None:
         line["timestamp"] = timestamp
+    line["finished_at"] = line["timestamp"]  # crafted lines finish as their sweep starts
     return line
 
 
@@ -94,3 +96,11 @@ def write_results(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True)
+def report_cache(tmp_path_factory, monkeypatch) -> Path:
+    """Each test gets its own report cache folder (never the user's ~/.cache)."""
+    folder = tmp_path_factory.mktemp("report-cache")
+    monkeypatch.setenv("EXPERIMENT_RUNNER_CACHE_DIR", str(folder))
+    return folder

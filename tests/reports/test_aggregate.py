@@ -28,10 +28,15 @@ def test_speedup_and_geomean_against_eager(write_results):
     expected = {m: statistics.median(EAGER[m]) / statistics.median(INDUCTOR[m]) for m in EAGER}
     for model, value in expected.items():
         assert rows[model].speedup == pytest.approx(value)
-        assert rows[model].compression_ratio == pytest.approx(1000 / 800)
+        # On CPU the peak is the process's RSS: no compression ratio, and no warning about it.
+        assert rows[model].compression_ratio is None
+        assert not any("memory" in w for w in rows[model].warnings)
     summary = _summary(report, "inductor")
     assert summary.geomean_speedup == pytest.approx(math.prod(expected.values()) ** (1 / 3))
-    assert summary.speedup_models == 3 and summary.pass_rate == 1.0
+    assert summary.speedup_models == 3
+    # Never verified: no pass rate, three unverified.
+    assert summary.pass_rate is None and summary.unverified == 3
+    assert summary.compression_ratio is None and summary.memory_note == "host RSS only: no ratio"
     mean_compile = statistics.fmean(3.0 - statistics.median(t) for t in INDUCTOR.values())
     assert summary.mean_compile_time == pytest.approx(mean_compile)
     assert _summary(report, "eager").geomean_speedup == pytest.approx(1.0)
@@ -49,7 +54,9 @@ def test_failures_and_missing_metrics_count_in_pass_rate_not_geomean(write_resul
     report = build_report(load([write_results(lines)]).records)
     summary = _summary(report, "inductor")
     assert summary.models == 3 and summary.passed == 1
-    assert summary.pass_rate == pytest.approx(1 / 3)
+    # Nothing was verified: no pass rate, failure or not.
+    assert (summary.judged, summary.accurate, summary.unverified) == (0, 0, 3)
+    assert summary.pass_rate is None
     assert summary.speedup_models == 1
     assert summary.geomean_speedup == pytest.approx(statistics.median(EAGER["mlp"]) / statistics.median(INDUCTOR["mlp"]))
     assert any(w.startswith("failed: RuntimeError: compile failed") for w in _by(report, "inductor")["cnn"].warnings)
@@ -109,3 +116,52 @@ def test_warnings_for_compile_time_and_memory(write_results):
     assert any(w.startswith("compile time") for w in row.warnings)
     assert any(w.startswith("memory compression") for w in row.warnings)
     assert not any(w.startswith("speedup") for w in row.warnings)
+
+
+def test_pass_rate_counts_verified_experiments_only(write_results):
+    lines = [craft_line(m, "eager", times=t, code="PASS") for m, t in EAGER.items()]
+    lines += [
+        craft_line("mlp", "inductor", times=INDUCTOR["mlp"], code="PASS"),
+        craft_line("cnn", "inductor", times=INDUCTOR["cnn"], code="FAIL"),
+        craft_line("transformer_block", "inductor", times=INDUCTOR["transformer_block"]),  # not verified
+        craft_line("mlp", "PJRT", status="skipped"),
+        craft_line("cnn", "inductor", status="failed", code="VERIFIER_DIDNT_RUN", error="boom", test="train"),
+        craft_line("mlp", "inductor", times=[1.0], code="PASS", test="train"),
+    ]
+    report = build_report(load([write_results(lines)]).records)
+    summary = _summary(report, "inductor")
+    assert (summary.judged, summary.accurate, summary.unverified) == (2, 1, 1)
+    assert summary.pass_rate == 0.5
+    # Where something was verified, a failure to run counts against the pass rate.
+    train = next(s for s in report.summaries if s.config.test == "train")
+    assert (train.judged, train.accurate, train.pass_rate) == (2, 1, 0.5)
+    assert _summary(report, "eager").pass_rate == 1.0
+    skipped = _summary(report, "PJRT")
+    assert skipped.pass_rate is None and skipped.skipped == 1 and skipped.unverified == 0
+
+
+def test_device_memory_compression_and_the_paired_speedup(write_results):
+    eager = craft_line("mlp", "eager", times=[1.0, 1.0], peak_device=1000, accelerator="cuda")
+    paired = craft_line("mlp", "inductor", times=[0.5, 0.5], peak_device=500, accelerator="cuda", code="PASS")
+    paired["summary"].update({"paired_speedup": {"method": "paired", "speedup": 1.9}, "eager_peak_device_memory_bytes": 1500})
+    report = build_report(load([write_results([eager, paired])]).records)
+    row = _by(report, "inductor")["mlp"]
+    # The line's own interleaved eager runs win over the separate eager line.
+    assert (row.speedup, row.speedup_method) == (1.9, "paired") and row.speedup_counts
+    assert row.compression_ratio == pytest.approx(3.0)
+    assert _summary(report, "inductor").compression_ratio == pytest.approx(3.0)
+
+
+def test_paired_speedup_counts_without_an_eager_line(write_results):
+    line = craft_line("mlp", "inductor", times=[0.5, 0.5])
+    line["summary"] = {"paired_speedup": {"method": "paired", "speedup": 2.5}}
+    report = build_report(load([write_results([line])]).records)
+    assert _summary(report, "inductor").geomean_speedup == pytest.approx(2.5)
+
+
+def test_a_model_of_several_batch_sizes_stays_in_one_configuration(write_results):
+    lines = [craft_line("mlp", stack, times=[t], batch_size=bs)
+             for bs, t in ((8, 1.0), (16, 2.0)) for stack in ("eager", "inductor")]
+    report = build_report(load([write_results(lines)]).records)
+    assert [s.config.label for s in report.summaries] == ["cpu eager eval fp32", "cpu inductor eval fp32"]
+    assert sorted(r.record.batch_size for r in report.rows if r.record.config.stack == "inductor") == [8, 16]

@@ -1,5 +1,6 @@
 import pytest
 
+from core.results_file import append_line
 from reports.errors import ReportError
 from reports.load import load
 from tests.reports.conftest import STACKS, craft_line
@@ -113,10 +114,10 @@ def test_several_files_are_merged(write_results):
     assert {r.model: r.median_time for r in loaded.records} == {"mlp": 2.0, "cnn": 1.0}
 
 
-def test_missing_file_and_folder_are_clear_errors(tmp_path):
+def test_missing_file_and_empty_folder_are_clear_errors(tmp_path):
     with pytest.raises(ReportError, match="missing.jsonl.*does not exist"):
         load([tmp_path / "missing.jsonl"])
-    with pytest.raises(ReportError, match="is a folder"):
+    with pytest.raises(ReportError, match="holds no"):
         load([tmp_path])
 
 
@@ -136,7 +137,7 @@ def test_the_used_batch_size_does_not_split_a_configuration(write_results):
     mlp, cnn = craft_line("mlp", times=[1.0]), craft_line("cnn", times=[1.0])
     mlp["experiment"]["batch_size"], cnn["experiment"]["batch_size"] = 16, 8
     records = load([write_results([mlp, cnn])]).records
-    assert {r.config for r in records} == {records[0].config} and records[0].config.batch_size == ""
+    assert {r.config for r in records} == {records[0].config}
 
 
 def test_a_skipped_line_has_its_reason_not_the_skip_marker_as_error(write_results):
@@ -145,3 +146,108 @@ def test_a_skipped_line_has_its_reason_not_the_skip_marker_as_error(write_result
     assert line["metrics"] == {"error": "SKIP"}
     (record,) = load([write_results([line])]).records
     assert record.error == "" and record.skip_reason == "not implemented for train"
+
+
+def test_a_folder_stands_for_every_results_file_under_it(write_results, tmp_path):
+    nightly = tmp_path / "nightly"
+    (nightly / "b").mkdir(parents=True)
+    write_results([craft_line("mlp", times=[1.0], run_id="n1", timestamp=1.0)], name="nightly/n1.jsonl")
+    write_results([craft_line("mlp", times=[2.0], run_id="n2", timestamp=2.0)], name="nightly/b/n2.jsonl")
+    (nightly / "notes.txt").write_text("not results")
+    loaded = load([nightly])
+    assert [r.run_id for r in loaded.runs] == ["n1", "n2"]
+    assert [r.median_time for r in loaded.records] == [2.0]
+    # A file given twice (itself and through its folder) is read once.
+    assert load([nightly, nightly / "n1.jsonl"]).total_lines == 2
+
+
+def test_one_file_holding_many_runs_groups_them_by_run_id_and_date(write_results):
+    lines = [craft_line(m, times=[float(i + 1)], run_id=f"night-{i}", timestamp=86400.0 * i + 3600)
+             for i in range(3) for m in ("mlp", "cnn")]
+    loaded = load([write_results(lines)])
+    assert [(r.run_id, r.lines) for r in loaded.runs] == [("night-0", 2), ("night-1", 2), ("night-2", 2)]
+    assert loaded.runs[1].label == "night-1 (1970-01-02 01:00)"
+    assert {r.median_time for r in loaded.records} == {3.0}
+    assert {r.median_time for r in load([write_results(lines)], run="night-1").records} == {2.0}
+
+
+def test_new_layout_reads_summary_first_and_lists_per_run(write_results):
+    """Issue 13's line: figures in `summary`, per-run lists under `metrics`, mode, finished_at."""
+    line = craft_line("mlp", "inductor", times=[0.2, 0.4, 0.3], code="PASS", batch_size=16)
+    line["metrics"]["cold_start_time"] = [9.0]  # a per-run list now: not a figure
+    line["summary"] = {"cold_start_time": 5.0, "peak_device_memory_bytes": 2048, "compile_time_s": 4.5,
+                       "dynamo_unique_graphs": 2, "dynamo_graph_breaks": 1,
+                       "dynamo_graph_break_reasons": {"data dependent": 1},
+                       "paired_speedup": {"method": "paired", "speedup": 1.8, "p_value": 0.01},
+                       "unreliable": True, "unreliable_reasons": ["others used 40% of the CPUs"]}
+    line["experiment"]["mode"] = "max-autotune"
+    line["finished_at"] = line["timestamp"] + 60
+    skip = craft_line("cnn", "inductor", status="skipped")
+    skip["metrics"] = {"error": "SKIP"}
+    del skip["status"]
+    (record, skipped) = sorted(load([write_results([line, skip])]).records, key=lambda r: r.model, reverse=True)
+    assert record.cold_start_time == 5.0 and record.compile_time == 4.5
+    assert (record.peak_memory, record.memory_kind) == (2048, "device")
+    assert record.config.mode == "max-autotune" and "mode=max-autotune" in record.config.label
+    assert record.batch_size == 16
+    assert (record.unique_graphs, record.graph_breaks, record.unique_graph_breaks) == (2, 1, 1)
+    assert (record.paired_speedup, record.paired_p_value, record.paired_method) == (1.8, 0.01, "paired")
+    assert record.unreliable and "40%" in record.unreliable_reason
+    assert record.timestamp == line["timestamp"] + 60
+    assert skipped.status == "skipped"
+
+
+def test_the_inductor_mode_separates_experiments(write_results):
+    """Lines of one model and stack differing only by mode are two experiments, even where
+    the stored fingerprint (older runners) does not tell them apart."""
+    lines = []
+    for mode, t in (("default", 1.0), ("cudagraphs", 0.5)):
+        line = craft_line("mlp", "inductor", times=[t], run_id="r", timestamp=1.0)
+        line["experiment"]["mode"] = mode
+        lines.append(line)
+    loaded = load([write_results(lines)])
+    assert sorted((r.config.label, r.median_time) for r in loaded.records) == [
+        ("cpu inductor eval fp32", 1.0), ("cpu inductor eval fp32 mode=cudagraphs", 0.5)]
+
+
+def test_wrong_types_read_as_missing(write_results):
+    line = craft_line("mlp", times=[1.0, 2.0, 3.0])
+    line["metrics"]["per_iter_time"] = [1.0, "fast", None, 3.0]
+    line["metrics"]["cold_start_time"] = {"not": "a number"}
+    line["timestamp"] = "yesterday"
+    line["finished_at"] = "today"
+    line["experiment"]["precision"] = None
+    line["summary"] = ["not", "an", "object"]
+    (record,) = load([write_results([line])]).records
+    assert record.median_time == 2.0 and record.per_iter_times == [1.0, 3.0]
+    assert record.cold_start_time is None and record.timestamp == 0.0
+    assert record.config.precision == "fp32"
+
+
+def test_the_cache_reads_only_what_was_appended(write_results, tmp_path, report_cache):
+    from reports.columnar import Engine
+
+    path = write_results([craft_line("mlp", times=[1.0], run_id="a", timestamp=1.0),
+                          "{broken"])
+    with Engine(report_cache) as engine:
+        (scan,) = engine.add([path])
+        assert not scan.from_cache and [b.lineno for b in scan.bad_lines] == [2]
+    with Engine(report_cache) as engine:
+        (scan,) = engine.add([path])
+        assert scan.from_cache and [b.lineno for b in scan.bad_lines] == [2]
+    with open(path, "a", encoding="utf-8") as raw:
+        raw.write("\n\n[1]\n")
+    append_line(path, craft_line("cnn", times=[2.0], run_id="b", timestamp=2.0))
+    loaded = load([path], cache_dir=report_cache)
+    assert [b.lineno for b in loaded.bad_lines] == [2, 5]
+    assert [r.run_id for r in loaded.runs] == ["a", "b"]
+    assert sorted(r.model for r in loaded.records) == ["cnn", "mlp"]
+    # An unterminated last line (a writer at work) is reported, and read again next time.
+    with open(path, "a", encoding="utf-8") as raw:
+        raw.write('{"model": {"model_name": "half')
+    assert [b.lineno for b in load([path], cache_dir=report_cache).bad_lines] == [2, 5, 7]
+    # A file replaced by another is parsed again from scratch.
+    path.unlink()
+    write_results([craft_line("transformer_block", times=[3.0])], name=path.name)
+    fresh = load([path], cache_dir=report_cache)
+    assert [r.model for r in fresh.records] == ["transformer_block"] and not fresh.bad_lines

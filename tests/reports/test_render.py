@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from reports.aggregate import build_report
 from reports.cli import report_main
-from reports.load import load
 from reports.plots import PLOT_NAMES
 from reports.render_csv import CSV_FIELDS
+from reports.render_hud_csv import PERFORMANCE_FIELDS as HUD_FIELDS
 from tests.reports.conftest import craft_line
 
 MODELS = {"mlp": 0.01, "cnn": 0.03, "transformer_block": 0.05}
@@ -44,7 +43,8 @@ def test_csv_has_a_row_per_model_and_configuration(report_dir):
     assert len(rows) == len(MODELS) * 2 + 2
     inductor = {r["model"]: r for r in rows if r["stack"] == "inductor"}
     assert float(inductor["mlp"]["speedup"]) == pytest.approx(2.0)
-    assert float(inductor["mlp"]["compression_ratio"]) == pytest.approx(2.0)
+    assert inductor["mlp"]["speedup_method"] == "baseline" and inductor["mlp"]["mode"] == "default"
+    assert inductor["mlp"]["compression_ratio"] == ""  # host RSS on CPU: no ratio
     failed = next(r for r in rows if r["stack"] == "PJRT+openxla" and r["model"] == "mlp")
     assert failed["status"] == "failed" and failed["speedup"] == "" and "no TPU" in failed["error"]
 
@@ -63,23 +63,51 @@ def test_markdown_tables_have_consistent_shape(report_dir):
         widths = {len(re.findall(r"(?<!\\)\|", line)) for line in table}
         assert len(widths) == 1, block
         assert re.fullmatch(r"\|(---\|)+", table[1])
-    assert tables == 3
+    assert tables == 5  # runs, configurations, trend, experiments, warnings
 
 
 def test_html_is_self_contained(report_dir):
     page = (report_dir / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>")
-    references = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', page)
-    assert references and all(ref.startswith("data:image/png;base64,") for ref in references)
-    assert not re.search(r"https?://", page)
-    assert "<script" not in page
-    for name in PLOT_NAMES:
-        assert f'id="plot-{name}"' in page
+    assert not re.findall(r'(?:src|href)\s*=', page)  # nothing loaded from anywhere
+    # Only the SVG namespace (an identifier, never fetched) looks like an address.
+    assert set(re.findall(r"https?://[^\s\"']*", page)) == {"http://www.w3.org/2000/svg"}
+    assert "@import" not in page and "url(" not in page
+    assert page.count("<script") == 2  # the data, and the script that draws it
+    assert '<script type="application/json" id="dashboard-data">' in page
 
 
-def test_plots_are_png_files(report_dir):
+HOSTILE = '</script><img src=x onerror=alert(1)>|pipe*star*'
+
+
+def test_html_and_markdown_escape_text_from_the_results(write_results, tmp_path):
+    lines = [
+        craft_line(HOSTILE, "eager", times=[1.0, 1.1, 0.9]),
+        craft_line(HOSTILE, "inductor", times=[0.5, 0.5, 0.5]),
+        craft_line("mlp", "inductor", status="failed", code="VERIFIER_DIDNT_RUN",
+                   error="ValueError: <b>bad</b> | worse"),
+    ]
+    out = tmp_path / "out"
+    assert report_main([str(write_results(lines)), "--output-dir", str(out), "--quiet"]) == 0
+    page = (out / "report.html").read_text()
+    assert "<img" not in page and "</script><" not in page and "<b>" not in page
+    data = page.split('id="dashboard-data">', 1)[1].split("</script>", 1)[0]
+    assert "\\u003c/script\\u003e\\u003cimg src=x" in data
+    markdown = (out / "report.md").read_text()
+    assert "<img" not in markdown and "<b>" not in markdown
+    assert r"&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;\|pipe\*star\*" in markdown
+    assert r"ValueError: &lt;b&gt;bad&lt;/b&gt; \| worse" in markdown
+    for block in re.split(r"\n## ", markdown)[1:]:
+        table = [line for line in block.splitlines() if line.startswith("|")]
+        assert len({len(re.findall(r"(?<!\\)\|", line)) for line in table}) <= 1, block
+
+
+def test_plots_are_png_files_on_request(report_dir, write_results, tmp_path):
+    assert not (report_dir / "plots").exists()  # the dashboard draws its own charts
+    plots = tmp_path / "plots"
+    assert report_main([str(write_results(mixed_lines())), "--plots-dir", str(plots), "--quiet"]) == 0
     for name in PLOT_NAMES:
-        data = (report_dir / "plots" / f"{name}.png").read_bytes()
+        data = (plots / f"{name}.png").read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 2000
 
 
@@ -88,7 +116,9 @@ def test_terminal_table_and_latest_run(write_results, capsys):
     assert report_main([str(path)]) == 0
     out = capsys.readouterr().out
     assert "geomean speedup" in out and "2.00x (3/3)" in out
-    assert "50% (0/1)" not in out and "0% (0/2)" in out  # both PJRT+openxla lines count, neither passed
+    # Pass rate over verified experiments only: inductor's three PASS lines; PJRT+openxla
+    # verified nothing (a failure and a line without timings): no pass rate.
+    assert "100% (3/3)" in out and "not verified" in out and "0% (0/1)" not in out
     assert report_main([str(path), "--run", "r1", "--quiet"]) == 0
 
 
@@ -106,7 +136,7 @@ def test_many_models_use_the_sorted_speedup_plot(write_results, tmp_path):
     "args, message",
     [
         (["{missing}"], "does not exist"),
-        (["{folder}"], "is a folder"),
+        (["{folder}"], "holds no"),
         (["{good}", "--baseline", "inductr"], "'inductr'"),
         (["{good}", "--run", "r9"], "'r9'"),
         ([], "the following arguments are required"),
@@ -115,7 +145,8 @@ def test_many_models_use_the_sorted_speedup_plot(write_results, tmp_path):
 )
 def test_bad_input_exits_2_with_a_message(write_results, tmp_path, capsys, args, message):
     good = write_results(mixed_lines())
-    values = {"missing": tmp_path / "nope.jsonl", "folder": tmp_path, "good": good}
+    (tmp_path / "empty").mkdir()
+    values = {"missing": tmp_path / "nope.jsonl", "folder": tmp_path / "empty", "good": good}
     assert report_main([a.format(**values) for a in args]) == 2
     assert message in capsys.readouterr().err
 
@@ -129,3 +160,40 @@ def test_reports_never_import_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_hud_csv_files_per_configuration(write_results, tmp_path):
+    lines = mixed_lines()
+    lines.append(craft_line("mlp", "inductor", times=[1.0], code="FAIL", test="train", run_id="r2", timestamp=3.0))
+    out = tmp_path / "hud"
+    assert report_main([str(write_results(lines)), "--hud-csv", str(out), "--quiet"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "PJRT_openxla_builtin_float32_inference_cpu_performance.csv",  # nothing verified: no accuracy file
+        "inductor_no_cudagraphs_builtin_float32_inference_cpu_accuracy.csv",
+        "inductor_no_cudagraphs_builtin_float32_inference_cpu_performance.csv",
+        "inductor_no_cudagraphs_builtin_float32_training_cpu_accuracy.csv",
+        "inductor_no_cudagraphs_builtin_float32_training_cpu_performance.csv",
+    ]
+    perf = list(csv.reader((out / names[2]).open()))
+    assert perf[0] == HUD_FIELDS
+    by_name = {row[1]: dict(zip(perf[0], row)) for row in perf[1:]}
+    assert by_name["mlp"]["dev"] == "cpu" and float(by_name["mlp"]["speedup"]) == pytest.approx(2.0)
+    assert float(by_name["mlp"]["abs_latency"]) == pytest.approx(5.0)  # ms
+    assert by_name["mlp"]["compression_ratio"] == "" and by_name["mlp"]["dynamo_peak_mem"] == ""
+    failed = list(csv.DictReader((out / names[0]).open()))
+    assert {r["name"]: r["speedup"] for r in failed} == {"mlp": "0.000000", "cnn": "0.000000"}
+    accuracy = list(csv.DictReader((out / names[3]).open()))
+    assert [(r["name"], r["accuracy"]) for r in accuracy] == [("mlp", "fail_accuracy")]
+
+
+def test_hud_csv_names_follow_modes_and_dtypes():
+    from reports.load import ConfigKey
+    from reports.render_hud_csv import file_stem
+
+    assert file_stem(ConfigKey("cuda", "inductor", "train", "amp", mode="cudagraphs"), "timm") == \
+        "inductor_with_cudagraphs_timm_models_amp_training_cuda"
+    assert file_stem(ConfigKey("cuda", "inductor", "eval", "bf16", mode="max-autotune"), "huggingface") == \
+        "inductor_max_autotune_huggingface_bfloat16_inference_cuda"
+    assert file_stem(ConfigKey("cuda", "inductor", "eval", "fp16", mode="dynamic"), "torchbench") == \
+        "inductor_dynamic_torchbench_float16_inference_cuda"

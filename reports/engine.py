@@ -1,0 +1,390 @@
+"""Results files as one DuckDB table of normalised lines: the reports' columnar engine.
+
+DuckDB's JSON reader parses each file (`read_ndjson`, typed columns, `records=true`) into a
+table with one row per non-blank line, in file order. A line that is not valid JSON, or not
+a JSON object, comes back as a row of NULLs; so does a valid object holding none of the keys
+read. Those rows, and the lines naming no model or experiment, are set aside; a single pass
+over the file's bytes then finds their line numbers (and, for the first line of each run,
+the command and environment: the provenance), without parsing anything else in Python.
+
+Every figure is read tolerantly, as `core.schema` does: a whole-experiment figure from the
+line's `summary`, else from `metrics` (the layout before `summary`); values of the wrong
+type read as missing (numbers written as strings are read as numbers).
+
+`reports.cache` keeps the normalised rows of each file as Parquet, so that a later read only
+parses what was appended since; `reports.columnar.Engine` holds the connection and the
+`lines` view over every file read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from core.results_file import BadLine
+from core.schema import VerificationCode
+from reports.errors import ReportError
+
+try:  # The default matmul precision moved from "highest" to "high" (issue 11).
+    from core.config import DEFAULT_MATMUL_PRECISION  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the core version
+    DEFAULT_MATMUL_PRECISION = "highest"
+
+log = logging.getLogger(__name__)
+
+#: Bumped whenever the normalised columns change: older caches are rebuilt.
+SCHEMA_VERSION = 2
+#: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
+ID_STRIDE = 1 << 40
+MEMORY_LIMIT = "1200MB"
+
+_D, _V, _B = "DOUBLE", "VARCHAR", "BOOLEAN"
+_FIGURES = {
+    "cold_start_time": _D,
+    "compile_time_s": _D,
+    "peak_device_memory_bytes": _D,
+    "peak_host_memory_bytes": _D,
+    "eager_peak_device_memory_bytes": _D,
+    "dynamo_graph_count": _D,
+    "dynamo_unique_graphs": _D,
+    "dynamo_graph_breaks": _D,
+    "dynamo_graph_break_reasons": "MAP(VARCHAR, VARCHAR)",
+    "calls_captured": _D,
+    "dynamo_counters": "STRUCT(stats STRUCT(calls_captured DOUBLE))",
+}
+
+#: What DuckDB reads of each line (everything else is skipped by the parser's transform).
+READ_COLUMNS: dict[str, Any] = {
+    "model": {"suite_name": _V, "model_name": _V, "reduced": _B},
+    "experiment": {
+        "accelerator": _V, "xla": _V, "dynamo": _V, "torch_xla2": _V, "test": _V,
+        "xla_flags": _V, "precision": _V, "batch_size": _D, "matmul_precision": _V,
+        "enable_functionalization": _B, "disable_tf32": _B, "optimizer": _V, "amp_dtype": _V,
+        "mode": _V, "accelerator_model": _V,
+    },
+    "metrics": {"per_iter_time": "DOUBLE[]", "error": _V, **_FIGURES},
+    "summary": {
+        **_FIGURES,
+        # How many entries lead the per-run lists for the cold-start run (core.schema).
+        "cold_start_entries": _D,
+        "paired_speedup": {"speedup": _D, "median": _D, "p_value": _D, "method": _V},
+        "unreliable": _B,
+        "unreliable_reasons": "VARCHAR[]",
+        "unreliable_reason": _V,
+    },
+    "status": _V,
+    "verification_code": _V,
+    "stack_label": _V,
+    "fingerprint": _V,
+    "run_id": _V,
+    "timestamp": _D,
+    "finished_at": _D,
+    "skip_reason": _V,
+    "batch_size_used": _D,
+}
+
+
+def _duck_type(spec: Any) -> str:
+    if isinstance(spec, dict):
+        return "STRUCT(" + ", ".join(f'"{name}" {_duck_type(sub)}' for name, sub in spec.items()) + ")"
+    return spec
+
+
+def _columns_argument() -> str:
+    return "{" + ", ".join(f"'{name}': '{_duck_type(spec)}'" for name, spec in READ_COLUMNS.items()) + "}"
+
+
+def _finite(expression: str) -> str:
+    return f"(CASE WHEN isfinite({expression}) THEN {expression} END)"
+
+
+def _positive(expression: str) -> str:
+    return f"(CASE WHEN isfinite({expression}) AND {expression} > 0 THEN {expression} END)"
+
+
+def _figure(name: str) -> str:
+    """summary.NAME, else metrics.NAME (core.schema.summary_value), finite numbers only."""
+    return f"COALESCE({_finite(f'summary.{name}')}, {_finite(f'metrics.{name}')})"
+
+
+#: The cold-start entries to leave out of the steady state (core.schema.timed_values).
+_COLD_ENTRIES = ("(CASE WHEN isfinite(summary.cold_start_entries) AND summary.cold_start_entries > 0 "
+                 "THEN CAST(summary.cold_start_entries AS BIGINT) ELSE 0 END)")
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+_ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS)
+
+
+_NOT_RUN_CODES = ", ".join(_sql_text(c.value) for c in (VerificationCode.VERIFIER_SKIPPED, VerificationCode.VERIFIER_DIDNT_RUN))
+
+#: The normalised columns, computed from the typed read in the same pass.
+NORMALISED = f"""
+    CASE WHEN {_ALL_NULL} THEN 2
+         WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN 1
+         ELSE 0 END AS kind,
+    COALESCE(run_id, '') AS run,
+    COALESCE({_finite('"timestamp"')}, 0.0) AS ts,
+    COALESCE({_finite('finished_at')}, {_finite('"timestamp"')}, 0.0) AS fin,
+    COALESCE(model.suite_name, '') AS suite,
+    model.model_name AS model,
+    COALESCE(experiment.accelerator, '?') AS accelerator,
+    CASE WHEN stack_label IS NOT NULL AND stack_label <> '' THEN stack_label
+         WHEN experiment IS NULL THEN '?'
+         ELSE COALESCE(NULLIF(concat_ws('+', NULLIF(experiment.xla, ''), NULLIF(experiment.dynamo, ''),
+                                        NULLIF(experiment.torch_xla2, '')), ''), 'eager') END AS stack,
+    COALESCE(experiment.test, '?') AS test,
+    COALESCE(experiment.precision, 'fp32') AS precision,
+    COALESCE(experiment.xla_flags, '') AS xla_flags,
+    CASE WHEN experiment.mode IS NULL OR experiment.mode IN ('', 'default') THEN '' ELSE experiment.mode END AS mode,
+    concat_ws(' ',
+        CASE WHEN experiment.matmul_precision IS NOT NULL
+                  AND experiment.matmul_precision <> {_sql_text(DEFAULT_MATMUL_PRECISION)}
+             THEN 'matmul_precision=' || experiment.matmul_precision END,
+        CASE WHEN experiment.disable_tf32 THEN 'disable_tf32=True' END,
+        CASE WHEN experiment.enable_functionalization THEN 'enable_functionalization=True' END,
+        CASE WHEN experiment.optimizer IS NOT NULL AND experiment.optimizer NOT IN ('', 'none')
+             THEN 'optimizer=' || experiment.optimizer END,
+        CASE WHEN experiment.amp_dtype IS NOT NULL AND experiment.amp_dtype <> ''
+             THEN 'amp_dtype=' || experiment.amp_dtype END,
+        CASE WHEN model.reduced THEN 'reduced' END) AS extras,
+    TRY_CAST(COALESCE({_positive('batch_size_used')}, {_positive('experiment.batch_size')}) AS BIGINT) AS bs,
+    hash(COALESCE(NULLIF(fingerprint, ''), concat_ws('|', model.suite_name, model.model_name,
+        model.reduced::VARCHAR, experiment.accelerator, experiment.xla, experiment.dynamo,
+        experiment.torch_xla2, experiment.test, experiment.xla_flags, experiment.precision,
+        experiment.batch_size::VARCHAR, experiment.matmul_precision,
+        experiment.enable_functionalization::VARCHAR, experiment.disable_tf32::VARCHAR,
+        experiment.optimizer, experiment.amp_dtype, experiment.mode)), stack, mode) AS key,
+    COALESCE(NULLIF(left(fingerprint, 12), ''), 'h' || left(printf('%016x', key), 11)) AS fp,
+    CASE WHEN status IN ('ok', 'failed', 'skipped') THEN status
+         WHEN status IS NOT NULL THEN 'failed'
+         WHEN metrics.error = 'SKIP' THEN 'skipped'
+         WHEN COALESCE(metrics.error, '') <> '' THEN 'failed'
+         ELSE 'ok' END AS status,
+    COALESCE(verification_code, {_sql_text(VerificationCode.VERIFIER_DIDNT_RUN.value)}) AS code,
+    _times AS times,
+    COALESCE(len(_times), 0) AS n_times,
+    list_aggregate(_times, 'median') AS med,
+    {_figure('cold_start_time')} AS cold,
+    {_figure('compile_time_s')} AS compile_given,
+    COALESCE({_positive('summary.peak_device_memory_bytes')}, {_positive('metrics.peak_device_memory_bytes')}) AS peak_dev,
+    COALESCE({_positive('summary.peak_host_memory_bytes')}, {_positive('metrics.peak_host_memory_bytes')}) AS peak_host,
+    {_positive('summary.eager_peak_device_memory_bytes')} AS eager_peak_dev,
+    CASE WHEN trim(COALESCE(metrics.error, '')) NOT IN ('', 'SKIP')
+         THEN left(list_last(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> '')), 300)
+         ELSE '' END AS error,
+    COALESCE(skip_reason, CASE WHEN metrics.error = 'SKIP' THEN 'SKIP' END, '') AS skip_reason,
+    COALESCE(experiment.accelerator_model, '') AS accel_model,
+    {_figure('dynamo_graph_count')} AS graph_count,
+    {_figure('dynamo_unique_graphs')} AS unique_graphs,
+    {_figure('dynamo_graph_breaks')} AS graph_breaks,
+    COALESCE(cardinality(summary.dynamo_graph_break_reasons), cardinality(metrics.dynamo_graph_break_reasons)) AS unique_graph_breaks,
+    COALESCE({_finite('summary.calls_captured')}, {_finite('summary.dynamo_counters.stats.calls_captured')},
+             {_finite('metrics.calls_captured')}, {_finite('metrics.dynamo_counters.stats.calls_captured')}) AS calls_captured,
+    COALESCE({_positive('summary.paired_speedup.speedup')}, {_positive('summary.paired_speedup.median')}) AS paired,
+    {_finite('summary.paired_speedup.p_value')} AS paired_p,
+    COALESCE(summary.paired_speedup.method, '') AS paired_method,
+    COALESCE(summary.unreliable, false) AS unreliable,
+    COALESCE(array_to_string(summary.unreliable_reasons, '; '), summary.unreliable_reason, '') AS unreliable_reason
+"""
+
+#: Columns every reader of the `lines` view can rely on, besides fi, ord and id.
+DERIVED = """
+    (status = 'ok' AND med > 0) AS ran,
+    COALESCE(compile_given, CASE WHEN cold IS NOT NULL THEN
+        (CASE WHEN med IS NOT NULL THEN greatest(0.0, cold - med) ELSE cold END) END) AS compile
+"""
+
+
+@dataclass
+class Provenance:
+    """What one run's first line in a file says about how it was made."""
+
+    run: str
+    command: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "command": self.command, "environment": self.environment}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Provenance":
+        environment = data.get("environment")
+        return cls(str(data.get("run", "")), str(data.get("command") or ""),
+                   environment if isinstance(environment, dict) else {})
+
+
+@dataclass
+class FileScan:
+    """One results file as the engine holds it."""
+
+    path: Path
+    #: DuckDB relation (a table name or a read_parquet(...) call) with the usable rows.
+    relation: str
+    rows: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+    #: Line numbers of valid lines naming no model or experiment.
+    unusable: list[int] = field(default_factory=list)
+    provenance: dict[str, Provenance] = field(default_factory=dict)
+    from_cache: bool = False
+
+
+def connect(temp_dir: Path, threads: Optional[int] = None):
+    """A DuckDB connection for the reports (bounded memory, spills to temp_dir)."""
+    try:
+        import duckdb
+    except ImportError as error:
+        raise ReportError("the reports need DuckDB: pip install -e '.[reports]'") from error
+
+    con = duckdb.connect(config={
+        "threads": threads or max(1, os.cpu_count() or 1),
+        "memory_limit": MEMORY_LIMIT,
+        "temp_directory": str(temp_dir),
+        "preserve_insertion_order": True,
+    })
+    con.execute("SET enable_progress_bar = false")  # it would write to the terminal
+    return con
+
+
+def expand_paths(paths: Iterable[Path]) -> list[Path]:
+    """Files as given; a folder stands for every *.jsonl file under it (sorted)."""
+    files: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            if not found:
+                raise ReportError(f"folder {str(path)!r} holds no *.jsonl results file")
+            files.extend(found)
+        elif not path.exists():
+            raise ReportError(f"results file {str(path)!r} does not exist")
+        else:
+            files.append(path)
+    seen: set[str] = set()
+    unique = []
+    for path in files:
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            unique.append(path)
+    return unique
+
+
+def scan_into(con, source: Path, table: str) -> int:
+    """Parse `source` into TEMP table `table` (every non-blank line, in order); its row count."""
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {NORMALISED} FROM (SELECT *, "
+        f"list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
+        f"len(metrics.per_iter_time)), lambda x: isfinite(x)) AS _times FROM read_ndjson("
+        f"{_sql_text(str(source))}, format='newline_delimited', records=true, ignore_errors=true, "
+        f"columns={_columns_argument()}))"
+    )
+    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def set_aside(con, table: str) -> tuple[list[int], list[int], dict[str, int]]:
+    """(ordinals of unreadable rows, of rows naming no model, first ordinal of each run)."""
+    unreadable = [r[0] for r in con.execute(f"SELECT rowid FROM {table} WHERE kind = 2 ORDER BY rowid").fetchall()]
+    nameless = [r[0] for r in con.execute(f"SELECT rowid FROM {table} WHERE kind = 1 ORDER BY rowid").fetchall()]
+    runs = dict(con.execute(f"SELECT run, min(rowid) FROM {table} WHERE kind = 0 GROUP BY run").fetchall())
+    return unreadable, nameless, runs
+
+
+_BLANK_START = frozenset(b" \t\r\x0b\x0c")
+_BLOCK = 1 << 24
+
+
+def locate_lines(path: Path, ordinals: Sequence[int], count_all: bool = False) -> tuple[dict[int, tuple[int, bytes]], int]:
+    """Line number (1-based) and text of the given ordinals; and the number of lines read.
+
+    An ordinal counts the non-blank lines, as DuckDB's reader numbers its rows; blank and
+    whitespace-only lines count for line numbers only. One pass over the file in blocks
+    (never mapping it, so the pass holds one block in memory). It stops after the last
+    ordinal wanted unless `count_all`, which counts the remaining lines at C speed.
+    """
+    wanted = sorted(set(ordinals))
+    found: dict[int, tuple[int, bytes]] = {}
+    if not wanted and not count_all:
+        return found, 0
+    index, lineno, ordinal = 0, 0, 0
+    target = wanted[0] if wanted else -1
+    carry = b""
+    with open(path, "rb", buffering=0) as raw:
+        while True:
+            block = raw.read(_BLOCK)
+            if not block:
+                break
+            if index == len(wanted):
+                lineno += block.count(b"\n")
+                continue
+            data = carry + block if carry else block
+            find = data.find
+            pos = 0
+            while True:
+                newline = find(b"\n", pos)
+                if newline < 0:
+                    break
+                lineno += 1
+                if newline > pos and (data[pos] not in _BLANK_START or data[pos:newline].strip()):
+                    if ordinal == target:
+                        found[ordinal] = (lineno, data[pos:newline])
+                        index += 1
+                        target = wanted[index] if index < len(wanted) else -1
+                    ordinal += 1
+                pos = newline + 1
+                if index == len(wanted):
+                    break
+            if index == len(wanted):
+                if not count_all:
+                    return found, lineno
+                lineno += data.count(b"\n", pos)
+                carry = b""
+                continue
+            carry = data[pos:]
+    if carry and carry.strip() and ordinal == target:
+        found[ordinal] = (lineno + 1, carry)
+    return found, lineno
+
+
+def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list[int],
+             nameless: list[int], line_offset: int = 0) -> tuple[list[BadLine], list[int]]:
+    """Bad lines (with their reason) and the line numbers of lines naming no model."""
+    bad: list[BadLine] = []
+    unusable: list[int] = []
+    for ordinal in unreadable:
+        lineno, text = located.get(ordinal, (0, b""))
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            reason = str(error).split(":", 1)[0] if isinstance(error, UnicodeDecodeError) else str(error)
+            bad.append(BadLine(str(path), lineno + line_offset, reason[:200] or "invalid JSON"))
+            continue
+        if not isinstance(value, dict):
+            bad.append(BadLine(str(path), lineno + line_offset, "not a JSON object"))
+        else:
+            unusable.append(lineno + line_offset)
+    unusable.extend(located.get(o, (0, b""))[0] + line_offset for o in nameless)
+    return bad, sorted(unusable)
+
+
+def provenance_of(located: dict[int, tuple[int, bytes]], runs: dict[str, int]) -> dict[str, Provenance]:
+    found: dict[str, Provenance] = {}
+    for run, ordinal in runs.items():
+        text = located.get(ordinal, (0, b""))[1]
+        try:
+            line = json.loads(text)
+        except ValueError:
+            line = {}
+        if not isinstance(line, dict):
+            line = {}
+        environment = line.get("environment")
+        found[run] = Provenance(run, str(line.get("command") or ""),
+                                environment if isinstance(environment, dict) else {})
+    return found
