@@ -23,6 +23,9 @@ REGRESSED = "regressed"
 IMPROVED = "improved"
 UNCHANGED = "unchanged"
 NOISE = "within noise"
+#: A change beyond the threshold where either side's timings were flagged (contention or
+#: runs that vary too much, docs/timing.md): neither a regression nor an improvement.
+UNRELIABLE = "unreliable"
 NEWLY_FAILING = "newly failing"
 FIXED = "fixed"
 NOT_COMPARED = "not compared"
@@ -98,8 +101,14 @@ def _judge(change: Change, threshold: float, alpha: float) -> None:
     significant = change.p_value is None or change.p_value <= alpha
     if change.p_value is None:
         change.reason = "fewer than 2 repeats: threshold only"
+    flagged = [side for side, record in (("base", base), ("new", new)) if record.unreliable]
     if not beyond:
         change.verdict = UNCHANGED
+    elif flagged:
+        change.verdict = UNRELIABLE
+        change.reason = "; ".join(
+            f"{side}: {record.unreliable_reason or 'flagged unreliable'}"
+            for side, record in (("base", base), ("new", new)) if record.unreliable)
     elif not significant:
         change.verdict = NOISE
     else:

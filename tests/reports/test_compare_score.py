@@ -3,7 +3,7 @@ import math
 import pytest
 
 from reports.cli import compare_main, score_main
-from reports.compare import IMPROVED, NEWLY_FAILING, NOISE, REGRESSED, UNCHANGED, compare
+from reports.compare import IMPROVED, NEWLY_FAILING, NOISE, REGRESSED, UNCHANGED, UNRELIABLE, compare
 from reports.load import load
 from reports.score import score
 from tests.reports.conftest import craft_line
@@ -96,3 +96,19 @@ def test_score_with_nothing_in_common_is_an_error(write_results, capsys):
     new = write_results(_lines({"cnn": [1.0]}))
     assert score_main([str(new), "--reference", str(ref)]) == 2
     assert "nothing to score" in capsys.readouterr().err
+
+
+def test_a_change_between_flagged_lines_is_unreliable_not_a_regression(write_results, capsys):
+    base = write_results(_lines(BASE))
+    slower = _lines(_scaled({"mlp": 1.20}))
+    for line in slower:
+        line["summary"].update(unreliable=True, unreliable_reasons=[
+            "contention: other processes used 54% of the 2 core(s) this child was pinned to"])
+    new = write_results(slower)
+    result = compare(load([base]).records, load([new]).records)
+    mlp = next(c for c in result.changes if c.base.model == "mlp")
+    assert mlp.verdict == UNRELIABLE and mlp.reason.startswith("new: contention")
+    assert not result.regressions
+    assert {c.verdict for c in result.changes if c.base.model != "mlp"} == {UNCHANGED}
+    compare_main([str(base), str(new)])
+    assert "unreliable" in capsys.readouterr().out
