@@ -313,8 +313,10 @@ class Claims:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, self.path)
-        except BaseException:
+        except BaseException as error:
             temporary.unlink(missing_ok=True)
+            if isinstance(error, OSError) and not error.filename:
+                raise OSError(error.errno, error.strerror, str(self.path)) from error
             raise
 
     def _beat(self) -> None:

@@ -169,7 +169,6 @@ class _Pump:
             if self.error is None:
                 try:
                     self.log_file.write(chunk)
-                    self.log_file.flush()
                 except OSError as error:
                     self.error = error
             if self.echo:
@@ -245,7 +244,8 @@ class ExperimentExecutor:
         outcome = ChildOutcome(folder)
         start = time.monotonic()
         try:
-            with open(folder / LOG_FILE, "wb") as log_file:
+            # Unbuffered: a failed write (full disk) shows in the pump, never at close.
+            with open(folder / LOG_FILE, "wb", buffering=0) as log_file:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "runner.worker", str(folder)],
                     stdin=subprocess.DEVNULL,
