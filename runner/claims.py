@@ -180,11 +180,14 @@ class Claims:
     def claim(self, fingerprint: str) -> tuple[ClaimStatus, Optional[Claim]]:
         """Claim an experiment unless the results hold it or a live runner runs it."""
         with self._locked():
-            if fingerprint in self._refresh():
-                self.counts.recorded_elsewhere += 1
-                return ClaimStatus.RECORDED, None
             claims = self._load()
             existing = claims.get(fingerprint)
+            if fingerprint in self._refresh():
+                if existing is not None and not self._alive(existing):
+                    del claims[fingerprint]  # its runner recorded it, then died
+                    self._save(claims)
+                self.counts.recorded_elsewhere += 1
+                return ClaimStatus.RECORDED, None
             if existing is not None and existing.runner.run_id != self.me.run_id:
                 if self._alive(existing):
                     return ClaimStatus.BUSY, existing

@@ -182,3 +182,15 @@ def test_a_runner_waits_for_the_experiment_a_live_runner_runs(tmp_path):
     assert "0 experiment(s) recorded" in second.stdout and "1 recorded by other runners" in second.stdout
     (line,) = read_results(output / "results.jsonl").lines
     assert line["status"] == "failed"
+
+
+def test_a_dead_runners_claim_on_a_recorded_experiment_is_cleared(tmp_path):
+    results = ResultsFile(tmp_path / "results.jsonl")
+    line = line_with_fingerprint(results)
+    here = RunnerIdentity.of_this_process("x")
+    gone = RunnerIdentity("dead", here.host, here.boot_id, here.pid, here.started - 1000)
+    claims_for(results, "dead", gone).claim(line["fingerprint"])
+    results.append(line)  # it recorded its line, then died before releasing the claim
+    later = claims_for(results, "later")
+    assert later.claim(line["fingerprint"])[0] is ClaimStatus.RECORDED
+    assert not later.path.exists()
