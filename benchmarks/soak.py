@@ -1,10 +1,11 @@
 """Soak test: several runners on one output folder, killed and restarted at random.
 
 N runner slots run the faults suite (with a short --subprocess-timeout) and the builtin
-suite on one output folder; at random moments a random runner gets SIGKILL, SIGTERM or
-SIGINT and its slot starts a runner again (of either suite). When the kills are spent, the
-runners still going finish, then one last runner per suite completes the sweep. Then the
-invariants are checked and the figures printed:
+suite on one output folder; at random moments a runner (mostly one running an experiment's child)
+gets SIGKILL, SIGTERM or SIGINT and its slot starts a runner again (of either suite). When
+the kills are spent or every experiment is recorded, the runners still going finish, then
+one last runner per suite completes the sweep. Then the invariants are checked and the
+figures printed:
 
 - the results file parses (no bad line);
 - exactly one line per planned experiment: none missing, no duplicate, none unplanned;
@@ -16,7 +17,7 @@ invariants are checked and the figures printed:
 - every runner stopped by SIGTERM or SIGINT exited 143 or 130 (0 if it had just finished)
   without a traceback.
 
-    python benchmarks/soak.py [--runners 3] [--kills 8] [--seed 1] [--keep DIR]
+    python benchmarks/soak.py [--runners 3] [--kills 12] [--seed 1] [--keep DIR]
 
 Exit status 0 when there is no violation.
 """
@@ -53,7 +54,8 @@ COMMON = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--warmup=0", "--n
 SUITES = {
     "faults": ["--suite-name=faults", "--test=eval", "--repeat=1", "--subprocess-timeout=4",
                "--memory-limit-mb=900"],
-    "builtin": ["--suite-name=builtin", "--test=eval", "--test=train", "--repeat=2"],
+    "builtin": ["--suite-name=builtin", "--test=eval", "--test=train", "--precision=fp32",
+                "--precision=bf16", "--repeat=2"],
 }
 STOP_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
 
@@ -65,6 +67,7 @@ class Runner:
     process: subprocess.Popen
     log: Path
     signal_sent: Optional[int] = None
+    started: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -97,7 +100,9 @@ class Soak:
         self.environment["PYTHONPATH"] = os.pathsep.join(
             [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
         self.figures = Figures()
-        self.finished: list[Runner] = []
+        self.finished: dict[str, Runner] = {}
+        self.timeline: list[str] = []
+        self.began = time.monotonic()
 
     def command(self, suite: str) -> list[str]:
         return [sys.executable, str(ROOT / "experiment_runner.py"), *COMMON, *SUITES[suite],
@@ -113,37 +118,59 @@ class Soak:
 
     def run(self) -> Figures:
         suites = list(SUITES)
+        self.planned = planned_fingerprints([COMMON + SUITES[suite] for suite in SUITES])
         running = {slot: self.start(slot, suites[slot % len(suites)]) for slot in range(self.slots)}
         kills = 0
-        while kills < self.kill_budget:
-            time.sleep(self.rng.uniform(1.0, 6.0))
+        while kills < self.kill_budget and not self.complete():
+            time.sleep(self.rng.uniform(0.3, 2.0))
             for slot, runner in list(running.items()):  # restart those that finished
                 if runner.process.poll() is not None:
-                    self.finished.append(runner)
+                    self.finished[runner.log.name] = runner
                     running[slot] = self.start(slot, self.rng.choice(suites))
-            busy = [slot for slot, runner in running.items() if runs_a_child(runner)]
-            # Mostly mid-experiment: that is where claims, children and lines are at stake.
-            slot = self.rng.choice(busy if busy and self.rng.random() < 0.75 else sorted(running))
-            victim = running[slot]
+            victim = running[self.pick_victim(running)]
             signum = self.rng.choice(STOP_SIGNALS)
             if victim.process.poll() is None:
-                self.figures.kills_mid_experiment += runs_a_child(victim)
+                busy = runs_a_child(victim)
+                self.figures.kills_mid_experiment += busy
+                self.timeline.append(f"{time.monotonic() - self.began:6.1f} s: "
+                                     f"{signal.Signals(signum).name} to {victim.log.name}"
+                                     f"{' (running a child)' if busy else ''}")
                 victim.process.send_signal(signum)
                 victim.signal_sent = signum
                 self.figures.kills[signal.Signals(signum).name] += 1
                 kills += 1
             victim.process.wait(timeout=180)
-            self.finished.append(victim)
+            self.finished[victim.log.name] = victim
             running[slot] = self.start(slot, self.rng.choice(suites))
         for runner in running.values():
             runner.process.wait(timeout=900)
-            self.finished.append(runner)
+            self.finished[runner.log.name] = runner
         last = [self.start(-1, suite) for suite in suites]  # completes whatever is left
         for runner in last:
             runner.process.wait(timeout=900)
-            self.finished.append(runner)
+            self.finished[runner.log.name] = runner
         self.check()
         return self.figures
+
+    def pick_victim(self, running: dict[int, Runner]) -> int:
+        """Mostly a runner in the middle of an experiment (waiting a little for one): that
+        is where claims, children and lines are at stake; otherwise any runner."""
+        if self.rng.random() < 0.9:
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                busy = [slot for slot, runner in running.items() if runs_a_child(runner)]
+                if busy:
+                    return self.rng.choice(busy)
+                time.sleep(0.1)
+        # Not in its first second: before the interpreter runs the runner's first line, no
+        # program can handle a signal, and a runner killed then has started nothing.
+        time.sleep(max(0.0, max(runner.started for runner in running.values()) + 1 - time.monotonic()))
+        return self.rng.choice(sorted(running))
+
+    def complete(self) -> bool:
+        """Whether the results hold every planned experiment (the kills stop then)."""
+        lines = read_results(self.output / "results.jsonl").lines
+        return self.planned <= {line.get("fingerprint") for line in lines}
 
     # The invariants.
 
@@ -153,7 +180,7 @@ class Soak:
         self.check_lines()
 
     def check_exits(self) -> None:
-        for runner in self.finished:
+        for runner in self.finished.values():
             text = runner.log.read_text(errors="replace")
             self.figures.taken_over += text.count("taking over an experiment")
             code = runner.process.returncode
@@ -180,7 +207,7 @@ class Soak:
             self.figures.violation("claim left", ", ".join(fp[:12] for fp in claims))
 
     def check_lines(self) -> None:
-        planned = planned_fingerprints([COMMON + SUITES[suite] for suite in SUITES])
+        planned = self.planned
         self.figures.planned = len(planned)
         read = read_results(self.output / "results.jsonl")
         self.figures.lines = len(read.lines)
@@ -272,9 +299,10 @@ def marked_processes(marker: str) -> list[psutil.Process]:
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runners", type=int, default=3, help="runner slots at once")
-    parser.add_argument("--kills", type=int, default=8, help="signals sent to runners")
+    parser.add_argument("--kills", type=int, default=12, help="signals sent to runners")
     parser.add_argument("--seed", type=int, default=None, help="seed of the random schedule")
     parser.add_argument("--keep", help="keep the output, logs and scratch folder here")
+    parser.add_argument("--verbose", action="store_true", help="print when each signal was sent")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="soak-"))
@@ -297,6 +325,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"violations: {total} (" + ", ".join(f"{kind} {figures.violations[kind]}" for kind in kinds) + ")")
     for detail in figures.details:
         print(f"  {detail}")
+    if args.verbose:
+        print("\n".join(soak.timeline))
     if args.keep:
         print(f"kept in {folder}")
     else:
