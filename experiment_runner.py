@@ -21,6 +21,12 @@ if __name__ == "__main__":
         print(f"experiment_runner.py: {', '.join(missing)} missing from {sys.executable}; "
               "set up first: make setup (or use .venv/bin/python)", file=sys.stderr)
         sys.exit(EXIT_NOT_SET_UP)
-    from runner.cli import main
+    try:
+        # SIGTERM stops the runner like Ctrl-C from the very start (runner/signals.py).
+        from runner import signals
 
+        signals.install()
+        from runner.cli import main
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM while the runner is still starting
+        sys.exit(128 + getattr(stop, "signum", 2))
     sys.exit(main())

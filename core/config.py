@@ -5,7 +5,10 @@ digest of their canonical JSON (sorted keys), identical in every process and eve
 Fields at their default value are left out of the canonical form, so adding a switch keeps
 the fingerprints of existing lines; fields that only locate or label something (the stack's
 name, derived from xla/dynamo/torch_xla2, and the TorchBench folder) are never in it.
-`RunSettings` says how an experiment is measured and never enters the fingerprint.
+`RunSettings` says how an experiment is measured; of it only the seed changes what is
+measured (the weights and the inputs), so the fingerprint takes the seed too, as a `seed`
+key of the canonical form present only when the seed is not `DEFAULT_SEED` (lines of the
+default seed keep their fingerprints). Lines record the seed as their top-level `seed`.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ DEFAULT_DYNAMO = (None, "inductor", "openxla")
 #: Inductor's modes as the compiler dashboard tracks them, plus max-autotune.
 INDUCTOR_MODES = ("default", "cudagraphs", "dynamic", "max-autotune")
 DEFAULT_MODE = "default"
+DEFAULT_SEED = 1234
+#: Seeds torch accepts, less room for the per-iteration offsets of --randomize-input.
+SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
 def none_if_none_string(value: Optional[str]) -> Optional[str]:
@@ -173,7 +179,7 @@ class RunSettings:
     iterations_per_run: int = 1
     warmup: int = 3
     randomize_input: bool = False
-    seed: int = 1234
+    seed: int = DEFAULT_SEED
     verify: bool = False
     verify_only: bool = False
     verify_iterations: int = 1
@@ -207,9 +213,13 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
-def fingerprint(model: ModelConfig, experiment: ExperimentConfig) -> str:
-    """Stable digest of what identifies model + experiment, the key used to resume."""
-    payload = canonical_json({"model": model.identity(), "experiment": experiment.identity()})
+def fingerprint(model: ModelConfig, experiment: ExperimentConfig, seed: int = DEFAULT_SEED) -> str:
+    """Stable digest of what identifies model + experiment (+ a seed other than the
+    default), the key used to resume."""
+    identity: dict[str, Any] = {"model": model.identity(), "experiment": experiment.identity()}
+    if seed != DEFAULT_SEED:
+        identity["seed"] = seed
+    payload = canonical_json(identity)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -230,14 +240,22 @@ def experiment_identity_dict(experiment: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
+def seed_of_line(line: Mapping[str, Any]) -> Optional[int]:
+    """The seed a line was measured with (lines without one: the default); None when the
+    recorded value is not an integer."""
+    seed = line.get("seed", DEFAULT_SEED)
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
 def fingerprint_of_line(line: Mapping[str, Any]) -> Optional[str]:
-    """Fingerprint of a results line, recomputed from its model and experiment."""
+    """Fingerprint of a results line, recomputed from its model, experiment and seed."""
+    seed = seed_of_line(line)
     try:
         model = ModelConfig.from_dict(line["model"])
         experiment = ExperimentConfig.from_dict(experiment_identity_dict(line["experiment"]))
-    except (KeyError, TypeError, ValueError, AttributeError):
+        return fingerprint(model, experiment, seed) if seed is not None else None
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
         return None
-    return fingerprint(model, experiment)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
@@ -249,7 +267,8 @@ def safe_component(text: str) -> str:
     return cleaned[:60]
 
 
-def experiment_id(model: ModelConfig, experiment: ExperimentConfig, stack_label: str) -> str:
+def experiment_id(model: ModelConfig, experiment: ExperimentConfig, stack_label: str,
+                  seed: int = DEFAULT_SEED) -> str:
     """Readable, path-safe, unique id: model and configuration, then a digest prefix."""
     parts = [
         model.suite_name,
@@ -263,5 +282,7 @@ def experiment_id(model: ModelConfig, experiment: ExperimentConfig, stack_label:
         parts.append(f"bs{experiment.batch_size}")
     if model.reduced:
         parts.append("reduced")
+    if seed != DEFAULT_SEED:
+        parts.append(f"seed{seed}")
     readable = "-".join(safe_component(str(p)) for p in parts)
-    return f"{readable}-{fingerprint(model, experiment)[:10]}"
+    return f"{readable}-{fingerprint(model, experiment, seed)[:10]}"

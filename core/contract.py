@@ -131,11 +131,17 @@ Message = TypeVar("Message", ChildSpec, ChildResult)
 
 
 def write_message(path: Union[str, Path], message: Union[ChildSpec, ChildResult]) -> None:
-    """Write a spec or a result as JSON, atomically (a reader never sees half of it)."""
+    """Write a spec or a result as JSON, atomically (a reader never sees half of it, and a
+    failed write leaves nothing behind but raises)."""
     path = Path(path)
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(message.to_dict(), indent=1, default=str), encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        temporary.write_text(json.dumps(message.to_dict(), indent=1, default=str), encoding="utf-8")
+        os.replace(temporary, path)
+    except BaseException:
+        # A full disk or a file-size limit leaves neither a partial file nor an empty one.
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def read_message(path: Union[str, Path], kind: type[Message]) -> Message:

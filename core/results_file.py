@@ -1,20 +1,34 @@
-"""The results file: safe appends and tolerant reading (the line itself: core/schema.py).
+"""The results file: safe appends and bounded, tolerant reading (the line itself: core/schema.py).
 
-The parent is the single writer. An append is one line, written under a file lock, flushed
-and fsynced, so concurrent runners never interleave and a crash never leaves half a line
-in front of a new one. Reading skips (and reports) lines that are not valid JSON objects.
+Every writer goes through a `ResultsFile`, whose lock (`<file>.lock`, a `filelock.FileLock`)
+serializes writers of one file across processes, and across machines where the shared
+filesystem honours `flock` (NFSv4 and most cluster filesystems do). An append is one
+`write` of one whole line, fsynced; a write that fails or comes up short (ENOSPC, EFBIG,
+EIO, an interruption) is cut back to the file's previous end before the error is raised,
+so a full disk or a file-size limit never leaves half a line. A line left unfinished by a
+machine crash is ended with a newline before the next append, so it stays a single bad
+line and never swallows the next one.
+
+Reading never trusts the file: only regular files are read, at most the size the file had
+when it was opened (a growing or endless file cannot make a reader run forever), a line
+longer than `MAX_LINE_BYTES` is skipped without being held in memory, and lines that are
+not JSON objects are listed as bad lines, never fatal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import logging
 import os
 import re
 import shutil
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, BinaryIO, Iterator, Optional, Union
 
 import jsonlines
 from filelock import FileLock
@@ -22,6 +36,9 @@ from filelock import FileLock
 log = logging.getLogger(__name__)
 
 MAX_BAD_LINES_LOGGED = 20
+#: A results line is a few kilobytes; anything this long is not one (and is not loaded).
+MAX_LINE_BYTES = 16 * 2**20
+_CHUNK_BYTES = 2**20
 
 
 class ResultsFileError(RuntimeError):
@@ -39,95 +56,218 @@ class BadLine:
 
 @dataclass
 class ResultsRead:
-    """The lines of a results file that parsed, and those that did not."""
+    """The lines of a results file that parsed, and those that did not.
+
+    `end_offset` is where reading stopped (the size of the file when it was opened) and
+    `file_id` the file's (device, inode): `ResultsFile.read(end_offset, last_lineno)` reads
+    only what was appended since, provided the file is still the same one.
+    """
 
     lines: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
+    end_offset: int = 0
+    file_id: Optional[tuple[int, int]] = None
+    #: The number of the last line read (blank and bad lines included).
+    last_lineno: int = 0
+
+
+class ResultsFile:
+    """One results file: its lock, locked appends, bounded reads, backups."""
+
+    def __init__(self, path: Union[str, Path]) -> None:
+        self.path = Path(path)
+        self._lock: Optional[FileLock] = None
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the file's lock (re-entrant within a thread of this object)."""
+        if self._lock is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(str(self.lock_path))
+        with self._lock:
+            yield
+
+    def append(self, line: dict[str, Any]) -> None:
+        """Append one line whole, or raise OSError with the file as it was before."""
+        payload = _encode(line)
+        with self.locked():
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    # A writer died mid-line (machine crash): end that line so ours stays whole.
+                    payload = b"\n" + payload
+                try:
+                    _write_all(fd, payload)
+                    os.fsync(fd)
+                except BaseException as error:
+                    _cut_back(fd, size, self.path)
+                    if isinstance(error, OSError):
+                        raise OSError(error.errno, error.strerror or str(error),
+                                      str(self.path)) from error
+                    raise
+            finally:
+                os.close(fd)
+
+    def read(self, start: int = 0, lines_before: int = 0,
+             max_line_bytes: int = MAX_LINE_BYTES) -> ResultsRead:
+        """Every valid line from byte `start` (after line `lines_before`) on; invalid ones
+        are listed with their line numbers, never fatal."""
+        read = ResultsRead(end_offset=start, last_lineno=lines_before)
+        try:
+            # Non-blocking, so that opening a FIFO cannot hang; it is refused below.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return read
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            what = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise ResultsFileError(f"results path {str(self.path)!r} is {what}"
+                                   + (", not a file" if stat.S_ISDIR(info.st_mode) else ""))
+        with open(fd, "rb") as raw:
+            read.file_id = (info.st_dev, info.st_ino)
+            raw.seek(start)
+            lines = _BoundedLines(raw, info.st_size - start, max_line_bytes, lines_before)
+            _parse(jsonlines.Reader(lines), lines, read, str(self.path))
+            read.end_offset = start + lines.consumed
+            read.last_lineno = lines.lineno
+        _log_bad_lines(read.bad_lines, self.path)
+        return read
+
+    def backup(self) -> Optional[Path]:
+        """Move the file aside (never delete it); return where it went."""
+        with self.locked():
+            if not self.path.exists():
+                return None
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            backup = self.path.with_name(f"{self.path.name}.{stamp}.bak")
+            counter = 1
+            while backup.exists():
+                backup = self.path.with_name(f"{self.path.name}.{stamp}-{counter}.bak")
+                counter += 1
+            shutil.move(str(self.path), str(backup))
+        return backup
 
 
 def append_line(path: Path, line: dict[str, Any]) -> None:
-    """Append one line atomically with respect to other writers of the same file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
-        with open(path, "ab") as raw:
-            if raw.tell() > 0 and not _ends_with_newline(path):
-                # A previous writer died mid-line: end that line so ours stays whole.
-                raw.write(b"\n")
-            with jsonlines.Writer(raw, compact=True, flush=True) as writer:
-                writer.write(line)
-            raw.flush()
-            os.fsync(raw.fileno())
+    """Append one line to the results file at `path` (see `ResultsFile.append`)."""
+    ResultsFile(path).append(line)
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as existing:
-        existing.seek(-1, os.SEEK_END)
-        return existing.read(1) == b"\n"
+def read_results(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> ResultsRead:
+    """Every valid line of a results file (see `ResultsFile.read`)."""
+    return ResultsFile(path).read(max_line_bytes=max_line_bytes)
 
 
-def read_results(path: Path) -> ResultsRead:
-    """Every valid line of a results file; invalid ones are listed, never fatal."""
-    read = ResultsRead()
-    if not path.exists():
-        return read
-    if path.is_dir():
-        raise ResultsFileError(f"results path {str(path)!r} is a folder, not a file")
-    with open(path, "rb") as raw:
-        numbered = _NonBlankLines(raw)
-        reader = jsonlines.Reader(numbered)
-        while True:
-            try:
-                value = reader.read()
-            except EOFError:
-                break
-            except jsonlines.InvalidLineError as error:
-                read.bad_lines.append(BadLine(str(path), numbered.lineno, _short_reason(error)))
-                continue
-            if not isinstance(value, dict):
-                read.bad_lines.append(BadLine(str(path), numbered.lineno, "not a JSON object"))
-                continue
-            read.lines.append(value)
-    for bad in read.bad_lines[:MAX_BAD_LINES_LOGGED]:
+def backup_existing(path: Path) -> Optional[Path]:
+    """Move an existing results file aside (see `ResultsFile.backup`)."""
+    return ResultsFile(path).backup()
+
+
+def _encode(line: dict[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    with jsonlines.Writer(buffer, compact=True) as writer:
+        writer.write(line)
+        encoded = buffer.getvalue()
+    return encoded
+
+
+def _write_all(fd: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.EIO, "the write made no progress")
+        view = view[written:]
+
+
+def _cut_back(fd: int, size: int, path: Path) -> None:
+    """Undo a failed append: back to the file's previous end, its last whole line."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError as error:
+        log.error("%s: could not remove a partly written line (%s); the next append "
+                  "ends it first", path, error.strerror or error)
+
+
+def _parse(reader: jsonlines.Reader, lines: "_BoundedLines", read: ResultsRead, path: str) -> None:
+    while True:
+        try:
+            value = reader.read()
+        except EOFError:
+            break
+        except jsonlines.InvalidLineError as error:
+            read.bad_lines.append(BadLine(path, lines.lineno, _short_reason(error)))
+            continue
+        except RecursionError:
+            read.bad_lines.append(BadLine(path, lines.lineno, "nested too deeply"))
+            continue
+        if not isinstance(value, dict):
+            read.bad_lines.append(BadLine(path, lines.lineno, "not a JSON object"))
+            continue
+        read.lines.append(value)
+    skipped = [BadLine(path, lineno, reason) for lineno, reason in lines.skipped]
+    if skipped:
+        read.bad_lines = sorted(read.bad_lines + skipped, key=lambda bad: bad.lineno)
+
+
+def _log_bad_lines(bad_lines: list[BadLine], path: Path) -> None:
+    for bad in bad_lines[:MAX_BAD_LINES_LOGGED]:
         log.warning("%s line %d skipped: %s", bad.path, bad.lineno, bad.reason)
-    if len(read.bad_lines) > MAX_BAD_LINES_LOGGED:
+    if len(bad_lines) > MAX_BAD_LINES_LOGGED:
         log.warning("%s: %d more unreadable lines skipped", path,
-                    len(read.bad_lines) - MAX_BAD_LINES_LOGGED)
-    return read
+                    len(bad_lines) - MAX_BAD_LINES_LOGGED)
 
 
-class _NonBlankLines:
-    """Iterates the non-blank lines of a file, remembering the current line number."""
+class _BoundedLines:
+    """The non-blank lines of at most `budget` bytes of a file, each at most `max_line`
+    bytes long; longer lines are skipped (listed in `skipped`) without being kept."""
 
-    def __init__(self, raw) -> None:
+    def __init__(self, raw: BinaryIO, budget: int, max_line: int, lineno: int = 0) -> None:
         self._raw = raw
-        self.lineno = 0
+        self._budget = max(budget, 0)
+        self._max_line = max_line
+        self.consumed = 0
+        self.lineno = lineno
+        self.skipped: list[tuple[int, str]] = []
 
-    def __iter__(self) -> "_NonBlankLines":
+    def __iter__(self) -> "_BoundedLines":
         return self
 
     def __next__(self) -> bytes:
         while True:
-            line = next(self._raw)
+            line = self._readline(self._max_line + 1)
+            if not line:
+                raise StopIteration
             self.lineno += 1
+            if len(line) > self._max_line:
+                if not line.endswith(b"\n"):
+                    self._skip_rest_of_line()
+                self.skipped.append((self.lineno, f"longer than {self._max_line} bytes"))
+                continue
             if line.strip():
                 return line
+
+    def _readline(self, limit: int) -> bytes:
+        left = self._budget - self.consumed
+        if left <= 0:
+            return b""
+        line = self._raw.readline(min(limit, left))
+        self.consumed += len(line)
+        return line
+
+    def _skip_rest_of_line(self) -> None:
+        while True:
+            chunk = self._readline(_CHUNK_BYTES)
+            if not chunk or chunk.endswith(b"\n"):
+                return
 
 
 def _short_reason(error: jsonlines.InvalidLineError) -> str:
     message = str(error).split(":", 1)[-1].strip()
     return re.sub(r"\s*\(line \d+\)$", "", message)[:200] or "invalid JSON"
-
-
-def backup_existing(path: Path) -> Optional[Path]:
-    """Move an existing results file aside (never delete it); return where it went."""
-    if not path.exists():
-        return None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = path.with_name(f"{path.name}.{stamp}.bak")
-    counter = 1
-    while backup.exists():
-        backup = path.with_name(f"{path.name}.{stamp}-{counter}.bak")
-        counter += 1
-    with FileLock(str(path) + ".lock"):
-        shutil.move(str(path), str(backup))
-    return backup

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import shlex
 import sys
@@ -26,12 +27,13 @@ from core.config import (
     INDUCTOR_MODES,
     MATMUL_PRECISIONS,
     PRECISIONS,
+    SEED_RANGE,
     TESTS,
     TORCH_XLA2_MODES,
     RunSettings,
     none_if_none_string,
 )
-from core.results_file import ResultsFileError, backup_existing, read_results
+from core.results_file import ResultsFile, ResultsFileError, ResultsRead
 from models import (
     SuiteUnavailableError,
     UnknownModelError,
@@ -40,7 +42,8 @@ from models import (
     suite_names,
 )
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
-from runner import observers
+from runner import observers, signals
+from runner.claims import Claims, RunnerIdentity
 from runner.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.matrix import (
     MatrixError,
@@ -51,8 +54,11 @@ from runner.matrix import (
     single_plan,
     select_models,
 )
+from runner.guard import ProcessGuard
+from runner.output import OutputPathError, output_paths, prepare_output
 from runner.probe import probe_host
 from runner.resume import recorded_fingerprints
+from runner.scratch import ScratchRoot
 from runner.sweep import SweepReport, format_summary, run_plan
 
 log = logging.getLogger("experiment_runner")
@@ -67,24 +73,34 @@ KEEP_ON_CUDA_REASON = (
     "--torch-xla2 (torchax on JAX's CUDA plugin) or --dynamo=inductor")
 TORCHBENCH_DIR_ENV = "TORCHBENCH_DIR"
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT; SIGTERM gives 143 (runner/signals.py)
+#: The sweep stopped because its output could not be written (a full disk): sysexits' EX_IOERR.
+EXIT_OUTPUT_FAILED = 74
+#: A bare child (Python and torch, no model) holds about 700 MiB; a lower limit kills them all.
+MIN_MEMORY_LIMIT_MB = 768
 
 
 class UsageError(ValueError):
     """A flag value the runner cannot use."""
 
 
-def number_parser(cast, kind: str, minimum: float, inclusive: bool = True):
-    """An argparse type: a number of `cast`'s kind at least (or above) `minimum`."""
+def number_parser(cast, kind: str, minimum: float, inclusive: bool = True,
+                  maximum: Optional[float] = None):
+    """An argparse type: a finite number of `cast`'s kind at least (or above) `minimum`
+    and at most `maximum` (nan and inf are refused)."""
 
     def parse(text: str):
         try:
             value = cast(text)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise argparse.ArgumentTypeError(f"{text!r} is not {kind}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         if value < minimum or (not inclusive and value == minimum):
             bound = "at least" if inclusive else "above"
             raise argparse.ArgumentTypeError(f"{text!r} must be {bound} {minimum:g}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at most {maximum}")
         return value
 
     return parse
@@ -93,6 +109,7 @@ def number_parser(cast, kind: str, minimum: float, inclusive: bool = True):
 positive_int = number_parser(int, "an integer", 1)
 non_negative_int = number_parser(int, "an integer", 0)
 positive_float = number_parser(float, "a number", 0, inclusive=False)
+seed_int = number_parser(int, "an integer", SEED_RANGE[0], maximum=SEED_RANGE[1])
 
 
 def choice_or_none(choices: Sequence[Optional[str]], flag: str):
@@ -117,8 +134,15 @@ def xla_mode(text: str) -> Optional[str]:
     return choice_or_none((None, "PJRT"), "--xla")(text)
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse whose errors are one line naming the flag and value (no usage block)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="experiment-runner",
         description=(
             "Benchmark PyTorch models across eager, torch.compile, PyTorch/XLA and torchax. "
@@ -214,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="warm-up iterations before timing; the first is the cold start")
     how.add_argument("--randomize-input", action="store_true",
                      help="a different seeded input for each iteration of a run")
-    how.add_argument("--seed", type=int, default=1234, help="seed of weights and inputs")
+    how.add_argument("--seed", type=seed_int, default=1234,
+                     help="seed of weights and inputs (a 64-bit signed integer)")
     how.add_argument("--threads", type=positive_int,
                      help="threads of the child's torch (default: one per core the child is "
                           "pinned to)")
@@ -306,6 +331,7 @@ def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -
         partition_id=args.partition_id,
         reduced=reduced_models(),
         torchbench_dir=torchbench,
+        seed=args.seed,
     )
 
 
@@ -350,6 +376,19 @@ def default_memory_limit() -> int:
     return int(psutil.virtual_memory().total * 0.9)
 
 
+def memory_limit_bytes(args: argparse.Namespace) -> int:
+    """--memory-limit-mb in bytes (default: 90% of the machine); UsageError below what any
+    child needs."""
+    if not args.memory_limit_mb:
+        return default_memory_limit()
+    if args.memory_limit_mb < MIN_MEMORY_LIMIT_MB:
+        raise UsageError(
+            f"--memory-limit-mb {args.memory_limit_mb} is below the {MIN_MEMORY_LIMIT_MB} MiB "
+            "a child needs (Python with torch alone holds about 700 MiB): every child would "
+            "be killed")
+    return args.memory_limit_mb * 2**20
+
+
 def list_models(args: argparse.Namespace) -> int:
     suite = get_suite(args.suite_name, reduced=reduced_models(), torchbench_dir=torchbench_dir(args))
     for name in suite.model_names():
@@ -391,23 +430,24 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     tb_dir = torchbench_dir(args)
     request = matrix_request(args, tb_dir)
     suite = get_suite(args.suite_name, reduced=request.reduced, torchbench_dir=tb_dir)
-    results_path = Path(args.output_dirname) / args.output_basename
-    if results_path.is_dir():
-        raise UsageError(f"--output-basename {args.output_basename!r} names a folder")
+    paths = output_paths(args.output_dirname, args.output_basename)
+    results_path = paths.results
+    memory_limit = memory_limit_bytes(args)
     if not single:  # bad regexes and tiers fail before the probe
         select_models(suite, request.filters, request.excludes, request.filter_tiers,
                       request.exclude_tiers)
+    if not args.dry_run:
+        prepare_output(paths, args.output_dirname)
     host = probe_host()
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
     settings = run_settings(args)
+    results = ResultsFile(results_path)
+    known = ResultsRead() if args.no_resume or single else results.read()
     if single:
         plan = single_plan(suite, args.model_config, args.experiment_config, request, host)
     else:
-        recorded: frozenset[str] = frozenset()
-        if not args.no_resume:
-            recorded = recorded_fingerprints(read_results(results_path).lines, settings)
-        plan = build_plan(suite, request, host, recorded)
+        plan = build_plan(suite, request, host, recorded_fingerprints(known.lines, settings))
     report_dropped(plan)
     log.info("Number of selected experiment configs: %d", plan.configuration_count)
     log.info("Number of selected model configs: %d", len(plan.model_names))
@@ -418,7 +458,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print_plan(plan)
         return 0
     if args.no_resume:
-        backup = backup_existing(results_path)
+        backup = results.backup()
         if backup:
             print(f"previous results kept in {backup}")
     if plan.already_recorded:
@@ -428,8 +468,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         ExecutorOptions(
             output_dir=Path(args.output_dirname),
             timeout_seconds=args.subprocess_timeout,
-            memory_limit_bytes=(args.memory_limit_mb * 2**20 if args.memory_limit_mb
-                                else default_memory_limit()),
+            memory_limit_bytes=memory_limit,
             print_subprocess=args.print_subprocess,
             log_level=args.log_level.upper(),
         ),
@@ -437,20 +476,39 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         SweepInfo(run_id=uuid.uuid4().hex[:12], command=shlex.join(["experiment-runner", *argv]),
                   timestamp=started,
                   accelerator_models={name: host.accelerator_model(name) for name in ACCELERATORS}),
+        guard=ProcessGuard(),
+        scratch=ScratchRoot(),
     )
+    claims = Claims(results, settings, RunnerIdentity.of_this_process(executor.sweep.run_id),
+                    known=known)
     report = SweepReport()
     try:
-        run_plan(plan, suite, executor, results_path, report, show_progress=not args.no_progress,
+        executor.guard.start()
+        executor.guard.remove_on_exit(executor.scratch.create())
+        run_plan(plan, suite, executor, claims, report, show_progress=not args.no_progress,
                  no_skip=args.no_skip)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: {len(report.lines)} experiment(s) finished and recorded in "
-              f"{results_path}; run the same command again to resume", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:
+        print(f"\n{signals.describe(stop)}: {len(report.lines)} experiment(s) finished and "
+              f"recorded in {results_path}; run the same command again to resume",
+              file=sys.stderr)
+        return signals.exit_status(stop)
+    except OSError as error:
+        print(f"experiment-runner: error: {error.filename or 'output'}: "
+              f"{error.strerror or error}; the sweep stopped, the lines already in "
+              f"{results_path} are intact ({len(report.lines)} from this run); run the same "
+              "command again to resume", file=sys.stderr)
+        return EXIT_OUTPUT_FAILED
+    finally:
+        with signals.deferred():
+            executor.scratch.remove()
+            executor.guard.close()
     if report.lines:
         print(format_summary(report.lines))
     failed = sum(1 for line in report.lines if line["status"] == "failed")
     print(f"{len(report.lines)} experiment(s) recorded in {results_path}"
-          + (f"; {failed} failed" if failed else ""))
+          + (f"; {failed} failed" if failed else "")
+          + (f"; {report.recorded_elsewhere} recorded by other runners"
+             if report.recorded_elsewhere else ""))
     return 0
 
 
@@ -468,6 +526,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in REPORT_COMMANDS:
         return run_report_command(argv)
+    signals.install()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
@@ -477,7 +536,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.list_stacks:
             return list_stacks()
         return run_sweep(args, argv)
-    except (UsageError, MatrixError, UnknownSuiteError, ResultsFileError,
+    except (UsageError, MatrixError, UnknownSuiteError, ResultsFileError, OutputPathError,
             SuiteUnavailableError, UnknownModelError) as error:
         print(f"experiment-runner: error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as error:
+        print(f"experiment-runner: error: {error.filename or 'output'}: "
+              f"{error.strerror or error}", file=sys.stderr)
+        return EXIT_OUTPUT_FAILED
+    except KeyboardInterrupt as stop:
+        print(f"\nexperiment-runner: {signals.describe(stop)}", file=sys.stderr)
+        return signals.exit_status(stop)

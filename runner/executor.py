@@ -2,18 +2,26 @@
 
 The child gets a fresh interpreter (no dynamo cache, XLA client or CUDA context carried
 over) in a process session of its own. A timeout, a memory limit or Ctrl-C kills the whole
-process tree, grandchildren included.
+process tree, grandchildren included; if the runner itself is killed, its guard
+(runner/guard.py) does. Compile caches go to a fresh folder under the runner's scratch
+root (runner/scratch.py).
+
+A write the parent cannot make (the child's folder, spec or log: a full disk, a file-size
+limit, an unusable output folder) raises OSError naming the file; so does a child that
+could not write its result (`CHILD_OUTPUT_FAILED`). The sweep stops there: nothing can be
+recorded on a full disk.
 """
 
 from __future__ import annotations
 
+import collections
+import errno
 import logging
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,8 +43,10 @@ from core.contract import (
     write_message,
 )
 from core.schema import ResultLine, Status, Verdict, VerificationCode, bounded
+from runner.guard import ProcessGuard
 from runner.matrix import PlannedExperiment
 from runner.observers import observability_environment
+from runner.scratch import ScratchRoot
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +54,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 OUTPUT_TAIL_CHARS = 2500
 POLL_SECONDS = 0.1
 EXIT_GRACE_SECONDS = 60.0
+#: The worker's exit status when it cannot write its result (sysexits' EX_IOERR).
+CHILD_OUTPUT_FAILED = 74
 
 #: The runner's own variables never reach a child: it reads its spec, nothing else.
 RUNNER_VARIABLE_PREFIX = "EXPERIMENT_RUNNER_"
@@ -153,13 +165,30 @@ def describe_exit(returncode: Optional[int]) -> str:
     return text
 
 
-def _pump(stream: IO[bytes], log_file: IO[bytes], echo: bool) -> None:
-    for chunk in iter(stream.readline, b""):
-        log_file.write(chunk)
-        log_file.flush()
-        if echo:
-            sys.stderr.write(chunk.decode("utf-8", "replace"))
-            sys.stderr.flush()
+class _Pump:
+    """Copies the child's output to its log; a failed write (full disk) is kept, and the
+    output is still drained so the child never blocks on a full pipe."""
+
+    def __init__(self, stream: IO[bytes], log_file: IO[bytes], echo: bool) -> None:
+        self.stream, self.log_file, self.echo = stream, log_file, echo
+        self.error: Optional[OSError] = None
+        self.tail: collections.deque[bytes] = collections.deque(maxlen=40)
+
+    def run(self) -> None:
+        for chunk in iter(self.stream.readline, b""):
+            self.tail.append(chunk[-OUTPUT_TAIL_CHARS:])
+            if self.error is None:
+                try:
+                    self.log_file.write(chunk)
+                except OSError as error:
+                    self.error = error
+            if self.echo:
+                sys.stderr.write(chunk.decode("utf-8", "replace"))
+                sys.stderr.flush()
+
+    def last_line(self) -> str:
+        lines = b"".join(self.tail).decode("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else ""
 
 
 def read_tail(path: Path, limit: int = OUTPUT_TAIL_CHARS) -> str:
@@ -176,10 +205,14 @@ def read_tail(path: Path, limit: int = OUTPUT_TAIL_CHARS) -> str:
 class ExperimentExecutor:
     """Runs planned experiments one at a time, each in children of its own."""
 
-    def __init__(self, options: ExecutorOptions, settings: RunSettings, sweep: SweepInfo) -> None:
+    def __init__(self, options: ExecutorOptions, settings: RunSettings, sweep: SweepInfo,
+                 guard: Optional[ProcessGuard] = None,
+                 scratch: Optional[ScratchRoot] = None) -> None:
         self.options = options
         self.settings = settings
         self.sweep = sweep
+        self.guard = guard
+        self.scratch = scratch or ScratchRoot()
         self._notes_logged: set[str] = set()
 
     def child_folder(self, planned: PlannedExperiment, role: Role) -> Path:
@@ -201,6 +234,8 @@ class ExperimentExecutor:
         # A fresh compile cache per child keeps cold-start latency honest.
         environment["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
         environment["TRITON_CACHE_DIR"] = str(scratch / "triton")
+        if self.guard is not None:
+            environment.update(self.guard.environment())
         stack = backends.get_stack(planned.experiment.stack)
         environment.update(stack.child_environment(planned.experiment))
         if role is Role.TIME:
@@ -216,31 +251,38 @@ class ExperimentExecutor:
         spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
                          self.options.log_level, self.options.child_cpu_set())
         write_message(folder / SPEC_FILE, spec)
-        scratch = Path(tempfile.mkdtemp(prefix="experiment-runner-"))
+        scratch = self.scratch.new_folder()
         outcome = ChildOutcome(folder)
         start = time.monotonic()
-        with open(folder / LOG_FILE, "wb") as log_file:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "runner.worker", str(folder)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=self.child_environment(planned, role, folder, scratch),
-                cwd=str(folder),
-                start_new_session=True,
-            )
-            pump = threading.Thread(
-                target=_pump, args=(process.stdout, log_file, self.options.print_subprocess),
-                daemon=True,
-            )
-            pump.start()
-            try:
-                self._watch(process, result_path, outcome, start)
-            finally:
-                kill_tree(process.pid)
-                process.wait()
-                pump.join(timeout=5)
-                shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            # Unbuffered: a failed write (full disk) shows in the pump, never at close.
+            with open(folder / LOG_FILE, "wb", buffering=0) as log_file:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "runner.worker", str(folder)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    env=self.child_environment(planned, role, folder, scratch),
+                    cwd=str(folder),
+                    start_new_session=True,
+                )
+                if self.guard is not None:
+                    self.guard.watch(process.pid)
+                pump = _Pump(process.stdout, log_file, self.options.print_subprocess)
+                pumping = threading.Thread(target=pump.run, daemon=True)
+                pumping.start()
+                try:
+                    self._watch(process, result_path, outcome, start)
+                finally:
+                    kill_tree(process.pid)
+                    process.wait()
+                    pumping.join(timeout=5)
+                    if self.guard is not None:
+                        self.guard.forget(process.pid)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if pump.error is not None:
+            raise OSError(pump.error.errno, pump.error.strerror, str(folder / LOG_FILE))
         outcome.returncode = process.returncode
         outcome.wall_seconds = time.monotonic() - start
         outcome.output_tail = read_tail(folder / LOG_FILE)
@@ -249,6 +291,9 @@ class ExperimentExecutor:
                 outcome.result = read_message(result_path, ChildResult)
             except ValueError as error:
                 outcome.notes.append(f"the child's result could not be read: {error}")
+        elif process.returncode == CHILD_OUTPUT_FAILED:
+            raise OSError(errno.EIO, f"the child could not write its result ({pump.last_line()})",
+                          str(result_path))
         return outcome
 
     def _watch(

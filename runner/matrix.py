@@ -25,6 +25,7 @@ from core.config import (
     DEFAULT_DYNAMO,
     DEFAULT_MATMUL_PRECISION,
     DEFAULT_MODE,
+    DEFAULT_SEED,
     TESTS,
     XLA_MODES,
     ExperimentConfig,
@@ -75,6 +76,8 @@ class MatrixRequest:
     #: Suite options, recorded in every ModelConfig.
     reduced: bool = False
     torchbench_dir: Optional[str] = None
+    #: The seed of weights and inputs (RunSettings.seed), part of every fingerprint.
+    seed: int = DEFAULT_SEED
 
 
 @dataclass(frozen=True)
@@ -93,14 +96,15 @@ class PlannedExperiment:
     experiment: ExperimentConfig
     #: The stack's label for this experiment, e.g. 'inductor' or 'PJRT+openxla'.
     label: str
+    seed: int = DEFAULT_SEED
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self.model, self.experiment)
+        return fingerprint(self.model, self.experiment, self.seed)
 
     @property
     def experiment_id(self) -> str:
-        return experiment_id(self.model, self.experiment, self.label)
+        return experiment_id(self.model, self.experiment, self.label, self.seed)
 
 
 @dataclass(frozen=True)
@@ -297,7 +301,7 @@ def build_plan(
         PlannedExperiment(
             ModelConfig(suite.name, name, reduced=request.reduced,
                         torchbench_dir=request.torchbench_dir),
-            configuration.experiment, configuration.label)
+            configuration.experiment, configuration.label, request.seed)
         for name in names
         for configuration in configurations
     ]

@@ -32,6 +32,9 @@ from core.schema import Status, Verdict
 
 log = logging.getLogger("runner.worker")
 
+#: Exit status when the result cannot be written (runner.executor.CHILD_OUTPUT_FAILED).
+EXIT_OUTPUT_FAILED = 74
+
 #: Variables recorded with every line, so a reader can trust and reproduce it.
 RECORDED_VARIABLES = ("PJRT_DEVICE", "XLA_FLAGS", "JAX_PLATFORMS", "XLA_DISABLE_FUNCTIONALIZATION",
                       "CUDA_VISIBLE_DEVICES")
@@ -186,14 +189,18 @@ def max_rss_bytes() -> int:
 
 def die_with_parent() -> None:
     """Ask Linux to kill this child when the runner dies (a SIGKILLed runner leaves no
-    orphan experiment behind). Elsewhere this is a no-op."""
+    orphan experiment behind), and to adopt its orphaned descendants, so that killing this
+    child's tree finds them too (the runner's guard kills them if the runner dies).
+    Elsewhere this is a no-op."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
 
-    PR_SET_PDEATHSIG = 1
+    PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
     except (OSError, AttributeError):
         log.debug("could not ask to die with the parent")
 
@@ -222,7 +229,11 @@ def main(argv: list[str]) -> int:
         result.status = Status.FAILED
         result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc())
     result.summary["child_max_rss_bytes"] = max_rss_bytes()
-    write_message(folder / RESULT_FILE, result)
+    try:
+        write_message(folder / RESULT_FILE, result)
+    except OSError as error:  # a full disk: the parent stops the sweep with this line
+        print(f"cannot write {folder / RESULT_FILE}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_OUTPUT_FAILED
     return 0 if result.status is Status.OK else 1
 
 

@@ -83,3 +83,34 @@ def test_a_new_field_at_its_default_keeps_existing_fingerprints():
 ])
 def test_a_line_of_the_wrong_shape_has_no_fingerprint(line):
     assert fingerprint_of_line(line) is None
+
+
+def test_the_seed_is_identity_and_the_default_seed_keeps_existing_fingerprints():
+    import hashlib
+    import json
+
+    # The fingerprint a line of the default seed had before the seed was identity.
+    before = hashlib.sha256(json.dumps(
+        {"model": MODEL.identity(), "experiment": EXPERIMENT.identity()},
+        sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert fingerprint(MODEL, EXPERIMENT) == fingerprint(MODEL, EXPERIMENT, 1234) == before
+    assert fingerprint(MODEL, EXPERIMENT, 5) != before
+    assert experiment_id(MODEL, EXPERIMENT, "inductor", 5).split("-")[-2] == "seed5"
+    assert experiment_id(MODEL, EXPERIMENT, "inductor", 5) != experiment_id(MODEL, EXPERIMENT, "inductor")
+    line = {"model": MODEL.to_dict(), "experiment": EXPERIMENT.to_dict()}
+    assert fingerprint_of_line(line) == before
+    assert fingerprint_of_line({**line, "seed": 1234}) == before
+    assert fingerprint_of_line({**line, "seed": 5}) == fingerprint(MODEL, EXPERIMENT, 5)
+    assert fingerprint_of_line({**line, "seed": True}) is None
+    assert fingerprint_of_line({**line, "seed": "5"}) is None
+
+
+def test_a_line_records_its_seed_and_its_fingerprint_follows_it():
+    from core.config import RunSettings
+    from core.schema import ResultLine, Status, VerificationCode
+
+    for seed in (1234, 7, -(2**63), 2**63 - 1):
+        line = ResultLine(MODEL, EXPERIMENT, RunSettings(seed=seed), Status.OK,
+                          VerificationCode.VERIFIER_SKIPPED).to_dict()
+        assert line["seed"] == seed
+        assert line["fingerprint"] == fingerprint_of_line(line) == fingerprint(MODEL, EXPERIMENT, seed)

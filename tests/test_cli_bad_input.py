@@ -1,0 +1,175 @@
+"""Every bad input is rc 2 with one line naming it, never a traceback; Ctrl-C at any moment
+is a clean stop (issue 12, item 4)."""
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from core.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint
+from core.host import HostCapabilities
+from core.results_file import read_results
+from core.schema import ResultLine, Status, VerificationCode
+from tests.conftest import cli_command, cli_environment
+
+DRY = ["--dry-run", "--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval"]
+
+
+def one_error_line(run, *named):
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("experiment-runner: error:")
+    for value in named:
+        assert value in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--subprocess-timeout=nan"], ["--subprocess-timeout", "'nan' is not a finite number"]),
+    (["--subprocess-timeout=inf"], ["'inf' is not a finite number"]),
+    (["--subprocess-timeout=-inf"], ["'-inf' is not a finite number"]),
+    (["--subprocess-timeout=1e999"], ["'1e999' is not a finite number"]),
+    (["--seed=18446744073709551616"], ["--seed", "must be at most 9223372036854775807"]),
+    (["--seed=-9223372036854775809"], ["--seed", "must be at least"]),
+    (["--seed=1.5"], ["--seed", "'1.5' is not an integer"]),
+    (["--memory-limit-mb=600"], ["--memory-limit-mb 600 is below the 768 MiB"]),
+    (["--output-basename="], ["--output-basename ''"]),
+    (["--output-basename=../../escaped.jsonl"], ["'../../escaped.jsonl' leads outside"]),
+    (["--output-basename=/tmp/abs.jsonl"], ["'/tmp/abs.jsonl' must be relative"]),
+    (["--output-basename=.."], ["'..' leads outside"]),
+    (["--output-basename=sub/"], ["'sub/' must name a file"]),
+])
+def test_a_bad_flag_is_one_line_naming_it(run_cli, args, named):
+    one_error_line(run_cli(*DRY, *args), *named)
+
+
+@pytest.mark.parametrize("variable, value, named", [
+    ("EXPERIMENT_RUNNER_SMALL_MODELS", "maybe", "EXPERIMENT_RUNNER_SMALL_MODELS: 'maybe'"),
+    ("TORCHBENCH_DIR", "/no/such/folder", "TORCHBENCH_DIR '/no/such/folder' is not a folder"),
+])
+def test_a_bad_environment_variable_is_one_line_naming_it(run_cli, monkeypatch, variable, value, named):
+    monkeypatch.setenv(variable, value)
+    one_error_line(run_cli(*DRY), named)
+
+
+def recorded_line(**overrides):
+    line = ResultLine(ModelConfig("builtin", "mlp"), ExperimentConfig("cpu", None, None, None, "eval"),
+                      RunSettings(), Status.OK, VerificationCode.VERIFIER_SKIPPED,
+                      metrics={"per_iter_time": [0.1]}).to_dict()
+    line.update(overrides)
+    return line
+
+
+def test_results_lines_of_the_wrong_types_are_read_not_fatal(run_cli, tmp_path):
+    output = tmp_path / "output"
+    output.mkdir()
+    odd = [{"model": {"suite_name": "builtin", "model_name": "mlp"}, "experiment": "abc", "status": "failed"},
+           dict(recorded_line(), metrics=[1, 2, 3]),
+           dict(recorded_line(), model="mlp", status=["ok"]),
+           dict(recorded_line(), seed="1234"),
+           {"model": {"suite_name": "builtin", "model_name": "cnn"},
+            "experiment": {"accelerator": "cpu", "xla": None, "dynamo": None, "torch_xla2": None,
+                           "test": "eval", "stack_options": "abc", "batch_size": [1]}}]
+    (output / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in odd)
+                                          + "x" * 100 + "\n" + "[" * 100000 + "\n")
+    run = run_cli(*DRY, "-k", "^mlp$")
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "1 experiment(s) would run; 0 already recorded" in run.stdout
+
+
+def test_the_seed_is_part_of_what_resume_compares(run_cli, tmp_path):
+    output = tmp_path / "output"
+    output.mkdir()
+    (output / "results.jsonl").write_text(json.dumps(recorded_line()) + "\n")
+    assert "0 experiment(s) would run; 1 already recorded" in run_cli(*DRY, "-k", "^mlp$").stdout
+    other = run_cli(*DRY, "-k", "^mlp$", "--seed=5")
+    assert "1 experiment(s) would run; 0 already recorded" in other.stdout, other.stderr
+    seeded = recorded_line(seed=5)
+    seeded["fingerprint"] = fingerprint(ModelConfig("builtin", "mlp"),
+                                        ExperimentConfig("cpu", None, None, None, "eval"), 5)
+    (output / "results.jsonl").write_text(json.dumps(seeded) + "\n")
+    assert "0 experiment(s) would run" in run_cli(*DRY, "-k", "^mlp$", "--seed=5").stdout
+    assert "1 experiment(s) would run" in run_cli(*DRY, "-k", "^mlp$").stdout
+
+
+def test_report_of_an_endless_file_stops_at_once(tmp_path):
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+
+    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "experiment_runner.py"), "report",
+                           "/dev/zero"], capture_output=True, text=True, timeout=60,
+                          env=cli_environment(), cwd=str(tmp_path))
+    assert done.returncode == 2 and "not a regular file" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_ctrl_c_at_any_moment_stops_cleanly_and_keeps_whole_lines(tmp_path):
+    """SIGINT at moments spread over a short sweep: starting, probing, planning, running a
+    child, appending; every stop is 0 or 130, silent of tracebacks, with whole lines."""
+    output = tmp_path / "output"
+    args = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--repeat=1",
+            "--warmup=0", "--suite-name=faults", "-k", "^(raises|exit)$"]
+    for delay in (0.05, 0.3, 1.0, 2.0, 3.5, 5.0):
+        runner = subprocess.Popen(cli_command(output, *args), env=cli_environment(), text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(delay)
+        runner.send_signal(signal.SIGINT)
+        _, stderr = runner.communicate(timeout=120)
+        assert runner.returncode in (0, 130), (delay, stderr)
+        assert "Traceback" not in stderr, (delay, stderr)
+        raw = (output / "results.jsonl").read_bytes() if (output / "results.jsonl").exists() else b""
+        assert not raw or raw.endswith(b"\n")
+        assert read_results(output / "results.jsonl").bad_lines == []
+    fingerprints = [line["fingerprint"] for line in read_results(output / "results.jsonl").lines]
+    assert len(fingerprints) == len(set(fingerprints)) <= 2
+
+
+# The argument parser, fuzzed in-process (the probe is replaced by a fixed answer).
+
+FLAGS = ["--repeat", "--iterations-per-run", "--warmup", "--seed", "--subprocess-timeout",
+         "--memory-limit-mb", "--batch-size", "--total-partitions", "--partition-id",
+         "--accelerator", "--xla", "--dynamo", "--torch-xla2", "--test", "--precision",
+         "--filter", "--exclude", "--suite-name", "--output-basename", "--output-dirname",
+         "--matmul-precision", "--verify-iterations", "--xla-flags", "--amp-dtype", "--optimizer"]
+VALUES = st.one_of(
+    st.sampled_from(["", "nan", "-nan", "inf", "-inf", "1e999", "0", "-1", "1", "2", "1.5",
+                     "None", "none", "cpu", "PJRT", "inductor", "eval", "train", "fp16", "amp",
+                     "mlp", "(", "[", ".*", "..", "/", "../x", "/proc/x", "\x00", "٣", "0x10",
+                     "18446744073709551616", "-9223372036854775809", "builtin", "faults"]),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.floats().map(repr),
+    st.text(max_size=12),
+)
+ARGUMENTS = st.lists(st.tuples(st.sampled_from(FLAGS), VALUES), max_size=6)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ARGUMENTS)
+def test_fuzzed_flags_give_a_plan_or_one_error_line(tmp_path, monkeypatch, capsys, arguments):
+    from runner import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "probe_host", lambda: HostCapabilities(
+        python="3.11", torch_version="2.9.0", dynamo_backends=("inductor", "aot_eager")))
+    monkeypatch.setattr(cli.signals, "install", lambda: None)
+    argv = [f"{flag}={value}" for flag, value in arguments] + ["--dry-run", "--no-progress"]
+    try:
+        code = cli.main(argv)
+    except SystemExit as stop:
+        code = stop.code
+    captured = capsys.readouterr()
+    event(f"exit status {code}")
+    assert code in (0, 2), (argv, captured.err)
+    assert "Traceback" not in captured.err
+    if code == 2:
+        errors = [line for line in captured.err.splitlines() if "error:" in line]
+        assert len(errors) == 1, (argv, captured.err)
+    assert not (tmp_path / "output").exists()  # a dry run writes nothing
