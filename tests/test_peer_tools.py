@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from core.schema import timed_values
-from reports.load import record_from_line
+from reports.load import load
 from tests.conftest import PROJECT_ROOT, CliRun, cli_command, cli_environment
 
 PEER_TOOLS = PROJECT_ROOT.parent / "shared" / "reference" / "pytorch_xla_benchmarks"
@@ -113,6 +113,9 @@ def test_result_analyzer_reads_every_line_with_our_medians_batch_sizes_and_compi
     with analyze(sweep, tmp_path / "csv", "csv").open() as report:
         rows = list(csv.DictReader(report))
     assert len(rows) == len(sweep)  # one row per line, failed and skipped included
+    ours_file = tmp_path / "ours.jsonl"
+    ours_file.write_text("".join(json.dumps(line) + "\n" for line in sweep))
+    records = {(r.model, r.config.stack): r for r in load([ours_file]).records}
     figures = {}
     for line, row in zip(sweep, rows):
         assert (row["model_name"], row["accelerator_model"]) == (
@@ -131,7 +134,7 @@ def test_result_analyzer_reads_every_line_with_our_medians_batch_sizes_and_compi
             assert min(timed) <= median <= max(timed)
         # Its compile time, max(total_time) - median(total_time), is our cold start less
         # the steady state (the reports' compile time) within 10%.
-        ours = record_from_line(line).compile_time
+        ours = records[(line["model"]["model_name"], line["stack_label"])].compile_time
         column = "xla_compile_time" if line["experiment"]["xla"] else "dynamo_compile_time"
         theirs = float(row[column])
         stack = line["stack_label"]
