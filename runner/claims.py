@@ -140,8 +140,11 @@ class Claims:
 
     def __init__(self, results: ResultsFile, settings: RunSettings, me: RunnerIdentity,
                  options: ClaimOptions = ClaimOptions(),
-                 known: Optional[ResultsRead] = None) -> None:
+                 known: Optional[ResultsRead] = None, resume: bool = True) -> None:
         self.results = results
+        #: Whether a recorded line covers its experiment (False for --model-config runs,
+        #: which run exactly their one experiment, as PyTorch/XLA's runner does).
+        self.resume = resume
         self.settings = settings
         self.me = me
         self.options = options
@@ -182,7 +185,7 @@ class Claims:
         with self._locked():
             claims = self._load()
             existing = claims.get(fingerprint)
-            if fingerprint in self._refresh():
+            if self.resume and fingerprint in self._refresh():
                 if existing is not None and not self._alive(existing):
                     del claims[fingerprint]  # its runner recorded it, then died
                     self._save(claims)
@@ -207,7 +210,7 @@ class Claims:
         Returns whether the line was written.
         """
         with self._locked():
-            written = fingerprint not in self._refresh()
+            written = not self.resume or fingerprint not in self._refresh()
             if written:
                 self.results.append(line)
             else:

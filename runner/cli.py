@@ -480,7 +480,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         scratch=ScratchRoot(),
     )
     claims = Claims(results, settings, RunnerIdentity.of_this_process(executor.sweep.run_id),
-                    known=known)
+                    known=known, resume=not single)
     report = SweepReport()
     try:
         executor.guard.start()

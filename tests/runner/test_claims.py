@@ -194,3 +194,25 @@ def test_a_dead_runners_claim_on_a_recorded_experiment_is_cleared(tmp_path):
     later = claims_for(results, "later")
     assert later.claim(line["fingerprint"])[0] is ClaimStatus.RECORDED
     assert not later.path.exists()
+
+
+def test_without_resume_a_recorded_line_does_not_cover_its_experiment(tmp_path):
+    from core.config import RunSettings
+    from core.results_file import ResultsFile
+    from runner.claims import Claims, ClaimStatus, RunnerIdentity
+
+    results = ResultsFile(tmp_path / "results.jsonl")
+    line = {"model": {"suite_name": "builtin", "model_name": "mlp"},
+            "experiment": {"accelerator": "cpu", "xla": None, "dynamo": None, "torch_xla2": None,
+                           "test": "eval"},
+            "status": "ok", "metrics": {"per_iter_time": [1.0]}}
+    from core.config import fingerprint_of_line
+
+    fingerprint = fingerprint_of_line(line)
+    results.append(line)
+    resuming = Claims(results, RunSettings(), RunnerIdentity.of_this_process("resuming"))
+    assert resuming.claim(fingerprint)[0] is ClaimStatus.RECORDED
+    exact = Claims(results, RunSettings(), RunnerIdentity.of_this_process("exact"), resume=False)
+    assert exact.claim(fingerprint)[0] is ClaimStatus.CLAIMED
+    assert exact.record(fingerprint, line)
+    assert len(results.read().lines) == 2
