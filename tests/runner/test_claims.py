@@ -4,7 +4,6 @@ import json
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
