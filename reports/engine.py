@@ -265,6 +265,9 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
             files.extend(found)
         elif not path.exists():
             raise ReportError(f"results file {str(path)!r} does not exist")
+        elif not path.is_file():
+            # A device or a pipe may never end (report /dev/zero): regular files only.
+            raise ReportError(f"results file {str(path)!r} is not a regular file")
         else:
             files.append(path)
     seen: set[str] = set()

@@ -57,8 +57,12 @@ def test_a_bad_environment_variable_is_one_line_naming_it(run_cli, monkeypatch, 
     one_error_line(run_cli(*DRY), named)
 
 
+#: The experiment the CLI plans for eager mlp eval (its numerics defaults included).
+PLANNED_EAGER = ExperimentConfig("cpu", None, None, None, "eval", fp16_bf16_reduction_math_sdp=True)
+
+
 def recorded_line(**overrides):
-    line = ResultLine(ModelConfig("builtin", "mlp"), ExperimentConfig("cpu", None, None, None, "eval"),
+    line = ResultLine(ModelConfig("builtin", "mlp"), PLANNED_EAGER,
                       RunSettings(), Status.OK, VerificationCode.VERIFIER_SKIPPED,
                       metrics={"per_iter_time": [0.1]}).to_dict()
     line.update(overrides)
@@ -91,8 +95,7 @@ def test_the_seed_is_part_of_what_resume_compares(run_cli, tmp_path):
     other = run_cli(*DRY, "-k", "^mlp$", "--seed=5")
     assert "1 experiment(s) would run; 0 already recorded" in other.stdout, other.stderr
     seeded = recorded_line(seed=5)
-    seeded["fingerprint"] = fingerprint(ModelConfig("builtin", "mlp"),
-                                        ExperimentConfig("cpu", None, None, None, "eval"), 5)
+    seeded["fingerprint"] = fingerprint(ModelConfig("builtin", "mlp"), PLANNED_EAGER, 5)
     (output / "results.jsonl").write_text(json.dumps(seeded) + "\n")
     assert "0 experiment(s) would run" in run_cli(*DRY, "-k", "^mlp$", "--seed=5").stdout
     assert "1 experiment(s) would run" in run_cli(*DRY, "-k", "^mlp$").stdout
