@@ -31,6 +31,7 @@ def measure_case(case, repeat: int, iterations: int) -> tuple[float, float]:
     import torch
 
     import backends
+    from backends.runtimes.precision import apply_numerics
     from core.config import ExperimentConfig, RunSettings
     from models import get_suite
     from runner.timing import input_seeds, timed_run, warm_up
@@ -42,8 +43,7 @@ def measure_case(case, repeat: int, iterations: int) -> tuple[float, float]:
     stack = backends.stack_for(experiment)
     experiment = stack.planned(experiment, {})
     settings = RunSettings(repeat=repeat, iterations_per_run=iterations, warmup=3)
-    torch.set_float32_matmul_precision(experiment.torch_matmul_precision())
-    torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)
+    apply_numerics(experiment)  # as the runner's child sets them
     bench = get_suite(suite_name).load(model_name, "eval", batch_size)
     prepared = stack.prepare(bench, experiment, settings)
     inputs = [prepared.inputs_to_device(bench.make_inputs(seed)) for seed in input_seeds(settings)]

@@ -70,15 +70,13 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     import torch
 
     import backends
+    from backends.runtimes.precision import apply_numerics
     from models import get_suite
 
     model, experiment, settings = spec.model, spec.experiment, spec.settings
     torch.set_num_threads(thread_count(spec))
     torch.manual_seed(settings.seed)
-    torch.set_float32_matmul_precision(experiment.torch_matmul_precision())
-    # "highest" means full fp32 for convolutions too, not only matmuls.
-    torch.backends.cudnn.allow_tf32 = experiment.torch_matmul_precision() != "highest"
-    torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(experiment.fp16_bf16_reduction_math_sdp)
+    apply_numerics(experiment)
     suite = get_suite(model.suite_name, reduced=model.reduced, torchbench_dir=model.torchbench_dir)
     try:
         bench = suite.load(model.model_name, experiment.test, experiment.batch_size)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
+
+if TYPE_CHECKING:
+    from core.config import ExperimentConfig
 
 _CAST_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "bfloat16": torch.bfloat16,
@@ -46,3 +49,13 @@ def cast_floating(value: Any, device: Any, dtype: torch.dtype) -> Any:
     if isinstance(value, dict):
         return {k: cast_floating(v, device, dtype) for k, v in value.items()}
     return value
+
+
+def apply_numerics(experiment: "ExperimentConfig") -> None:
+    """PyTorch's numerics switches for the experiment: float32 matmul precision, TF32 in
+    convolutions (off only for "highest": full fp32 there too) and fp16/bf16 reductions in
+    SDPA's math path."""
+    precision = experiment.torch_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    torch.backends.cudnn.allow_tf32 = precision != "highest"
+    torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(experiment.fp16_bf16_reduction_math_sdp)
