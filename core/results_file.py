@@ -164,11 +164,6 @@ def read_results(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> ResultsRea
     return ResultsFile(path).read(max_line_bytes=max_line_bytes)
 
 
-def backup_existing(path: Path) -> Optional[Path]:
-    """Move an existing results file aside (see `ResultsFile.backup`)."""
-    return ResultsFile(path).backup()
-
-
 def _encode(line: dict[str, Any]) -> bytes:
     buffer = io.BytesIO()
     with jsonlines.Writer(buffer, compact=True) as writer:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.results_file import ResultsFile, ResultsFileError, append_line, backup_existing, read_results
+from core.results_file import ResultsFile, ResultsFileError, append_line, read_results
 
 
 def write_many(path: str, writer: int, count: int) -> None:
@@ -57,12 +57,12 @@ def test_a_folder_is_not_a_results_file(tmp_path):
 def test_backup_keeps_the_old_file(tmp_path):
     path = tmp_path / "results.jsonl"
     append_line(path, {"n": 1})
-    first = backup_existing(path)
+    first = ResultsFile(path).backup()
     append_line(path, {"n": 2})
-    second = backup_existing(path)
+    second = ResultsFile(path).backup()
     assert not path.exists() and first != second
     assert [read_results(p).lines for p in (first, second)] == [[{"n": 1}], [{"n": 2}]]
-    assert backup_existing(path) is None
+    assert ResultsFile(path).backup() is None
 
 
 # Appends that fail leave the file as it was (issue 12, item 3).
