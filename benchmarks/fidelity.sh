@@ -17,9 +17,14 @@ python=${PYTHON:-python3}
 
 grep -v '^\s*#' "$cases" | while read -r suite model batch precision mode; do
   [ -n "${suite:-}" ] || continue
+  peer_model=$model
   case "$suite" in
     huggingface) script=huggingface.py ;;
-    timm) script=timm_models.py ;;
+    timm) script=timm_models.py
+      # The harness names some timm models with their pretrained tag (name.tag).
+      peer_model=$(awk -v m="$model" '$1 == m || index($1, m ".") == 1 {print $1; exit}' \
+        "$harness/timm_models_list.txt")
+      peer_model=${peer_model:-$model} ;;
     *) echo "unknown suite $suite" >&2; continue ;;
   esac
   case "$precision" in
@@ -32,7 +37,7 @@ grep -v '^\s*#' "$cases" | while read -r suite model batch precision mode; do
   echo "== $suite $model bs=$batch $precision $mode" >&2
   peer_csv="$out/peer-$suite-$model-$precision-$mode.csv"
   [ -s "$peer_csv" ] || (cd "$harness" && "$python" "$script" --performance --inference "$peer_precision" \
-      --backend inductor --device cuda --only "$model" --batch-size "$batch" \
+      --backend inductor --device cuda --only "$peer_model" --batch-size "$batch" \
       --cold-start-latency "${peer_mode[@]}" --repeat 30 \
       --output "$peer_csv" >"$out/peer-$model-$mode.log" 2>&1) \
     || echo "harness failed on $model ($mode): see peer-$model-$mode.log" >&2

@@ -19,7 +19,9 @@ def peer_row(out: Path, suite: str, model: str, precision: str, mode: str):
     path = out / f"peer-{suite}-{model}-{precision}-{mode}.csv"
     if not path.exists():
         return None
-    rows = [row for row in csv.DictReader(path.open()) if row.get("name") == model]
+    # The harness names some timm models name.tag.
+    rows = [row for row in csv.DictReader(path.open())
+            if (row.get("name") or "").split(".")[0] == model]
     try:
         return rows[-1] if rows and float(rows[-1]["speedup"]) > 0 else None
     except (KeyError, ValueError):

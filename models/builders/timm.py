@@ -25,7 +25,16 @@ def classification_loss(output: torch.Tensor, inputs: ModelInputs) -> torch.Tens
     return F.cross_entropy(output.float(), inputs.targets)
 
 
-def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False) -> BenchmarkModel:
+def input_shape(pretrained_cfg: dict, test: str) -> tuple[int, ...]:
+    """The image shape PyTorch's harness feeds: inference uses the configuration's test size
+    where it has one (timm's resolve_data_config with use_test_size), training its train size."""
+    if test == "eval" and pretrained_cfg.get("test_input_size"):
+        return tuple(pretrained_cfg["test_input_size"])
+    return tuple(pretrained_cfg["input_size"])
+
+
+def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False,
+          test: str = "eval") -> BenchmarkModel:
     """A timm model with seeded random weights and a seeded image and label factory."""
     import timm
 
@@ -40,7 +49,7 @@ def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False) -> 
         image_size = spec.reduced_kwargs.get("img_size", spec.reduced_image_size)
         shape = (3, image_size, image_size)
     else:
-        shape = tuple(module.pretrained_cfg["input_size"])
+        shape = input_shape(module.pretrained_cfg, test)
 
     def make_inputs(seed: int) -> ModelInputs:
         generator = torch.Generator().manual_seed(seed)

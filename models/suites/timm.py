@@ -74,6 +74,7 @@ class TimmSuite(ReducibleSuite):
             spec,
             batch_size or self.default_batch_size(model_name),
             reduced=self.reduced,
+            test=test,
         )
 
 

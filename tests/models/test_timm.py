@@ -102,6 +102,14 @@ def test_full_size_model_uses_its_timm_input_size():
     assert tuple(bench.make_inputs(0).args[0].shape) == (1, 3, 299, 299)
 
 
+def test_inference_uses_the_test_input_size_as_pytorchs_harness_does():
+    # convnextv2_nano.fcmae_ft_in22k_in1k trains at 224 and is tested at 288; the harness
+    # (timm's resolve_data_config with use_test_size) feeds 288 for inference.
+    suite = TimmSuite(reduced=False)
+    assert tuple(suite.load("convnextv2_nano", "eval", 1).make_inputs(0).args[0].shape) == (1, 3, 288, 288)
+    assert tuple(suite.load("convnextv2_nano", "train", 1).make_inputs(0).args[0].shape) == (1, 3, 224, 224)
+
+
 def test_reduced_default_batch_sizes_are_small():
     assert TimmSuite(reduced=True).default_batch_size("ghostnet_100") == 4
 
