@@ -157,7 +157,8 @@ class Claims:
             self._offset, self._lineno, self._file_id = (
                 known.end_offset, known.last_lineno, known.file_id)
         self._observed: dict[str, tuple[float, float]] = {}
-        self._current: Optional[str] = None
+        #: The claims this runner holds now (several when it runs experiments side by side).
+        self._held: set[str] = set()
         self._guard = threading.Lock()
         self._stop = threading.Event()
         self._beating: Optional[threading.Thread] = None
@@ -174,9 +175,10 @@ class Claims:
         self._stop.set()
         if self._beating is not None:
             self._beating.join(timeout=self.options.heartbeat_seconds + 5)
-        current = self._current
-        if current is not None:
-            self.release(current)
+        with self._guard:
+            held = sorted(self._held)
+        for fingerprint in held:
+            self.release(fingerprint)
 
     # Claiming, recording, releasing (each under the results file's lock).
 
@@ -201,7 +203,7 @@ class Claims:
             claims[fingerprint] = Claim(fingerprint, self.me, now, now)
             self._save(claims)
             with self._guard:
-                self._current = fingerprint
+                self._held.add(fingerprint)
             return ClaimStatus.CLAIMED, claims[fingerprint]
 
     def record(self, fingerprint: str, line: dict[str, Any]) -> bool:
@@ -240,8 +242,7 @@ class Claims:
 
     def _drop(self, fingerprint: str) -> None:
         with self._guard:
-            if self._current == fingerprint:
-                self._current = None
+            self._held.discard(fingerprint)
         claims = self._load()
         held = claims.get(fingerprint)
         if held is not None and held.runner.run_id == self.me.run_id:
@@ -326,22 +327,24 @@ class Claims:
             raise
 
     def _beat(self) -> None:
-        """Refresh the heartbeat of the claim being run, until the block ends."""
+        """Refresh the heartbeat of the claims being run, until the block ends."""
         while not self._stop.wait(self.options.heartbeat_seconds):
             with self._guard:
-                current = self._current
-            if current is None:
+                running = sorted(self._held)
+            if not running:
                 continue
             try:
                 with self.results.locked():
                     claims = self._load()
-                    held = claims.get(current)
-                    if held is None or held.runner.run_id != self.me.run_id:
-                        log.warning("this runner's claim on %s was taken over; its line will "
-                                    "be left out if the other runner records it first",
-                                    current[:12])
-                        continue
-                    claims[current] = Claim(current, self.me, held.claimed_at, time.time())
+                    now = time.time()
+                    for current in running:
+                        held = claims.get(current)
+                        if held is None or held.runner.run_id != self.me.run_id:
+                            log.warning("this runner's claim on %s was taken over; its line "
+                                        "will be left out if the other runner records it "
+                                        "first", current[:12])
+                            continue
+                        claims[current] = Claim(current, self.me, held.claimed_at, now)
                     self._save(claims)
             except OSError as error:
                 log.warning("could not refresh the claim's heartbeat: %s",

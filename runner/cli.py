@@ -44,6 +44,7 @@ from models import (
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
 from runner import observers, signals
 from runner.claims import Claims, RunnerIdentity
+from runner.dispatch import LocalDispatcher
 from runner.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.matrix import (
     MatrixError,
@@ -59,7 +60,8 @@ from runner.output import OutputPathError, output_paths, prepare_output
 from runner.probe import probe_host
 from runner.resume import recorded_fingerprints
 from runner.scratch import ScratchRoot
-from runner.sweep import SweepReport, format_summary, run_plan
+from runner.slots import Slot, SlotError, plan_slots, visible_gpus
+from runner.sweep import SweepReport, expected_durations, format_summary, run_plan
 
 log = logging.getLogger("experiment_runner")
 
@@ -291,7 +293,26 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds since the epoch recorded as every line's timestamp "
                              "(default: when the sweep starts)")
     output.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="logging level")
+    scale = parser.add_argument_group(
+        "running side by side",
+        "One experiment per slot at a time; each slot has its own share of the cores, and "
+        "one GPU when the plan has CUDA experiments. Every line goes to the one results "
+        "file; experiments start longest first by the durations already recorded.")
+    scale.add_argument("--jobs", "-j", type=positive_int, default=1,
+                       help="experiments run at a time (with CUDA experiments: one per GPU, the "
+                            "first N the runner sees)")
+    scale.add_argument("--devices", type=device_list, default=[],
+                       help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them), "
+                            "one job each")
     return parser
+
+
+def device_list(text: str) -> list[str]:
+    devices = [device.strip() for device in text.split(",")]
+    if not text.strip() or any(not device for device in devices):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of devices (e.g. 0,1,2,3)")
+    return devices
 
 
 def reduced_models() -> bool:
@@ -372,15 +393,16 @@ def report_dropped(plan: Plan) -> None:
         log.debug("dropped %s: %s", dropped.experiment.describe(), dropped.reason)
 
 
-def default_memory_limit() -> int:
-    return int(psutil.virtual_memory().total * 0.9)
+def default_memory_limit(jobs: int = 1) -> int:
+    """90% of the machine, shared by the jobs that run at a time."""
+    return int(psutil.virtual_memory().total * 0.9 / jobs)
 
 
-def memory_limit_bytes(args: argparse.Namespace) -> int:
-    """--memory-limit-mb in bytes (default: 90% of the machine); UsageError below what any
-    child needs."""
+def memory_limit_bytes(args: argparse.Namespace, jobs: int = 1) -> int:
+    """--memory-limit-mb in bytes (default: 90% of the machine over the jobs); UsageError
+    below what any child needs."""
     if not args.memory_limit_mb:
-        return default_memory_limit()
+        return default_memory_limit(jobs)
     if args.memory_limit_mb < MIN_MEMORY_LIMIT_MB:
         raise UsageError(
             f"--memory-limit-mb {args.memory_limit_mb} is below the {MIN_MEMORY_LIMIT_MB} MiB "
@@ -432,7 +454,8 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     suite = get_suite(args.suite_name, reduced=request.reduced, torchbench_dir=tb_dir)
     paths = output_paths(args.output_dirname, args.output_basename)
     results_path = paths.results
-    memory_limit = memory_limit_bytes(args)
+    jobs = len(args.devices) or args.jobs
+    memory_limit = memory_limit_bytes(args, jobs)
     if not single:  # bad regexes and tiers fail before the probe
         select_models(suite, request.filters, request.excludes, request.filter_tiers,
                       request.exclude_tiers)
@@ -454,6 +477,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if not plan.model_names:
         print(f"partition {request.partition_id} of {request.total_partitions} holds no model "
               "that the filters select")
+    slots = sweep_slots(args, plan, host)
     if args.dry_run:
         print_plan(plan)
         return 0
@@ -482,11 +506,15 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     claims = Claims(results, settings, RunnerIdentity.of_this_process(executor.sweep.run_id),
                     known=known, resume=not single)
     report = SweepReport()
+    if len(slots) > 1:
+        log.info("running %d experiments at a time: %s", len(slots),
+                 "; ".join(slot.describe() for slot in slots))
     try:
         executor.guard.start()
         executor.guard.remove_on_exit(executor.scratch.create())
-        run_plan(plan, suite, executor, claims, report, show_progress=not args.no_progress,
-                 no_skip=args.no_skip)
+        run_plan(plan, suite, LocalDispatcher(executor, slots), claims, report,
+                 show_progress=not args.no_progress, no_skip=args.no_skip,
+                 durations=expected_durations(known.lines))
     except KeyboardInterrupt as stop:
         print(f"\n{signals.describe(stop)}: {len(report.lines)} experiment(s) finished and "
               f"recorded in {results_path}; run the same command again to resume",
@@ -510,6 +538,17 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
           + (f"; {report.recorded_elsewhere} recorded by other runners"
              if report.recorded_elsewhere else ""))
     return 0
+
+
+def sweep_slots(args: argparse.Namespace, plan: Plan, host) -> list[Slot]:
+    """The slots --jobs and --devices ask for, checked against this machine."""
+    uses_cuda = any(planned.experiment.accelerator == "cuda" for planned in plan.experiments)
+    try:
+        return plan_slots(args.jobs, args.devices, uses_cuda,
+                          visible_gpus(len(host.cuda_device_names)),
+                          sorted(os.sched_getaffinity(0)))
+    except SlotError as error:
+        raise UsageError(str(error)) from error
 
 
 def run_report_command(argv: Sequence[str]) -> int:

@@ -47,6 +47,7 @@ from runner.guard import ProcessGuard
 from runner.matrix import PlannedExperiment
 from runner.observers import observability_environment
 from runner.scratch import ScratchRoot
+from runner.slots import Slot
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,10 @@ class ChildOutcome:
     wall_seconds: float = 0.0
     output_tail: str = ""
     notes: list[str] = field(default_factory=list)
+
+
+class ExperimentCancelled(KeyboardInterrupt):
+    """The sweep was stopped (Ctrl-C, a fatal error) while this child ran; it was killed."""
 
 
 def kill_tree(pid: int) -> None:
@@ -214,6 +219,11 @@ class ExperimentExecutor:
         self.guard = guard
         self.scratch = scratch or ScratchRoot()
         self._notes_logged: set[str] = set()
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Kill the children that run now and refuse to start more (thread-safe)."""
+        self._cancelled.set()
 
     def child_folder(self, planned: PlannedExperiment, role: Role) -> Path:
         """The child's own folder, absolute: <experiment id>/<run id>/<role>."""
@@ -221,7 +231,7 @@ class ExperimentExecutor:
                 / role.value).resolve()
 
     def child_environment(self, planned: PlannedExperiment, role: Role, folder: Path,
-                          scratch: Path) -> dict[str, str]:
+                          scratch: Path, slot: Optional[Slot] = None) -> dict[str, str]:
         """The runner's environment less its own variables, plus what the stack (and, for
         timing, the observers) declare."""
         environment = {name: value for name, value in os.environ.items()
@@ -238,18 +248,25 @@ class ExperimentExecutor:
             environment.update(self.guard.environment())
         stack = backends.get_stack(planned.experiment.stack)
         environment.update(stack.child_environment(planned.experiment))
+        if slot is not None:
+            environment.update(slot.environment())
         if role is Role.TIME:
             environment.update(observability_environment(stack, self.settings, folder, environment))
         return environment
 
-    def run_child(self, planned: PlannedExperiment, role: Role) -> ChildOutcome:
-        """Start a child in its own folder, watch it, and collect its result and output."""
+    def run_child(self, planned: PlannedExperiment, role: Role,
+                  slot: Optional[Slot] = None) -> ChildOutcome:
+        """Start a child in its own folder (on `slot`'s cores and GPU when given), watch it,
+        and collect its result and output."""
+        if self._cancelled.is_set():
+            raise ExperimentCancelled("the sweep was stopped")
         folder = self.child_folder(planned, role)
         folder.mkdir(parents=True, exist_ok=True)
         result_path = folder / RESULT_FILE
         result_path.unlink(missing_ok=True)
+        cpu_set = slot.cpu_set if slot is not None and slot.cpu_set else self.options.child_cpu_set()
         spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
-                         self.options.log_level, self.options.child_cpu_set())
+                         self.options.log_level, cpu_set)
         write_message(folder / SPEC_FILE, spec)
         scratch = self.scratch.new_folder()
         outcome = ChildOutcome(folder)
@@ -262,7 +279,7 @@ class ExperimentExecutor:
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
-                    env=self.child_environment(planned, role, folder, scratch),
+                    env=self.child_environment(planned, role, folder, scratch, slot),
                     cwd=str(folder),
                     start_new_session=True,
                 )
@@ -301,6 +318,8 @@ class ExperimentExecutor:
     ) -> None:
         result_seen_at: Optional[float] = None
         while process.poll() is None:
+            if self._cancelled.is_set():
+                raise ExperimentCancelled("the sweep was stopped")
             now = time.monotonic()
             rss = tree_rss_bytes(process.pid)
             outcome.peak_tree_rss_bytes = max(outcome.peak_tree_rss_bytes, rss)
@@ -327,26 +346,27 @@ class ExperimentExecutor:
                     f"{EXIT_GRACE_SECONDS:g} s; it was killed"
                 )
                 return
-            time.sleep(POLL_SECONDS)
+            self._cancelled.wait(POLL_SECONDS)
 
-    def run(self, planned: PlannedExperiment) -> ResultLine:
-        """Run one experiment and return its results line (never raises for the child).
+    def run(self, planned: PlannedExperiment, slot: Optional[Slot] = None) -> ResultLine:
+        """Run one experiment (on `slot` when given) and return its results line (never
+        raises for the child; raises ExperimentCancelled when the sweep is stopped).
 
         Timing and verification run in separate children: verification needs eager
         references in a process that no other stack has touched.
         """
         if self.settings.verify_only:
-            outcome = self.run_child(planned, Role.VERIFY)
+            outcome = self.run_child(planned, Role.VERIFY, slot)
             self._log_child_notes(outcome)
             line = self.line_from_outcome(planned, outcome)
             line.artifacts = {Role.VERIFY.value: self._relative(outcome.folder)}
             return line
-        outcome = self.run_child(planned, Role.TIME)
+        outcome = self.run_child(planned, Role.TIME, slot)
         self._log_child_notes(outcome)
         line = self.line_from_outcome(planned, outcome)
         line.artifacts = {Role.TIME.value: self._relative(outcome.folder)}
         if self.settings.verify:
-            verification = self.run_child(planned, Role.VERIFY)
+            verification = self.run_child(planned, Role.VERIFY, slot)
             line.apply_verdict(verdict_of(verification))
             line.artifacts[Role.VERIFY.value] = self._relative(verification.folder)
         return line

@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import IO, Optional
@@ -44,6 +45,7 @@ class ProcessGuard:
         self.token = token or uuid.uuid4().hex
         self._process: Optional[subprocess.Popen] = None
         self._pipe: Optional[IO[bytes]] = None
+        self._telling = threading.Lock()
 
     def __enter__(self) -> "ProcessGuard":
         self.start()
@@ -103,6 +105,10 @@ class ProcessGuard:
             self._process = None
 
     def _tell(self, message: str) -> None:
+        with self._telling:  # children are started and watched from several threads
+            self._tell_locked(message)
+
+    def _tell_locked(self, message: str) -> None:
         if self._pipe is None:
             return
         try:

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import logging
 import statistics
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from tqdm import tqdm
 
 from core.schema import Status, stack_label_of, timed_values
 from models.base import Suite
 from runner.claims import Claims, ClaimStatus
-from runner.executor import ExperimentExecutor
+from runner.dispatch import Dispatcher
 from runner.matrix import Plan, PlannedExperiment
 
 log = logging.getLogger(__name__)
@@ -40,56 +41,87 @@ class SweepReport:
 def run_plan(
     plan: Plan,
     suite: Suite,
-    executor: ExperimentExecutor,
+    dispatcher: Dispatcher,
     claims: Claims,
     report: SweepReport,
     show_progress: bool = True,
     no_skip: bool = False,
+    durations: Optional[Mapping[str, float]] = None,
 ) -> SweepReport:
-    """Run every planned experiment no other runner records, appending each line as soon
-    as it exists.
+    """Run every planned experiment no other runner records, up to the dispatcher's capacity
+    at a time, appending each line as soon as it exists.
 
+    Experiments start longest first by `durations` (seconds per experiment key, from
+    earlier runs; see `expected_durations`), those never timed before the others.
     `report` is filled as lines are written, so a caller that catches KeyboardInterrupt
     still knows what was finished.
     """
-    pending = list(plan.experiments)
+    pending = longest_first(plan.experiments, durations or {})
+    in_flight: dict[Future, PlannedExperiment] = {}
     waiting_told = False
     with claims, tqdm(
         total=len(pending), unit="exp", disable=not show_progress, dynamic_ncols=True
     ) as bar:
-        while pending:
-            busy = []
-            for planned in pending:
-                status, holder = claims.claim(planned.fingerprint)
-                if status is ClaimStatus.BUSY:
-                    busy.append(planned)
-                    continue
-                if status is ClaimStatus.CLAIMED:
-                    bar.set_postfix_str(describe(planned), refresh=True)
-                    _run_claimed(planned, suite, executor, claims, report, no_skip)
-                bar.update(1)
-            if busy and not waiting_told:
-                log.info("%d experiment(s) are being run by other runners; waiting for them",
-                         len(busy))
-                waiting_told = True
-            if busy:
-                claims.wait()
-            pending = busy
+        try:
+            while pending or in_flight:
+                busy = []
+                while pending and len(in_flight) < dispatcher.capacity:
+                    planned = pending.pop(0)
+                    status, _ = claims.claim(planned.fingerprint)
+                    if status is ClaimStatus.BUSY:
+                        busy.append(planned)
+                        continue
+                    if status is ClaimStatus.CLAIMED:
+                        future = _start(planned, suite, dispatcher, claims, report, no_skip)
+                        if future is not None:
+                            in_flight[future] = planned
+                            bar.set_postfix_str(describe(planned), refresh=True)
+                            continue
+                    bar.update(1)
+                if in_flight:
+                    done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        _record(in_flight.pop(future), future.result(), claims, report)
+                        bar.update(1)
+                if busy and not waiting_told:
+                    log.info("%d experiment(s) are being run by other runners; waiting for "
+                             "them", len(busy))
+                    waiting_told = True
+                if busy and not pending and not in_flight:
+                    claims.wait()
+                pending = busy + pending
+        except BaseException:
+            dispatcher.cancel()
+            raise
+        finally:
+            dispatcher.close()
+            for future, planned in in_flight.items():
+                _record_if_finished(planned, future, claims, report)
     report.recorded_elsewhere = claims.counts.recorded_elsewhere
     report.left_out = claims.counts.left_out
     report.taken_over = claims.counts.taken_over
     return report
 
 
-def _run_claimed(planned: PlannedExperiment, suite: Suite, executor: ExperimentExecutor,
-                 claims: Claims, report: SweepReport, no_skip: bool = False) -> None:
+def _start(planned: PlannedExperiment, suite: Suite, dispatcher: Dispatcher, claims: Claims,
+           report: SweepReport, no_skip: bool) -> Optional[Future]:
+    """Dispatch a claimed experiment, or record its skipped line (then None)."""
     try:
         reason = None if no_skip else suite.skip_reason(planned.model.model_name,
                                                         planned.experiment.test)
-        if reason:
-            line = executor.skipped_line(planned, reason).to_dict()
-        else:
-            line = executor.run(planned).to_dict()
+        if not reason:
+            return dispatcher.submit(planned)
+        line = dispatcher.skipped_line(planned, reason)
+    except BaseException:
+        claims.release(planned.fingerprint)
+        raise
+    _record(planned, line, claims, report)
+    return None
+
+
+def _record(planned: PlannedExperiment, line: dict[str, Any], claims: Claims,
+            report: SweepReport) -> None:
+    try:
         written = claims.record(planned.fingerprint, line)
     finally:
         claims.release(planned.fingerprint)
@@ -99,6 +131,54 @@ def _run_claimed(planned: PlannedExperiment, suite: Suite, executor: ExperimentE
     if line["status"] == Status.FAILED.value:
         log.warning("%s failed: %s", describe(planned),
                     line["metrics"].get("error", "").splitlines()[0:1])
+
+
+def _record_if_finished(planned: PlannedExperiment, future: Future, claims: Claims,
+                        report: SweepReport) -> None:
+    """After a stop: keep the line of an experiment that finished meanwhile; release the
+    claim of one that did not."""
+    if future.done() and not future.cancelled() and future.exception() is None:
+        _record(planned, future.result(), claims, report)
+    else:
+        claims.release(planned.fingerprint)
+
+
+def duration_key(model_name: str, stack_label: str, experiment: Mapping[str, Any]) -> str:
+    """What makes two experiments take about as long: model, stack, test, precision,
+    accelerator and batch size."""
+    return "|".join(str(part) for part in (
+        model_name, stack_label, experiment.get("test"), experiment.get("precision"),
+        experiment.get("accelerator"), experiment.get("batch_size")))
+
+
+def planned_duration_key(planned: PlannedExperiment) -> str:
+    return duration_key(planned.model.model_name, planned.label, planned.experiment.to_dict())
+
+
+def expected_durations(lines: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The median wall time of each experiment key in earlier lines (skipped ones left out)."""
+    seen: dict[str, list[float]] = {}
+    for line in lines:
+        wall = (line.get("summary") or {}).get("wall_time")
+        if line.get("status") == Status.SKIPPED.value or not isinstance(wall, (int, float)):
+            continue
+        key = duration_key((line.get("model") or {}).get("model_name", ""), stack_label_of(line),
+                           line.get("experiment") or {})
+        seen.setdefault(key, []).append(float(wall))
+    return {key: statistics.median(walls) for key, walls in seen.items()}
+
+
+def longest_first(experiments: Iterable[PlannedExperiment],
+                  durations: Mapping[str, float]) -> list[PlannedExperiment]:
+    """Never-timed experiments first (plan order), then the others, longest first: the
+    longest-processing-time rule, which keeps every slot busy until the end."""
+    experiments = list(experiments)
+    if not durations:
+        return experiments
+    unknown = [planned for planned in experiments if planned_duration_key(planned) not in durations]
+    known = [planned for planned in experiments if planned_duration_key(planned) in durations]
+    known.sort(key=lambda planned: -durations[planned_duration_key(planned)])
+    return unknown + known
 
 
 def describe(planned: PlannedExperiment) -> str:

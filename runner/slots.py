@@ -1,0 +1,100 @@
+"""Where experiments run side by side: one slot per job, each with its own cores and GPU.
+
+`--jobs N` runs N experiments at a time; `--devices A,B,...` runs one per named GPU. Each
+slot gets a disjoint, contiguous share of the runner's cores (the children are pinned to
+it, so two CPU experiments never compete for a core) and, where GPUs are used, one GPU
+that its children alone see through CUDA_VISIBLE_DEVICES.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+
+
+class SlotError(ValueError):
+    """--jobs or --devices asks for what this machine does not have."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One place an experiment runs: its cores, and the GPU its children see (None: the
+    runner's own view)."""
+
+    index: int
+    cpu_set: tuple[int, ...] = ()
+    cuda_device: Optional[str] = None
+
+    def environment(self) -> dict[str, str]:
+        """What a child's environment gets for this slot."""
+        return {} if self.cuda_device is None else {CUDA_VISIBLE_DEVICES: self.cuda_device}
+
+    def describe(self) -> str:
+        if not self.cpu_set:
+            cores = "all cores"
+        elif len(self.cpu_set) == 1:
+            cores = f"core {self.cpu_set[0]}"
+        else:
+            cores = f"cores {self.cpu_set[0]}-{self.cpu_set[-1]}"
+        return cores + (f", GPU {self.cuda_device}" if self.cuda_device is not None else "")
+
+
+def visible_gpus(gpu_count: int, environment: Optional[dict[str, str]] = None) -> list[str]:
+    """The runner's GPUs as CUDA_VISIBLE_DEVICES names them (its own list when it has one)."""
+    environment = os.environ if environment is None else environment
+    listed = environment.get(CUDA_VISIBLE_DEVICES)
+    if listed is not None and listed.strip():
+        names = [name.strip() for name in listed.split(",") if name.strip()]
+        return names[:gpu_count] if gpu_count else names
+    return [str(index) for index in range(gpu_count)]
+
+
+def split_cores(cores: Sequence[int], parts: int) -> list[tuple[int, ...]]:
+    """`parts` disjoint, contiguous, nearly equal shares of `cores`."""
+    cores = sorted(cores)
+    if parts > len(cores):
+        raise SlotError(f"--jobs={parts} needs at least {parts} cores to pin each job to its own; "
+                        f"this runner has {len(cores)} ({_cores_text(cores)})")
+    size, extra = divmod(len(cores), parts)
+    shares, start = [], 0
+    for part in range(parts):
+        stop = start + size + (1 if part < extra else 0)
+        shares.append(tuple(cores[start:stop]))
+        start = stop
+    return shares
+
+
+def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequence[str],
+               cores: Sequence[int]) -> list[Slot]:
+    """The slots of a sweep.
+
+    One job (the default) keeps today's behaviour: all of the runner's cores, its own view of
+    the GPUs. With several, each slot gets its share of the cores and, when the plan has
+    CUDA experiments, one GPU: those named by --devices, else the first `jobs` GPUs.
+    """
+    if devices:
+        if jobs not in (1, len(devices)):
+            raise SlotError(f"--jobs={jobs} and --devices={','.join(devices)} disagree: "
+                            "--devices runs one job per device")
+        if len(set(devices)) != len(devices):
+            raise SlotError(f"--devices={','.join(devices)} names a device twice")
+        jobs = len(devices)
+        chosen: list[Optional[str]] = list(devices)
+    elif jobs > 1 and uses_cuda:
+        if jobs > len(gpus):
+            raise SlotError(f"--jobs={jobs} runs one CUDA experiment per GPU, and this runner "
+                            f"sees {len(gpus)} GPU(s)" + (f" ({','.join(gpus)})" if gpus else ""))
+        chosen = list(gpus[:jobs])
+    else:
+        chosen = [None] * jobs
+    if jobs == 1:
+        return [Slot(0, (), chosen[0])]
+    return [Slot(index, share, device)
+            for index, (share, device) in enumerate(zip(split_cores(cores, jobs), chosen))]
+
+
+def _cores_text(cores: Sequence[int]) -> str:
+    return ",".join(str(core) for core in cores) or "none"
