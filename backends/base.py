@@ -52,6 +52,9 @@ class Stack(ABC):
     capabilities: Capabilities = Capabilities()
     #: Among stacks that all handle a combination, the highest priority owns it.
     priority: int = 0
+    #: What a fork server for this stack's children imports once (runner/forkserver.py):
+    #: libraries only, never anything that makes a device context or compiler state.
+    preload: tuple[str, ...] = ("torch",)
 
     @abstractmethod
     def handles(self, experiment: ExperimentConfig) -> bool:

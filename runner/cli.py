@@ -55,6 +55,7 @@ from runner.matrix import (
     single_plan,
     select_models,
 )
+from runner.forkserver import START_METHODS
 from runner.guard import ProcessGuard
 from runner.output import OutputPathError, output_paths, prepare_output
 from runner.probe import probe_host
@@ -301,10 +302,18 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--jobs", "-j", type=positive_int, default=1,
                        help="experiments run at a time (with CUDA experiments: one per GPU, the "
                             "first N the runner sees)")
+    scale.add_argument("--start-method", choices=START_METHODS, default=default_start_method(),
+                       help="forkserver (default on Linux): children fork from a server that "
+                            "imported the stack's libraries once; spawn: a fresh interpreter "
+                            "per child")
     scale.add_argument("--devices", type=device_list, default=[],
                        help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them), "
                             "one job each")
     return parser
+
+
+def default_start_method() -> str:
+    return "forkserver" if sys.platform.startswith("linux") else "spawn"
 
 
 def device_list(text: str) -> list[str]:
@@ -495,6 +504,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
             memory_limit_bytes=memory_limit,
             print_subprocess=args.print_subprocess,
             log_level=args.log_level.upper(),
+            start_method=args.start_method,
         ),
         settings,
         SweepInfo(run_id=uuid.uuid4().hex[:12], command=shlex.join(["experiment-runner", *argv]),
@@ -528,6 +538,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return EXIT_OUTPUT_FAILED
     finally:
         with signals.deferred():
+            executor.close()
             executor.scratch.remove()
             executor.guard.close()
     if report.lines:

@@ -43,6 +43,7 @@ from core.contract import (
     write_message,
 )
 from core.schema import ResultLine, Status, Verdict, VerificationCode, bounded
+from runner.forkserver import ForkedChild, ForkServer, ForkServerError, ForkServers, names_own_folder
 from runner.guard import ProcessGuard
 from runner.matrix import PlannedExperiment
 from runner.observers import observability_environment
@@ -80,6 +81,9 @@ class ExecutorOptions:
     log_level: str = "WARNING"
     #: Cores the children are pinned to; () means this process's own CPU set.
     cpu_set: tuple[int, ...] = ()
+    #: "spawn": a fresh interpreter per child; "forkserver": children forked from a server
+    #: that preloaded the stack's libraries (runner/forkserver.py).
+    start_method: str = "spawn"
 
     def child_cpu_set(self) -> tuple[int, ...]:
         return self.cpu_set or tuple(sorted(os.sched_getaffinity(0)))
@@ -220,6 +224,16 @@ class ExperimentExecutor:
         self.scratch = scratch or ScratchRoot()
         self._notes_logged: set[str] = set()
         self._cancelled = threading.Event()
+        self._servers = ForkServers(on_start=self._watch_server)
+        self._fork_failure_told = False
+
+    def close(self) -> None:
+        """Stop the fork servers (their children are killed with them)."""
+        self._servers.close()
+
+    def _watch_server(self, server: ForkServer) -> None:
+        if self.guard is not None:
+            self.guard.watch(server.pid)
 
     def cancel(self) -> None:
         """Kill the children that run now and refuse to start more (thread-safe)."""
@@ -274,15 +288,8 @@ class ExperimentExecutor:
         try:
             # Unbuffered: a failed write (full disk) shows in the pump, never at close.
             with open(folder / LOG_FILE, "wb", buffering=0) as log_file:
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "runner.worker", str(folder)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    env=self.child_environment(planned, role, folder, scratch, slot),
-                    cwd=str(folder),
-                    start_new_session=True,
-                )
+                process = self._start(
+                    planned, folder, self.child_environment(planned, role, folder, scratch, slot))
                 if self.guard is not None:
                     self.guard.watch(process.pid)
                 pump = _Pump(process.stdout, log_file, self.options.print_subprocess)
@@ -313,8 +320,31 @@ class ExperimentExecutor:
                           str(result_path))
         return outcome
 
+    def _start(self, planned: PlannedExperiment, folder: Path,
+               environment: dict[str, str]) -> "subprocess.Popen | ForkedChild":
+        """Start `runner.worker` for `folder`: forked from a preloaded server, or spawned."""
+        if self.options.start_method == "forkserver" and not names_own_folder(
+                environment, [str(folder)]):
+            stack = backends.get_stack(planned.experiment.stack)
+            try:
+                server = self._servers.server_for(stack.preload, environment)
+                return server.start("runner.worker", [str(folder)], environment, str(folder))
+            except ForkServerError as error:
+                if not self._fork_failure_told:
+                    self._fork_failure_told = True
+                    log.warning("%s; children start as fresh interpreters instead", error)
+        return subprocess.Popen(
+            [sys.executable, "-m", "runner.worker", str(folder)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=environment,
+            cwd=str(folder),
+            start_new_session=True,
+        )
+
     def _watch(
-        self, process: subprocess.Popen, result_path: Path, outcome: ChildOutcome, start: float
+        self, process: "subprocess.Popen | ForkedChild", result_path: Path, outcome: ChildOutcome, start: float
     ) -> None:
         result_seen_at: Optional[float] = None
         while process.poll() is None:

@@ -17,6 +17,8 @@ class TorchaxStack(Stack):
     """torch_xla2=extract_jax or torch_export: one jitted JAX function per experiment."""
 
     name = "torchax"
+    #: torchax itself is left to the child: importing it changes torch for the process.
+    preload = ("torch", "jax")
     capabilities = Capabilities(
         features=frozenset({XLA_HLO_DUMP, LOWERED_IR, XLA_PROFILER}),
         ir_formats=("hlo", "stablehlo"),

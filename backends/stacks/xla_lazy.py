@@ -22,6 +22,8 @@ TORCH_XLA_CAPABILITIES = dict(
 class TorchXlaStack(Stack):
     """What the PyTorch/XLA stacks share: rules, environment, device start-up, reference."""
 
+    preload = ("torch", "torch_xla")
+
     def invalid_reason(self, experiment: ExperimentConfig, host: HostCapabilities) -> Optional[str]:
         return torch_xla_reason(experiment, host)
 

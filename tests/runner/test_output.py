@@ -105,9 +105,17 @@ def limited_file_size(limit: int):
 
 def test_a_file_size_limit_stops_the_sweep_with_one_line_and_whole_lines(tmp_path):
     """`ulimit -f`: the second line would cross the limit; it is undone, the sweep stops."""
+    # Lines are about 2.5 kB, more under load (contention notes): the limit lets the longest
+    # line of an unlimited sweep in, with room, and never two lines.
+    unlimited = tmp_path / "unlimited"
+    subprocess.run(cli_command(unlimited, *EAGER), capture_output=True, timeout=600,
+                   env=cli_environment(), check=True)
+    sizes = [len(raw) for raw in (unlimited / "results.jsonl").read_bytes().splitlines(keepends=True)]
+    limit = max(sizes) + 400
+    assert 2 * min(sizes) > limit
     output = tmp_path / "output"
     run = subprocess.run(cli_command(output, *EAGER), capture_output=True, text=True, timeout=600,
-                         env=cli_environment(), preexec_fn=limited_file_size(2500))
+                         env=cli_environment(), preexec_fn=limited_file_size(limit))
     assert run.returncode == 74, run.stderr
     assert "Traceback" not in run.stderr
     last = run.stderr.strip().splitlines()[-1]

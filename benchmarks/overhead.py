@@ -1,0 +1,109 @@
+"""The harness's own cost per experiment, with children spawned and forked side by side.
+
+For each start method (spawn: a fresh interpreter per child; forkserver: children forked
+from a server that imported the stack's libraries once), the runner sweeps the builtin
+suite on CPU with `--repeat=1 --warmup=1`, once with one experiment and once with several.
+The runs alternate between the start methods (A B A B ...) so that the machine's load
+hits both alike, and each figure is the median over `--rounds`.
+
+    per extra experiment = (T(n) - T(1)) / (n - 1)
+    fixed                = T(1) - per extra experiment
+    overhead             = per extra experiment - the child's own measuring time
+
+The child's measuring time (from each line: the timed runs, the warm-up, and the short idle
+probe the contention check takes when the timed runs are too short to judge, see
+runner/trust.py) is what any harness must spend; the overhead is everything else: starting
+the child, importing, building the line, claiming and appending.
+
+    python benchmarks/overhead.py [--rounds 3] [--stack eager|pjrt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runner.trust import MIN_WINDOW_SECONDS  # noqa: E402
+STACKS = {
+    "eager": ["--xla=None", "--dynamo=None"],
+    "pjrt": ["--xla=PJRT", "--dynamo=None"],
+}
+ONE = ["-k", "^mlp$", "--test=eval"]
+MANY = ["--test=eval", "--test=train"]  # 3 builtin models x 2 tests
+
+
+def sweep(method: str, stack: str, selection: list[str], folder: Path) -> tuple[float, list[dict]]:
+    command = [sys.executable, str(ROOT / "experiment_runner.py"), "--accelerator=cpu",
+               *STACKS[stack], *selection, "--repeat=1", "--warmup=1", "--no-progress",
+               f"--start-method={method}", f"--output-dirname={folder}", "--log-level=warning"]
+    start = time.perf_counter()
+    completed = subprocess.run(command, capture_output=True, text=True, cwd=str(ROOT))
+    wall = time.perf_counter() - start
+    if completed.returncode != 0:
+        raise SystemExit(f"the sweep failed ({method}):\n{completed.stderr[-2000:]}")
+    lines = [json.loads(text) for text in (folder / "results.jsonl").read_text().splitlines()]
+    if any(line["status"] != "ok" for line in lines):
+        raise SystemExit(f"an experiment failed ({method}): "
+                         f"{[line['metrics'].get('error', '')[:300] for line in lines]}")
+    return wall, lines
+
+
+def measuring_seconds(line: dict) -> float:
+    """What the child spent measuring: warm-up, timed runs, and the idle contention probe."""
+    summary = line.get("summary", {})
+    probe = MIN_WINDOW_SECONDS if (summary.get("cpu") or {}).get(
+        "others_measured", "").startswith("idle probe") else 0.0
+    warmup = sum(summary.get("warmup_times") or [])
+    timed = sum(line.get("metrics", {}).get("per_iter_time") or [])
+    return warmup + timed + probe
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--stack", choices=sorted(STACKS), default="eager")
+    args = parser.parse_args()
+    methods = ("spawn", "forkserver")
+    walls: dict[tuple[str, str], list[float]] = {}
+    measuring: dict[str, list[float]] = {method: [] for method in methods}
+    count = 0
+    with tempfile.TemporaryDirectory(prefix="overhead-") as scratch:
+        for round_number in range(args.rounds):
+            for method in methods:
+                for name, selection in (("one", ONE), ("many", MANY)):
+                    folder = Path(scratch) / f"{method}-{name}-{round_number}"
+                    wall, lines = sweep(method, args.stack, selection, folder)
+                    walls.setdefault((method, name), []).append(wall)
+                    if name == "many":
+                        count = len(lines)
+                        measuring[method].extend(measuring_seconds(line) for line in lines)
+    print(f"builtin suite, {args.stack}, CPU, --repeat=1 --warmup=1; median of {args.rounds} "
+          f"rounds, start methods alternated; 1 experiment vs {count}")
+    print(f"{'start method':<12} {'T(1)':>7} {'T(n)':>7} {'per extra':>10} {'fixed':>7} "
+          f"{'measuring':>10} {'overhead':>9}")
+    per_extra = {}
+    for method in methods:
+        one = statistics.median(walls[(method, "one")])
+        many = statistics.median(walls[(method, "many")])
+        extra = (many - one) / (count - 1)
+        inner = statistics.median(measuring[method])
+        per_extra[method] = extra - inner
+        print(f"{method:<12} {one:>6.2f}s {many:>6.2f}s {extra:>9.3f}s {one - extra:>6.2f}s "
+              f"{inner:>9.3f}s {extra - inner:>8.3f}s")
+    ratio = per_extra["spawn"] / per_extra["forkserver"] if per_extra["forkserver"] > 0 else float("inf")
+    print(f"overhead per experiment: spawn {per_extra['spawn']:.3f} s, forkserver "
+          f"{per_extra['forkserver']:.3f} s ({ratio:.1f}x less)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Fork servers: preloaded once, children as isolated as fresh interpreters."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from runner.executor import kill_tree
+from runner.forkserver import (ForkServer, ForkServerError, ForkServers, names_own_folder,
+                               server_key)
+from tests.conftest import PROJECT_ROOT
+
+PROBE = "tests.fixtures.fork_probe"
+
+
+def environment(**extra: str) -> dict[str, str]:
+    variables = dict(os.environ)
+    variables["PYTHONPATH"] = str(PROJECT_ROOT)
+    variables["PYTHONUNBUFFERED"] = "1"
+    variables.update(extra)
+    return variables
+
+
+@pytest.fixture(scope="module")
+def server():
+    server = ForkServer(["torch"], environment())
+    yield server
+    server.close()
+
+
+def run_probe(server, tmp_path, *argv, **variables):
+    child = server.start(PROBE, list(argv), environment(**variables), str(tmp_path))
+    output = child.stdout.read().decode()
+    return child.wait(timeout=120), output
+
+
+def probe_state(output: str) -> dict:
+    return json.loads(next(line for line in output.splitlines() if line.startswith("{")))
+
+
+def test_the_server_preloads_torch_without_a_device_context_or_dynamo(server):
+    state = server.status()
+    assert state["modules"] == ["torch"]
+    assert state["cuda_initialized"] is False
+    assert "torch._dynamo" not in state["modules"]
+    assert state["pid"] == server.pid
+
+
+def test_a_child_gets_its_own_session_folder_and_environment(server, tmp_path):
+    code, output = run_probe(server, tmp_path, "x", FORK_PROBE="seen", CUDA_VISIBLE_DEVICES="3")
+    assert code == 0
+    state = probe_state(output)
+    assert state["pgid"] == state["pid"] != server.pid
+    assert state["cwd"] == str(tmp_path)
+    assert state["variables"]["FORK_PROBE"] == "seen"
+    assert state["variables"]["CUDA_VISIBLE_DEVICES"] == "3"
+    assert state["argv"] == ["x"]
+
+
+def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server, tmp_path):
+    for name in ("first", "second"):
+        cache = tmp_path / name / "inductor"
+        (tmp_path / name).mkdir()
+        code, output = run_probe(server, tmp_path / name, "compile",
+                                 TORCHINDUCTOR_CACHE_DIR=str(cache))
+        assert code == 0, output
+        state = probe_state(output)
+        assert state["compiled"] == [3.0, 3.0, 3.0]
+        assert state["frames_ok"] == 1  # counted from zero in each child
+        assert state["inductor_cache_dir"] == str(cache)
+        assert cache.is_dir()
+    assert server.status()["cuda_initialized"] is False
+    assert "torch._dynamo" not in server.status()["modules"]
+
+
+def test_exit_statuses_come_back_as_from_a_spawned_child(server, tmp_path):
+    assert run_probe(server, tmp_path, "3")[0] == 3
+    code, output = run_probe(server, tmp_path, "fail")
+    assert code == 1
+    assert "RuntimeError: the probe was asked to fail" in output
+
+
+def test_a_killed_child_reports_the_signal(server, tmp_path):
+    child = server.start(PROBE, ["sleep"], environment(), str(tmp_path))
+    child.stdout.readline()
+    assert child.poll() is None
+    kill_tree(child.pid)
+    assert child.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_closing_the_server_kills_its_children(tmp_path):
+    server = ForkServer(["torch"], environment())
+    child = server.start(PROBE, ["sleep"], environment(), str(tmp_path))
+    child.stdout.readline()
+    server.close()
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(child.pid) and time.monotonic() < deadline:
+        if psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.1)
+    assert not psutil.pid_exists(child.pid) or psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE
+    assert child.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_a_server_that_cannot_preload_says_which_module():
+    with pytest.raises(ForkServerError, match="could not preload.*no_such_module_here"):
+        ForkServer(["no_such_module_here"], environment())
+
+
+def test_per_child_variables_share_a_server_and_other_differences_do_not():
+    base = environment()
+    same = server_key(["torch"], {**base, "TORCHINDUCTOR_CACHE_DIR": "/a", "CUDA_VISIBLE_DEVICES": "1"})
+    assert same == server_key(["torch"], {**base, "TORCHINDUCTOR_CACHE_DIR": "/b"})
+    assert server_key(["torch"], {**base, "PJRT_DEVICE": "CPU"}) != server_key(["torch"], base)
+    assert server_key(["torch", "torch_xla"], base) != server_key(["torch"], base)
+
+
+def test_a_child_whose_environment_names_its_own_folder_is_not_forked():
+    folder = "/runs/exp/run/time"
+    assert names_own_folder({"XLA_FLAGS": f"--xla_dump_to={folder}/hlo"}, [folder])
+    assert not names_own_folder({"TORCHINDUCTOR_CACHE_DIR": f"{folder}/x"}, [folder])
+
+
+def test_servers_are_reused_per_environment_and_restarted_when_gone(tmp_path):
+    started = []
+    servers = ForkServers(on_start=started.append)
+    try:
+        first = servers.server_for(["torch"], environment(TORCHINDUCTOR_CACHE_DIR="/a"))
+        assert servers.server_for(["torch"], environment(TORCHINDUCTOR_CACHE_DIR="/b")) is first
+        os.kill(first.pid, signal.SIGKILL)
+        first.process.wait()
+        deadline = time.monotonic() + 10
+        while first.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = servers.server_for(["torch"], environment())
+        assert second is not first and second.alive()
+        assert started == [first, second]
+    finally:
+        servers.close()
