@@ -5,6 +5,8 @@ VENV ?= .venv
 VENV_PYTHON := $(VENV)/bin/python
 EXTRAS ?= xla,torchax,models,reports,test
 RUN_ARGS ?= --suite-name=builtin --accelerator=cpu
+# Tests run on every core, the longest taken first by whichever worker is free.
+PYTEST_ARGS ?= -n auto --dist worksteal
 STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: setup run test clean-venv

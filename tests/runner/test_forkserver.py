@@ -142,3 +142,22 @@ def test_servers_are_reused_per_environment_and_restarted_when_gone(tmp_path):
         assert started == [first, second]
     finally:
         servers.close()
+
+
+def warmup_counters(line):
+    """Dynamo's counters after the warm-up (compilation, cache misses and all)."""
+    return line["summary"]["dynamo_counters"][0]
+
+
+def test_forked_and_spawned_children_give_the_same_dynamo_counters(run_cli, tmp_path):
+    args = ["--accelerator=cpu", "--xla=None", "--dynamo=inductor", "--test=eval", "-k", "^mlp$",
+            "--repeat=1", "--warmup=1", "--collect-dynamo-counters"]
+    lines = {}
+    for method in ("spawn", "forkserver"):
+        run = run_cli(*args, f"--start-method={method}", output_dir=tmp_path / method)
+        assert run.returncode == 0, run.stderr
+        (lines[method],) = run.lines()
+        assert lines[method]["status"] == "ok"
+    # The same compilation from zero: a fresh dynamo state, and a compile cache that misses.
+    assert warmup_counters(lines["forkserver"]) == warmup_counters(lines["spawn"])
+    assert warmup_counters(lines["forkserver"])["stats"]["unique_graphs"] >= 1
