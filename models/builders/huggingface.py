@@ -56,8 +56,6 @@ def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) ->
     for key in ("use_cache", "use_mems_eval", "use_mems_train"):
         if key in defaults:
             settings[key] = False
-    if spec.is_decoder:
-        settings["is_decoder"] = True
     return settings
 
 

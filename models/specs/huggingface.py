@@ -26,8 +26,6 @@ class HFSpec:
     config: dict[str, Any] = field(default_factory=dict)
     # Settings on top of the generic shrinking, for the reduced form.
     reduced_config: dict[str, Any] = field(default_factory=dict)
-    # Decoder-only classes of encoder families take is_decoder=True for a causal mask.
-    is_decoder: bool = False
     extra: bool = False  # not on the dashboard's list
     # Most causal LMs shift labels themselves (labels = input ids); the decoder-only classes
     # of encoder-decoder families do not, so they get the next tokens, the last one ignored.

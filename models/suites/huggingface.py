@@ -39,7 +39,7 @@ HF_MODELS: dict[str, HFSpec] = {
     "DebertaV2ForMaskedLM": HFSpec("DebertaV2ForMaskedLM", MASKED_LM, 8, 512),
     "DistilBertForMaskedLM": HFSpec("DistilBertForMaskedLM", MASKED_LM, 256, 128),
     "DistillGPT2": HFSpec("GPT2LMHeadModel", CAUSAL_LM, 32, 512, config={"n_layer": 6}),
-    "ElectraForCausalLM": HFSpec("ElectraForCausalLM", CAUSAL_LM, 64, 512, is_decoder=True),
+    "ElectraForCausalLM": HFSpec("ElectraForCausalLM", CAUSAL_LM, 64, 512),
     "GPT2ForSequenceClassification": HFSpec(
         "GPT2ForSequenceClassification", SEQUENCE_CLASSIFICATION, 8, 1024
     ),
@@ -63,7 +63,7 @@ HF_MODELS: dict[str, HFSpec] = {
     "MBartForCausalLM": HFSpec("MBartForCausalLM", CAUSAL_LM, 8, 1024, model_shifts_labels=False),
     "MT5ForConditionalGeneration": HFSpec("MT5ForConditionalGeneration", SEQ2SEQ, 32, 128),
     "MegatronBertForCausalLM": HFSpec(
-        "MegatronBertForCausalLM", CAUSAL_LM, 16, 512, is_decoder=True
+        "MegatronBertForCausalLM", CAUSAL_LM, 16, 512
     ),
     "MobileBertForMaskedLM": HFSpec(
         "MobileBertForMaskedLM", MASKED_LM, 256, 128,
@@ -73,7 +73,7 @@ HF_MODELS: dict[str, HFSpec] = {
     "PLBartForCausalLM": HFSpec("PLBartForCausalLM", CAUSAL_LM, 16, 1024, model_shifts_labels=False),
     "PegasusForCausalLM": HFSpec("PegasusForCausalLM", CAUSAL_LM, 128, 128, model_shifts_labels=False),
     "RobertaForCausalLM": HFSpec(
-        "RobertaForCausalLM", CAUSAL_LM, 32, 512, config=_ROBERTA_POSITIONS, is_decoder=True
+        "RobertaForCausalLM", CAUSAL_LM, 32, 512, config=_ROBERTA_POSITIONS
     ),
     "T5ForConditionalGeneration": HFSpec(
         "T5ForConditionalGeneration", SEQ2SEQ, 8, 1024, config=_T5_DECODER_START
