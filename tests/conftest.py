@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -29,6 +30,14 @@ class CliRun:
 
     def lines(self) -> list[dict[str, Any]]:
         return read_results(self.results_path).lines
+
+
+def pytest_configure(config) -> None:
+    """pytest-xdist's workers ignore SIGINT, and a child inherits an ignored SIGINT (as a
+    shell's background job does, on purpose): the tests that press Ctrl-C on a runner need
+    the default back in the processes they start."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def cli_command(output_dir: Path, *args: str) -> list[str]:

@@ -48,8 +48,10 @@ def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
         assert summary["peak_host_memory_bytes"] > 50 * 2**20
         assert line["experiment"]["batch_size"] == 16  # the batch size used
         assert line["experiment"]["requested_batch_size"] is None  # the suite's default
-        assert summary["compile_time_s"] == pytest.approx(
-            summary["cold_start_time"] - statistics.median(timed_values(line, "per_iter_time")))
+        # The cold start less a steady iteration, never below zero (eager compiles nothing, and
+        # on a loaded machine its cold start can beat the median).
+        assert summary["compile_time_s"] == pytest.approx(max(
+            summary["cold_start_time"] - statistics.median(timed_values(line, "per_iter_time")), 0.0))
         assert line["experiment"]["accelerator_model"]
         assert line["environment"]["torch"] and line["environment"]["python"]
         assert line["command"].startswith("experiment-runner ") and "-k mlp" in line["command"]
