@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Optional
+
+
+def cache_root() -> Path:
+    """The project's folder in the user's cache: $XDG_CACHE_HOME/experiment-runner, else
+    ~/.cache/experiment-runner."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "experiment-runner"
 
 
 def cpu_model_name() -> str:

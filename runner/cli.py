@@ -294,6 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds since the epoch recorded as every line's timestamp "
                              "(default: when the sweep starts)")
     output.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="logging level")
+    output.add_argument("--no-probe-cache", action="store_true",
+                        help="ask a probe child what this machine can run, even when an answer "
+                             "younger than a day is cached for the same interpreter, packages "
+                             "and devices")
     scale = parser.add_argument_group(
         "running side by side",
         "One experiment per slot at a time; each slot has its own share of the cores, and "
@@ -470,7 +474,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
                       request.exclude_tiers)
     if not args.dry_run:
         prepare_output(paths, args.output_dirname)
-    host = probe_host()
+    host = probe_host(use_cache=not args.no_probe_cache)
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
     settings = run_settings(args)

@@ -3,19 +3,31 @@
 The parent must not start runtimes, and importing torch costs seconds, so one small child
 imports torch (never torch_xla, torchax or jax) and reports versions, CUDA devices and the
 registered dynamo backends as JSON. Package versions come from metadata, without importing.
+
+The answer is kept for a day in the cache folder (`core.host.cache_root()/host`), under a
+key of everything it depends on: the interpreter, every import path with its modification
+time (installing or removing a package changes it), the package versions, the device nodes
+(/dev/nvidia*, /dev/accel*, /dev/vfio/*), the variables that choose devices, and the boot.
+`--no-probe-cache` asks the child again.
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
 import logging
+import os
 import platform
 import subprocess
 import sys
+import tempfile
+import time
 from importlib import metadata
-from typing import Any
+from pathlib import Path
+from typing import Any, Optional
 
-from core.host import HostCapabilities
+from core.host import HostCapabilities, cache_root
 
 log = logging.getLogger(__name__)
 
@@ -58,25 +70,94 @@ def probe_in_this_process() -> dict[str, Any]:
     return answer
 
 
-def probe_host(timeout: float = 300.0) -> HostCapabilities:
-    """Run the probe child and parse its answer; failures give a torch-less answer."""
+PROBE_CACHE_SECONDS = 24 * 3600
+#: Variables that change which devices the probe child sees.
+DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PJRT_DEVICE",
+                    "TPU_VISIBLE_CHIPS", "JAX_PLATFORMS", "LD_LIBRARY_PATH", "PYTHONPATH")
+
+
+def probe_key() -> str:
+    """What the probe's answer depends on, hashed."""
+    paths = []
+    for entry in sys.path + os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        try:
+            paths.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            paths.append((entry, None))
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    devices = sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/accel*") + glob.glob("/dev/vfio/*"))
+    identity = {"executable": sys.executable, "python": sys.version, "paths": paths,
+                "packages": installed_packages(), "devices": devices, "boot": boot,
+                "variables": {name: os.environ.get(name) for name in DEVICE_VARIABLES}}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def probe_cache_path() -> Path:
+    return cache_root() / "host" / f"{probe_key()}.json"
+
+
+def cached_answer(path: Path) -> Optional[HostCapabilities]:
+    """The cached answer at `path` if it is younger than a day and readable."""
+    try:
+        if time.time() - path.stat().st_mtime > PROBE_CACHE_SECONDS:
+            return None
+        return HostCapabilities.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def keep_answer(path: Path, answer: dict[str, Any]) -> None:
+    """Write the answer atomically; a cache that cannot be written is only logged."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".host-")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(answer, out)
+        os.replace(temporary, path)
+    except OSError as error:
+        log.debug("the probe's answer was not cached: %s", error)
+
+
+def probe_host(timeout: float = 300.0, use_cache: bool = True) -> HostCapabilities:
+    """What this machine can run: the cached answer when it still holds, else the probe
+    child's (failures give a torch-less answer, never cached)."""
+    path = probe_cache_path() if use_cache else None
+    if path is not None:
+        cached = cached_answer(path)
+        if cached is not None:
+            log.debug("host capabilities from %s", path)
+            return cached
+    answer = run_probe(timeout)
+    if path is not None and answer is not None and "torch_error" not in answer:
+        keep_answer(path, answer)
+    if answer is None:
+        return HostCapabilities(packages=installed_packages(),
+                                torch_error=f"the probe took over {timeout:.0f} s")
+    return HostCapabilities.from_dict(answer)
+
+
+def run_probe(timeout: float) -> Optional[dict[str, Any]]:
+    """Run the probe child: its answer, a torch_error answer when it failed, None when it
+    timed out."""
     command = [sys.executable, "-m", "runner.probe"]
     try:
         completed = subprocess.run(
             command, capture_output=True, text=True, timeout=timeout, check=False
         )
     except subprocess.TimeoutExpired:
-        return HostCapabilities(
-            packages=installed_packages(), torch_error=f"the probe took over {timeout:.0f} s"
-        )
+        return None
     try:
-        return HostCapabilities.from_dict(json.loads(completed.stdout.strip().splitlines()[-1]))
+        answer = json.loads(completed.stdout.strip().splitlines()[-1])
+        if isinstance(answer, dict):
+            return answer
     except (ValueError, IndexError):
-        tail = completed.stderr.strip()[-500:]
-        return HostCapabilities(
-            packages=installed_packages(),
-            torch_error=f"the probe exited with {completed.returncode}: {tail}",
-        )
+        pass
+    tail = completed.stderr.strip()[-500:]
+    return {"packages": installed_packages(),
+            "torch_error": f"the probe exited with {completed.returncode}: {tail}"}
 
 
 if __name__ == "__main__":

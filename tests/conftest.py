@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,15 @@ def pytest_configure(config) -> None:
     the default back in the processes they start."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The runners the tests start share one cache (the probe's answer) of their own, not
+    # the user's.
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="experiment-runner-tests-cache-")
+
+
+def pytest_unconfigure(config) -> None:
+    folder = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.basename(folder).startswith("experiment-runner-tests-cache-"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def cli_command(output_dir: Path, *args: str) -> list[str]:

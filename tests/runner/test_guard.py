@@ -94,7 +94,7 @@ def test_sigterm_behaves_like_ctrl_c_and_exits_143(tmp_path):
 
 
 def test_ctrl_c_during_the_host_probe_exits_130_without_a_traceback(tmp_path):
-    runner, _ = runner_with_own_tmp(tmp_path, *EAGER, "-k", "^mlp$")
+    runner, _ = runner_with_own_tmp(tmp_path, *EAGER, "-k", "^mlp$", "--no-probe-cache")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         children = psutil.Process(runner.pid).children()
