@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 VENV_PYTHON := $(VENV)/bin/python
-EXTRAS ?= xla,torchax,models,reports,test
+EXTRAS ?= xla,torchax,models,reports,ray,test
 RUN_ARGS ?= --suite-name=builtin --accelerator=cpu
 STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
