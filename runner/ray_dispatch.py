@@ -28,6 +28,7 @@ import ipaddress
 import logging
 import math
 import os
+import signal
 import socket
 import threading
 from concurrent.futures import Future, wait
@@ -69,8 +70,9 @@ LOOPBACK_ENVIRONMENT = {
 }
 #: How long a cluster's head has to accept a connection.
 CONNECT_TIMEOUT_SECONDS = 10.0
-#: How long `close` waits for cancelled tasks to end before leaving the cluster.
-CLOSE_WAIT_SECONDS = 30.0
+#: How long `close` waits for tasks to end before it kills their workers, then again
+#: before it leaves the cluster.
+CANCEL_GRACE_SECONDS = 15.0
 #: Object store of a Ray instance this dispatcher starts: lines are a few KiB.
 LOCAL_OBJECT_STORE_BYTES = 200 * 2**20
 
@@ -270,11 +272,18 @@ class RayDispatcher:
         else:
             check_reachable(address)
             keywords["address"] = address
+        # ray.init makes SIGTERM exit the driver at once; the runner's own handler stops the
+        # sweep cleanly (runner/signals.py), cancelling the tasks first.
+        main_thread = threading.current_thread() is threading.main_thread()
+        sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
         try:
             ray.init(**keywords)
         except (ConnectionError, RuntimeError, ValueError) as error:
             where = f"--ray-address={address}" if address else "a local Ray instance"
             raise RayClusterError(f"cannot start or reach {where}: {error}") from error
+        finally:
+            if sigterm is not None:
+                signal.signal(signal.SIGTERM, sigterm)
         self._connected_here = True
         log.info("connected to Ray: %s", address or "a new local instance on 127.0.0.1")
 
@@ -358,23 +367,33 @@ class RayDispatcher:
         return self.executor.skipped_line(planned, reason).to_dict()
 
     def cancel(self) -> None:
-        """Cancel every task not finished: running ones have their worker killed, and with
-        it the experiment's children."""
+        """Cancel every task not finished. A running one is interrupted in its worker, where
+        the executor kills the experiment's whole process tree; `close` kills the workers of
+        those that have not ended by then."""
+        self._cancel_running(force=False)
+
+    def _cancel_running(self, force: bool) -> int:
         with self._lock:
             refs = list(self._running)
         for ref in refs:
             try:
-                self._ray.cancel(ref, force=True)
+                self._ray.cancel(ref, force=force)
             except Exception as error:  # noqa: BLE001 - a task that just ended
                 log.debug("cancelling %s: %s", ref, error)
+        return len(refs)
 
     def close(self) -> None:
-        """Wait (a while) for tasks still running, then leave the cluster if this dispatcher
-        joined it; restore the environment it changed."""
+        """Wait for the tasks still running (after a cancel, a grace period, then their
+        workers are killed), then leave the cluster if this dispatcher joined it; restore
+        the environment it changed."""
         with self._lock:
             pending = list(self._running.values())
         if pending:
-            wait(pending, timeout=CLOSE_WAIT_SECONDS)
+            _, not_done = wait(pending, timeout=CANCEL_GRACE_SECONDS)
+            if not_done and self._cancel_running(force=True):
+                log.warning("killed the Ray workers of %d experiment(s) that did not stop",
+                            len(not_done))
+                wait(not_done, timeout=CANCEL_GRACE_SECONDS)
         if self._connected_here:
             self._ray.shutdown()
             self._connected_here = False
