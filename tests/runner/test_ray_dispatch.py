@@ -41,9 +41,10 @@ HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="needs the ray extra (make test installs it)")
 pytestmark = pytest.mark.xdist_group("ray")
 
+EAGER_CPU = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--repeat=1",
+             "--warmup=1"]
 #: Two eager experiments: one for each node of the cluster.
-TWO_EXPERIMENTS = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval",
-                   "-k", "^(mlp|cnn)$", "--repeat=1", "--warmup=1"]
+TWO_EXPERIMENTS = [*EAGER_CPU, "-k", "^(mlp|cnn)$"]
 
 
 @dataclass
@@ -126,6 +127,25 @@ def children_under(pid: int, module: str) -> list[psutil.Process]:
             if module in process.cmdline():
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def command_of(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return ""
+
+
+def runner_processes_under(pid: int) -> list[psutil.Process]:
+    """The experiments' children and guards below `pid`, and everything the children
+    started."""
+    found = children_under(pid, "runner.worker") + children_under(pid, "runner.guard")
+    for child in children_under(pid, "runner.worker"):
+        try:
+            found += child.children(recursive=True)
+        except psutil.NoSuchProcess:
             continue
     return found
 
@@ -320,3 +340,29 @@ def test_with_retries_a_lost_experiment_runs_again_on_the_remaining_node(two_nod
         # Both ran on the head in the end: the lost one again, once the head was free.
         assert line["environment"]["ray_node_id"] == two_nodes.head.node_id
     assert len({line["fingerprint"] for line in lines}) == 2
+
+
+@needs_ray
+def test_stopping_the_sweep_cancels_its_tasks_and_kills_their_whole_process_tree(
+        two_nodes, tmp_path):
+    output = tmp_path / "output"
+    sweep = start_cli(output, "--executor=ray", f"--ray-address={two_nodes.address}",
+                      "--suite-name=faults", "-k", "^hang$", *EAGER_CPU)
+    raylets = [raylet_pid(two_nodes.head), raylet_pid(two_nodes.worker)]
+    deadline = time.monotonic() + 180
+    started: list[psutil.Process] = []
+    # Until the hang model's child has started its grandchild (a sleep of an hour).
+    while not any("time.sleep(3600)" in command_of(process) for process in started):
+        assert sweep.poll() is None and time.monotonic() < deadline, "the hang model never ran"
+        time.sleep(0.2)
+        started = [process for pid in raylets for process in runner_processes_under(pid)]
+    sweep.send_signal(signal.SIGTERM)
+    run = finish(sweep, output, timeout=120)
+    assert run.returncode == 128 + signal.SIGTERM, run.stderr
+    assert "terminated (SIGTERM): 0 experiment(s) finished" in run.stderr
+    gone, alive = psutil.wait_procs(started, timeout=10)
+    for process in alive:
+        process.kill()
+    assert not alive, [process.cmdline() for process in alive]
+    assert not run.results_path.exists() or run.lines() == []
+
