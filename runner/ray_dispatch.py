@@ -33,6 +33,7 @@ import socket
 import threading
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, replace
+from types import ModuleType
 from typing import Any, Iterable, Mapping, Optional
 
 from core.config import RunSettings
@@ -100,7 +101,7 @@ class RayOptions:
     max_in_flight: Optional[int] = None
 
 
-def import_ray(address: Optional[str] = None):
+def import_ray(address: Optional[str] = None) -> ModuleType:
     """The ray module, or RayUnavailableError naming the extra to install.
 
     For a loopback `address` (or None: a new local instance), Ray's multi-node mode is
@@ -158,7 +159,7 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_SECONDS) -> N
                               ) from None
 
 
-def _ray_cluster_mode_off(ray) -> bool:
+def _ray_cluster_mode_off(ray: ModuleType) -> bool:
     """Whether this process's Ray keeps node addresses on loopback (see LOOPBACK_ENVIRONMENT)."""
     constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
     return getattr(constants, "ENABLE_RAY_CLUSTER", None) is False
@@ -257,7 +258,7 @@ class RayDispatcher:
             self._environment_before[name] = os.environ.get(name)
             os.environ[name] = value
 
-    def _connect(self, ray) -> None:
+    def _connect(self, ray: ModuleType) -> None:
         address = self.options.address
         keywords: dict[str, Any] = {"log_to_driver": True}
         if is_loopback_address(address):
@@ -310,7 +311,7 @@ class RayDispatcher:
             lambda done: self._settle(planned, ref, done, line))
         return line
 
-    def _settle(self, planned: PlannedExperiment, ref, done: Future, line: Future) -> None:
+    def _settle(self, planned: PlannedExperiment, ref: Any, done: Future, line: Future) -> None:
         """Turn the task's outcome into the line's future (called by Ray's thread)."""
         with self._lock:
             self._running.pop(ref, None)
