@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 VENV_PYTHON := $(VENV)/bin/python
-EXTRAS ?= xla,torchax,models,reports,test
+EXTRAS ?= xla,torchax,models,reports,ray,test
 RUN_ARGS ?= --suite-name=builtin --accelerator=cpu
 # Tests run on every core, the longest taken first by whichever worker is free.
 PYTEST_ARGS ?= -n auto --dist worksteal

@@ -44,7 +44,7 @@ from models import (
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
 from runner import observers, signals
 from runner.claims import Claims, RunnerIdentity
-from runner.dispatch import LocalDispatcher
+from runner.dispatch import Dispatcher, LocalDispatcher
 from runner.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.matrix import (
     MatrixError,
@@ -302,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
         "running side by side",
         "One experiment per slot at a time; each slot has its own share of the cores, and "
         "one GPU when the plan has CUDA experiments. Every line goes to the one results "
-        "file; experiments start longest first by the durations already recorded.")
+        "file; experiments start longest first by the durations already recorded. With "
+        "--executor=ray, a Ray cluster runs them instead (docs/scaling.md).")
     scale.add_argument("--jobs", "-j", type=positive_int, default=1,
                        help="experiments run at a time (with CUDA experiments: one per GPU, the "
                             "first N the runner sees)")
@@ -313,6 +314,23 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--devices", type=device_list, default=[],
                        help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them), "
                             "one job each")
+    scale.add_argument("--executor", choices=("local", "ray"), default="local",
+                       help="local: on this machine, as --jobs/--devices say; ray: each "
+                            "experiment a task of a Ray cluster, which places it (needs the "
+                            "ray extra; docs/scaling.md)")
+    scale.add_argument("--ray-address",
+                       help="with --executor=ray: the cluster ray.init joins (auto, or the "
+                            "head's HOST:PORT); default: start a Ray instance on this machine, "
+                            "bound to 127.0.0.1")
+    scale.add_argument("--ray-cpus-per-task", type=positive_float,
+                       help="with --executor=ray: CPUs each experiment's task requests "
+                            "(default 1; a CUDA task also takes 1 GPU, a TPU task 1 TPU)")
+    scale.add_argument("--ray-tasks", type=positive_int,
+                       help="with --executor=ray: experiments in flight at a time (default: "
+                            "as many as the cluster's CPUs, or GPUs, hold)")
+    scale.add_argument("--retries", type=non_negative_int, default=0,
+                       help="with --executor=ray: times Ray runs an experiment again whose node "
+                            "or worker was lost, before its line records the loss")
     return parser
 
 
@@ -456,6 +474,7 @@ def torchbench_dir(args: argparse.Namespace) -> Optional[str]:
 
 def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     started = args.timestamp if args.timestamp is not None else time.time()
+    check_executor_flags(args)
     if args.keep_model_data_on_cuda:
         raise UsageError(KEEP_ON_CUDA_REASON)
     single = args.model_config is not None or args.experiment_config is not None
@@ -526,7 +545,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     try:
         executor.guard.start()
         executor.guard.remove_on_exit(executor.scratch.create())
-        run_plan(plan, suite, LocalDispatcher(executor, slots), claims, report,
+        run_plan(plan, suite, sweep_dispatcher(args, executor, slots, plan), claims, report,
                  show_progress=not args.no_progress, no_skip=args.no_skip,
                  durations=expected_durations(known.lines))
     except KeyboardInterrupt as stop:
@@ -563,6 +582,54 @@ def sweep_slots(args: argparse.Namespace, plan: Plan, host) -> list[Slot]:
                           visible_gpus(len(host.cuda_device_names)),
                           sorted(os.sched_getaffinity(0)))
     except SlotError as error:
+        raise UsageError(str(error)) from error
+
+
+RAY_FLAGS = ("ray_address", "ray_cpus_per_task", "ray_tasks")
+
+
+def flag_text(name: str, value) -> str:
+    """How a flag was given, e.g. --ray-cpus-per-task=2."""
+    shown = f"{value:g}" if isinstance(value, float) else value
+    return f"--{name.replace('_', '-')}={shown}"
+
+
+def check_executor_flags(args: argparse.Namespace) -> None:
+    """--executor and the flags that go with it agree, and Ray is there when asked for."""
+    if args.executor == "local":
+        given = [flag_text(name, getattr(args, name)) for name in RAY_FLAGS
+                 if getattr(args, name) is not None]
+        if args.retries:
+            given.append(flag_text("retries", args.retries))
+        if given:
+            raise UsageError(f"{' '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to "
+                             "--executor=ray only")
+        return
+    if args.devices or args.jobs != 1:
+        flag = f"--devices={','.join(args.devices)}" if args.devices else f"--jobs={args.jobs}"
+        raise UsageError(f"{flag} does not apply to --executor=ray: Ray places each "
+                         "experiment on the cluster (--ray-tasks sets how many run at a time)")
+    from runner.ray_dispatch import RayUnavailableError, import_ray
+
+    try:
+        import_ray(args.ray_address)
+    except RayUnavailableError as error:
+        raise UsageError(str(error)) from None
+
+
+def sweep_dispatcher(args: argparse.Namespace, executor: ExperimentExecutor,
+                     slots: Sequence[Slot], plan: Plan) -> Dispatcher:
+    """Where the experiments run: this machine's slots, or a Ray cluster."""
+    if args.executor != "ray":
+        return LocalDispatcher(executor, slots)
+    from runner.ray_dispatch import RayClusterError, RayDispatcher, RayOptions
+
+    options = RayOptions(address=args.ray_address, cpus_per_task=args.ray_cpus_per_task or 1.0,
+                         retries=args.retries, max_in_flight=args.ray_tasks)
+    try:
+        return RayDispatcher(executor, options,
+                             {planned.experiment.accelerator for planned in plan.experiments})
+    except RayClusterError as error:
         raise UsageError(str(error)) from error
 
 
