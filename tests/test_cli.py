@@ -1,7 +1,6 @@
 """The runner end to end: real sweeps in real child processes."""
 
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -13,6 +12,10 @@ import pytest
 from core.config import fingerprint_of_line
 from core.schema import timed_values
 from tests.conftest import CliRun, cli_command, cli_environment
+
+
+#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
+pytestmark = pytest.mark.xdist_group("test_cli")
 
 
 @pytest.fixture(scope="module")

@@ -52,6 +52,10 @@ def run(output: Path, *args: str) -> None:
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-3000:]
 
 
+#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
+pytestmark = pytest.mark.xdist_group("test_peer_tools")
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> list[dict]:
     """One results file written by three runner invocations (three timestamps)."""

@@ -2,7 +2,6 @@
 
 import subprocess
 
-import pytest
 
 from tests.conftest import PROJECT_ROOT, CliRun, cli_command, cli_environment
 
@@ -25,19 +24,9 @@ def by_key(lines):
             for l in lines}
 
 
-@pytest.fixture(scope="module")
-def suite_lines(tmp_path_factory):
-    output = tmp_path_factory.mktemp("suites")
-    timm = sweep(output / "timm", "--suite-name=timm", "-k", "^deit_tiny", "--dynamo=None",
+def test_timm_model_runs_eager_and_inductor_in_eval_and_train(tmp_path):
+    timm = sweep(tmp_path / "timm", "--suite-name=timm", "-k", "^deit_tiny", "--dynamo=None",
                  "--dynamo=inductor", "--test=eval", "--test=train")
-    hf = sweep(output / "hf", "--suite-name=huggingface", "-k", "^BertForMaskedLM$",
-               "-k", "^DistillGPT2$", "-k", "^T5Small$", "--dynamo=None", "--dynamo=inductor",
-               "--test=eval", "--test=train")
-    return timm, hf
-
-
-def test_timm_model_runs_eager_and_inductor_in_eval_and_train(suite_lines):
-    timm, _ = suite_lines
     lines = by_key(timm)
     assert set(lines) == {("deit_tiny_patch16_224", d, t)
                           for d in (None, "inductor") for t in ("eval", "train")}
@@ -47,8 +36,10 @@ def test_timm_model_runs_eager_and_inductor_in_eval_and_train(suite_lines):
         assert line["model"]["reduced"] is True  # the suite option, in the identity
 
 
-def test_encoder_decoder_and_encoder_decoder_models_run(suite_lines):
-    _, hf = suite_lines
+def test_encoder_decoder_and_encoder_decoder_models_run(tmp_path):
+    hf = sweep(tmp_path / "hf", "--suite-name=huggingface", "-k", "^BertForMaskedLM$",
+               "-k", "^DistillGPT2$", "-k", "^T5Small$", "--dynamo=None", "--dynamo=inductor",
+               "--test=eval", "--test=train")
     lines = by_key(hf)
     assert len(lines) == 12
     failed = {k: l["metrics"].get("error", "")[:300] for k, l in lines.items() if l["status"] != "ok"}
