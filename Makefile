@@ -5,9 +5,9 @@ VENV ?= .venv
 VENV_PYTHON := $(VENV)/bin/python
 EXTRAS ?= xla,torchax,models,reports,ray,test
 RUN_ARGS ?= --suite-name=builtin --accelerator=cpu
-# Tests run on every core (pytest-xdist); the tests of a module that shares an expensive
-# fixture stay together (their xdist_group), so the fixture runs once.
-PYTEST_ARGS ?= -n auto --dist loadgroup
+# Tests run on every core (pytest-xdist), a file per worker at a time, so that a module's
+# shared fixture (a sweep) runs once. (xdist's loadgroup does not group under pytest 9.)
+PYTEST_ARGS ?= -n auto --dist loadfile
 STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: setup run test clean-venv

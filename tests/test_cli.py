@@ -14,10 +14,6 @@ from core.schema import timed_values
 from tests.conftest import CliRun, cli_command, cli_environment
 
 
-#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_cli")
-
-
 @pytest.fixture(scope="module")
 def mlp_sweep(tmp_path_factory):
     output = tmp_path_factory.mktemp("sweep") / "output"

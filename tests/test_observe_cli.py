@@ -17,10 +17,6 @@ ALL_FLAGS = [
 ]
 
 
-#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_observe_cli")
-
-
 @pytest.fixture(scope="module")
 def torch_sweep(tmp_path_factory):
     """eager, aot_eager and inductor with every flag, into a relative output folder."""

@@ -23,10 +23,6 @@ def run(output, *args, timeout=600):
     return CliRun(completed.returncode, completed.stdout, completed.stderr, output)
 
 
-#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_peer_flags_cli")
-
-
 @pytest.fixture(scope="module")
 def observed(tmp_path_factory):
     """The dummy model trained on eager, PJRT and PJRT+openxla with the peer's observer flags."""

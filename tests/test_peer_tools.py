@@ -13,7 +13,6 @@ import csv
 import importlib.util
 import io
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -50,10 +49,6 @@ def run(output: Path, *args: str) -> None:
     completed = subprocess.run(cli_command(output, *SWEEP, *args), capture_output=True,
                                text=True, env=cli_environment(), timeout=900)
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-3000:]
-
-
-#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("test_peer_tools")
 
 
 @pytest.fixture(scope="module")

@@ -58,10 +58,6 @@ print("RESULT " + json.dumps({"metrics": metrics, "summary": observers.summary()
 """
 
 
-#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("backends.test_xla_observe")
-
-
 @pytest.fixture(scope="module")
 def xla_child(tmp_path_factory):
     directory = tmp_path_factory.mktemp("xla-observe")

@@ -46,10 +46,6 @@ def _history_lines():
     return lines
 
 
-#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("reports.test_html_chromium")
-
-
 @pytest.fixture(scope="module")
 def driver():
     driver = browser.start()

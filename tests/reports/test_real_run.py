@@ -16,10 +16,6 @@ from core.schema import timed_values
 ROOT = Path(__file__).resolve().parents[2]
 
 
-#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("reports.test_real_run")
-
-
 @pytest.fixture(scope="module")
 def real_results(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("real-run")

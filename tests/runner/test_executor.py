@@ -16,10 +16,6 @@ EAGER = ExperimentConfig("cpu", None, None, None, "eval", stack="eager")
 FAULTS = ["raises", "segfault", "exit", "signal", "hang", "memory_hog"]
 
 
-#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("runner.test_executor")
-
-
 @pytest.fixture(scope="module")
 def fault_sweep(tmp_path_factory):
     from tests.conftest import CliRun, cli_command, cli_environment

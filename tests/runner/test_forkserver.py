@@ -26,10 +26,6 @@ def environment(**extra: str) -> dict[str, str]:
     return variables
 
 
-#: A module-wide fixture does the expensive part once: these tests stay on one xdist worker.
-pytestmark = pytest.mark.xdist_group("runner.test_forkserver")
-
-
 @pytest.fixture(scope="module")
 def server():
     server = ForkServer(["torch"], environment())

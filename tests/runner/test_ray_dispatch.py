@@ -39,7 +39,6 @@ from tests.conftest import PROJECT_ROOT, CliRun, cli_command, cli_environment
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 needs_ray = pytest.mark.skipif(not HAS_RAY, reason="needs the ray extra (make test installs it)")
-pytestmark = pytest.mark.xdist_group("ray")
 
 EAGER_CPU = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--repeat=1",
              "--warmup=1"]
