@@ -35,6 +35,9 @@ class DynamoStack(Stack):
     """torch.compile(backend=dynamo) on a CPU or CUDA device."""
 
     name = "dynamo"
+    #: The compiler's modules (seconds to import) with nothing compiled: every child still
+    #: starts from empty dynamo counters and caches, and compiles into its own cache folder.
+    preload = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
     capabilities = Capabilities(
         features=frozenset({DYNAMO_GRAPHS, TORCH_PROFILER}),
         synchronization="torch.cuda.synchronize() at the end of each run (CUDA); CPU work is synchronous",

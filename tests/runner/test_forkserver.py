@@ -78,6 +78,28 @@ def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server
     assert "torch._dynamo" not in server.status()["modules"]
 
 
+def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_afresh(tmp_path):
+    from backends import get_stack
+
+    preloaded = ForkServer(get_stack("dynamo").preload, environment())
+    try:
+        state = preloaded.status()
+        assert "torch._dynamo" in state["modules"]
+        assert state["dynamo_frames_compiled"] == 0 and state["cuda_initialized"] is False
+        for name in ("first", "second"):
+            (tmp_path / name).mkdir()
+            cache = tmp_path / name / "inductor"
+            code, output = run_probe(preloaded, tmp_path / name, "compile",
+                                     TORCHINDUCTOR_CACHE_DIR=str(cache))
+            assert code == 0, output
+            assert probe_state(output)["frames_ok"] == 1
+            assert probe_state(output)["inductor_cache_dir"] == str(cache)
+            assert any(cache.iterdir())
+        assert preloaded.status()["dynamo_frames_compiled"] == 0
+    finally:
+        preloaded.close()
+
+
 def test_exit_statuses_come_back_as_from_a_spawned_child(server, tmp_path):
     assert run_probe(server, tmp_path, "3")[0] == 3
     code, output = run_probe(server, tmp_path, "fail")
