@@ -45,6 +45,12 @@ def pytest_configure(config) -> None:
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="experiment-runner-tests-cache-")
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked `long` (minutes of compiling) go first, so that under pytest-xdist no
+    worker starts one when the others are nearly done."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def pytest_unconfigure(config) -> None:
     folder = os.environ.get("XDG_CACHE_HOME", "")
     if os.path.basename(folder).startswith("experiment-runner-tests-cache-"):

@@ -2,6 +2,8 @@
 
 import subprocess
 
+import pytest
+
 
 from tests.conftest import PROJECT_ROOT, CliRun, cli_command, cli_environment
 
@@ -24,6 +26,7 @@ def by_key(lines):
             for l in lines}
 
 
+@pytest.mark.long
 def test_timm_model_runs_eager_and_inductor_in_eval_and_train(tmp_path):
     timm = sweep(tmp_path / "timm", "--suite-name=timm", "-k", "^deit_tiny", "--dynamo=None",
                  "--dynamo=inductor", "--test=eval", "--test=train")
@@ -36,6 +39,7 @@ def test_timm_model_runs_eager_and_inductor_in_eval_and_train(tmp_path):
         assert line["model"]["reduced"] is True  # the suite option, in the identity
 
 
+@pytest.mark.long
 def test_encoder_decoder_and_encoder_decoder_models_run(tmp_path):
     hf = sweep(tmp_path / "hf", "--suite-name=huggingface", "-k", "^BertForMaskedLM$",
                "-k", "^DistillGPT2$", "-k", "^T5Small$", "--dynamo=None", "--dynamo=inductor",

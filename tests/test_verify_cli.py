@@ -21,6 +21,7 @@ def run(tmp_path, *args, environment=None):
     return CliRun(completed.returncode, completed.stdout, completed.stderr, output).lines()
 
 
+@pytest.mark.long
 def test_eager_and_aot_eager_pass_on_every_builtin_model(tmp_path):
     lines = run(tmp_path, *VERIFY, "--dynamo=None", "--dynamo=aot_eager", "--test=eval", "--test=train")
     assert len(lines) == 12
