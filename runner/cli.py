@@ -283,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds before a child and its whole process tree are killed")
     output.add_argument("--memory-limit-mb", type=positive_int,
                         help="kill a child whose process tree holds more resident memory "
-                             "(default: 90%% of this machine's memory)")
+                             "(default: 90%% of this machine's memory, shared by the --jobs)")
     output.add_argument("--print-subprocess", action="store_true",
                         help="show the children's output as they run")
     output.add_argument("--no-progress", action="store_true", help="no progress bar")
