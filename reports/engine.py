@@ -300,60 +300,96 @@ def set_aside(con, table: str) -> tuple[list[int], list[int], dict[str, int]]:
     return unreadable, nameless, runs
 
 
-_BLANK_START = frozenset(b" \t\r\x0b\x0c")
+#: Bytes that may open a blank line: ASCII whitespace, as bytes.strip() removes it.
+_BLANK_BYTES = b" \t\r\n\x0b\x0c"
 _BLOCK = 1 << 24
+
+
+def _newlines(path: Path, enough: Optional[int]) -> tuple[Any, list[int], int]:
+    """Offsets of the file's newlines, the line starts that may open a blank line, and the
+    number of bytes read.
+
+    numpy finds the newlines of each block (one block in memory, never mapping the file):
+    first the 8-byte words holding one, then the bytes within them. Only lines opening
+    with whitespace (practically none) are looked at in Python. With `enough`, reading
+    stops once more than that many non-blank lines are complete.
+    """
+    import numpy as np
+
+    block_size = max(8, _BLOCK - _BLOCK % 8)
+    buffer = bytearray(block_size)
+    view = np.frombuffer(buffer, dtype=np.uint8)
+    is_newline = np.zeros(block_size, dtype=bool)
+    word_has_newline = np.zeros(block_size // 8, dtype=bool)
+    opens_blank = np.zeros(256, dtype=bool)
+    opens_blank[list(_BLANK_BYTES)] = True
+    found: list[Any] = []
+    suspects: list[int] = []
+    base, lines, at_line_start = 0, 0, True
+    with open(path, "rb", buffering=0) as raw:
+        while True:
+            size = raw.readinto(buffer)
+            if not size:
+                break
+            block = view[:size]
+            words = -(-size // 8)
+            np.equal(block, 10, out=is_newline[:size])
+            is_newline[size:words * 8] = False
+            np.not_equal(is_newline[:words * 8].view(np.uint64), 0, out=word_has_newline[:words])
+            hits = np.flatnonzero(word_has_newline[:words])
+            rows, columns = np.nonzero(is_newline[:words * 8].reshape(-1, 8)[hits])
+            newlines = hits[rows] * 8 + columns
+            starts = newlines[newlines < size - 1] + 1
+            if at_line_start:
+                starts = np.concatenate((np.zeros(1, dtype=starts.dtype), starts))
+            suspects.extend((starts[opens_blank[block[starts]]] + base).tolist())
+            found.append(newlines + base)
+            lines += len(newlines)
+            at_line_start = bool(block[size - 1] == 10)
+            base += size
+            if enough is not None and lines - len(suspects) > enough:
+                break
+    ends = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    return ends, suspects, base
 
 
 def locate_lines(path: Path, ordinals: Sequence[int], count_all: bool = False) -> tuple[dict[int, tuple[int, bytes]], int]:
     """Line number (1-based) and text of the given ordinals; and the number of lines read.
 
     An ordinal counts the non-blank lines, as DuckDB's reader numbers its rows; blank and
-    whitespace-only lines count for line numbers only. One pass over the file in blocks
-    (never mapping it, so the pass holds one block in memory). It stops after the last
-    ordinal wanted unless `count_all`, which counts the remaining lines at C speed.
+    whitespace-only lines count for line numbers only. One pass over the file finds every
+    newline (`_newlines`); the wanted lines are then read where they lie. It stops after the
+    block holding the last ordinal wanted unless `count_all`, which counts every line.
     """
     wanted = sorted(set(ordinals))
     found: dict[int, tuple[int, bytes]] = {}
     if not wanted and not count_all:
         return found, 0
-    index, lineno, ordinal = 0, 0, 0
-    target = wanted[0] if wanted else -1
-    carry = b""
-    with open(path, "rb", buffering=0) as raw:
-        while True:
-            block = raw.read(_BLOCK)
-            if not block:
+    ends, suspects, read = _newlines(path, None if count_all or not wanted else wanted[-1])
+    with open(path, "rb") as raw:
+        blank = []
+        for start in suspects:
+            raw.seek(start)
+            if not raw.readline().strip():
+                blank.append(int(ends.searchsorted(start)))  # its index: the newlines before it
+        shift, index = 0, 0
+        for ordinal in wanted:
+            while index < len(blank) and blank[index] <= ordinal + shift:
+                shift += 1
+                index += 1
+            line = ordinal + shift
+            if line > len(ends):
+                break  # past the last line
+            start = int(ends[line - 1]) + 1 if line > 0 else 0
+            if line < len(ends):
+                stop = int(ends[line])
+            elif start < read and read == os.fstat(raw.fileno()).st_size:
+                stop = read  # the unterminated last line
+            else:
                 break
-            if index == len(wanted):
-                lineno += block.count(b"\n")
-                continue
-            data = carry + block if carry else block
-            find = data.find
-            pos = 0
-            while True:
-                newline = find(b"\n", pos)
-                if newline < 0:
-                    break
-                lineno += 1
-                if newline > pos and (data[pos] not in _BLANK_START or data[pos:newline].strip()):
-                    if ordinal == target:
-                        found[ordinal] = (lineno, data[pos:newline])
-                        index += 1
-                        target = wanted[index] if index < len(wanted) else -1
-                    ordinal += 1
-                pos = newline + 1
-                if index == len(wanted):
-                    break
-            if index == len(wanted):
-                if not count_all:
-                    return found, lineno
-                lineno += data.count(b"\n", pos)
-                carry = b""
-                continue
-            carry = data[pos:]
-    if carry and carry.strip() and ordinal == target:
-        found[ordinal] = (lineno + 1, carry)
-    return found, lineno
+            raw.seek(start)
+            found[ordinal] = (line + 1, raw.read(stop - start))
+    return found, len(ends)
 
 
 def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list[int],
