@@ -100,15 +100,24 @@ class _Parsed:
 
 
 def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
-           line_offset: int, count_lines: bool) -> _Parsed:
-    """Parse `source` (a file, or a copy of a byte range of one) into `table`."""
-    rows = eng.scan_into(con, source, table)
+           line_offset: int) -> _Parsed:
+    """Parse `source` (a file, or a copy of a byte range of one) into `table`.
+
+    The file's newlines are indexed in a thread while DuckDB parses it (both are needed:
+    the line numbers of what was set aside, and each run's first line)."""
+    indexing = eng.BackgroundIndex(source)
+    try:
+        rows = eng.scan_into(con, source, table)
+    except BaseException:
+        indexing.cancel()
+        raise
     size = source.stat().st_size
     partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
     terminated_rows = rows - 1 if partial else rows
     unreadable, nameless, runs = eng.set_aside(con, table)
     wanted = unreadable + nameless + list(runs.values())
-    located, lines = eng.locate_lines(source, wanted, count_all=count_lines)
+    index = indexing.result()
+    located, lines = eng.lines_at(source, index, wanted), index.lines
     bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
     provenance = eng.provenance_of(located, runs)
     return _Parsed(rows, terminated_rows, lines, bad, unusable, provenance)
@@ -125,7 +134,7 @@ def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None,
 
 def _uncached(con: Any, path: Path, table: str) -> FileScan:
     parsed = _parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
-                    line_offset=0, count_lines=False)
+                    line_offset=0)
     return eng.FileScan(path, f"({_rows_relation(table, 0)})", parsed.rows, parsed.bad,
                         parsed.unusable, parsed.provenance)
 
@@ -215,7 +224,7 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
             tail = temp / f"{table}.tail.jsonl"
             _copy_range(path, cached_size, size, tail)
             parsed = _parse(con, tail, table, terminated_bytes=terminated - cached_size,
-                            display=path, line_offset=lines, count_lines=True)
+                            display=path, line_offset=lines)
             if parsed.terminated_rows:
                 part = _write_part(con, folder, _rows_relation(table, rows, below=parsed.terminated_rows))
                 parts.append(part)
@@ -238,7 +247,7 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
         for stale in folder.glob("part-*.parquet"):
             stale.unlink(missing_ok=True)
         parsed = _parse(con, path, table, terminated_bytes=terminated, display=path,
-                        line_offset=0, count_lines=True)
+                        line_offset=0)
         part = _write_part(con, folder, _rows_relation(table, 0, below=parsed.terminated_rows))
         parts = [part]
         # This process reads the parsed rows from memory; later ones from the Parquet part.

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -305,14 +306,26 @@ _BLANK_BYTES = b" \t\r\n\x0b\x0c"
 _BLOCK = 1 << 24
 
 
-def _newlines(path: Path, enough: Optional[int]) -> tuple[Any, list[int], int]:
-    """Offsets of the file's newlines, the line starts that may open a blank line, and the
-    number of bytes read.
+@dataclass
+class NewlineIndex:
+    """Where a file's lines end: every newline's offset, and the starts of lines that may
+    be blank (those opening with whitespace)."""
+
+    ends: Any  # numpy int64 array
+    suspects: list[int]
+
+    @property
+    def lines(self) -> int:
+        """The number of newlines read."""
+        return len(self.ends)
+
+
+def index_newlines(path: Path, enough: Optional[int] = None, stop: Optional[threading.Event] = None) -> NewlineIndex:
+    """The file's newlines (and the starts of lines that may be blank).
 
     numpy finds the newlines of each block (one block in memory, never mapping the file):
-    first the 8-byte words holding one, then the bytes within them. Only lines opening
-    with whitespace (practically none) are looked at in Python. With `enough`, reading
-    stops once more than that many non-blank lines are complete.
+    first the 8-byte words holding one, then the bytes within them. With `enough`, reading
+    stops once more than that many non-blank lines are complete; `stop` ends it early.
     """
     import numpy as np
 
@@ -327,7 +340,7 @@ def _newlines(path: Path, enough: Optional[int]) -> tuple[Any, list[int], int]:
     suspects: list[int] = []
     base, lines, at_line_start = 0, 0, True
     with open(path, "rb", buffering=0) as raw:
-        while True:
+        while stop is None or not stop.is_set():
             size = raw.readinto(buffer)
             if not size:
                 break
@@ -349,47 +362,84 @@ def _newlines(path: Path, enough: Optional[int]) -> tuple[Any, list[int], int]:
             base += size
             if enough is not None and lines - len(suspects) > enough:
                 break
-    ends = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-    return ends, suspects, base
+    return NewlineIndex(np.concatenate(found) if found else np.zeros(0, dtype=np.int64), suspects)
 
 
-def locate_lines(path: Path, ordinals: Sequence[int], count_all: bool = False) -> tuple[dict[int, tuple[int, bytes]], int]:
-    """Line number (1-based) and text of the given ordinals; and the number of lines read.
+def lines_at(path: Path, index: NewlineIndex, ordinals: Sequence[int]) -> dict[int, tuple[int, bytes]]:
+    """Line number (1-based) and text of the given ordinals, with the file's index.
 
     An ordinal counts the non-blank lines, as DuckDB's reader numbers its rows; blank and
-    whitespace-only lines count for line numbers only. One pass over the file finds every
-    newline (`_newlines`); the wanted lines are then read where they lie. It stops after the
-    block holding the last ordinal wanted unless `count_all`, which counts every line.
+    whitespace-only lines count for line numbers only. Only the lines wanted are read.
     """
-    wanted = sorted(set(ordinals))
     found: dict[int, tuple[int, bytes]] = {}
-    if not wanted and not count_all:
-        return found, 0
-    ends, suspects, read = _newlines(path, None if count_all or not wanted else wanted[-1])
+    ends = index.ends
     with open(path, "rb") as raw:
         blank = []
-        for start in suspects:
+        for start in index.suspects:
             raw.seek(start)
             if not raw.readline().strip():
                 blank.append(int(ends.searchsorted(start)))  # its index: the newlines before it
-        shift, index = 0, 0
-        for ordinal in wanted:
-            while index < len(blank) and blank[index] <= ordinal + shift:
+        shift, position = 0, 0
+        for ordinal in sorted(set(ordinals)):
+            while position < len(blank) and blank[position] <= ordinal + shift:
                 shift += 1
-                index += 1
+                position += 1
             line = ordinal + shift
             if line > len(ends):
                 break  # past the last line
-            start = int(ends[line - 1]) + 1 if line > 0 else 0
+            raw.seek(int(ends[line - 1]) + 1 if line > 0 else 0)
             if line < len(ends):
-                stop = int(ends[line])
-            elif start < read and read == os.fstat(raw.fileno()).st_size:
-                stop = read  # the unterminated last line
+                text = raw.read(int(ends[line]) - raw.tell())
             else:
-                break
-            raw.seek(start)
-            found[ordinal] = (line + 1, raw.read(stop - start))
-    return found, len(ends)
+                text = raw.readline()  # the unterminated last line, if any
+                if not text.strip():
+                    break
+                text = text.rstrip(b"\n")
+            found[ordinal] = (line + 1, text)
+    return found
+
+
+def locate_lines(path: Path, ordinals: Sequence[int], count_all: bool = False) -> tuple[dict[int, tuple[int, bytes]], int]:
+    """Line number (1-based) and text of the given ordinals (`lines_at`); and the number
+    of lines read. It stops after the block holding the last ordinal wanted unless
+    `count_all`, which counts every line."""
+    wanted = sorted(set(ordinals))
+    if not wanted and not count_all:
+        return {}, 0
+    index = index_newlines(path, None if count_all or not wanted else wanted[-1])
+    return lines_at(path, index, wanted), index.lines
+
+
+class BackgroundIndex:
+    """`index_newlines` of a file in a thread, while DuckDB parses the same file.
+
+    numpy and the reads let go of the GIL, so the pass overlaps the parse: on two cores
+    the parse leaves room for it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._stop = threading.Event()
+        self._result: Optional[NewlineIndex] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(path,), name="reports-newlines", daemon=True)
+        self._thread.start()
+
+    def _run(self, path: Path) -> None:
+        try:
+            self._result = index_newlines(path, stop=self._stop)
+        except BaseException as error:  # handed to the caller of result()
+            self._error = error
+
+    def result(self) -> NewlineIndex:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list[int],
