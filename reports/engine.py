@@ -3,9 +3,10 @@
 DuckDB's JSON reader parses each file (`read_ndjson`, typed columns, `records=true`) into a
 table with one row per non-blank line, in file order. A line that is not valid JSON, or not
 a JSON object, comes back as a row of NULLs; so does a valid object holding none of the keys
-read. Those rows, and the lines naming no model or experiment, are set aside; a single pass
-over the file's bytes then finds their line numbers (and, for the first line of each run,
-the command and environment: the provenance), without parsing anything else in Python.
+read. Those rows, and the lines naming no model or experiment, are set aside. Meanwhile a
+thread indexes every newline of the file (numpy, one block at a time: `index_newlines`), so
+that their line numbers and texts (and, for the first line of each run, the command and
+environment: the provenance) are found without parsing anything else in Python.
 
 Every figure is read tolerantly, as `core.schema` does: a whole-experiment figure from the
 line's `summary`, else from `metrics` (the layout before `summary`); values of the wrong
@@ -320,12 +321,11 @@ class NewlineIndex:
         return len(self.ends)
 
 
-def index_newlines(path: Path, enough: Optional[int] = None, stop: Optional[threading.Event] = None) -> NewlineIndex:
+def index_newlines(path: Path, stop: Optional[threading.Event] = None) -> NewlineIndex:
     """The file's newlines (and the starts of lines that may be blank).
 
     numpy finds the newlines of each block (one block in memory, never mapping the file):
-    first the 8-byte words holding one, then the bytes within them. With `enough`, reading
-    stops once more than that many non-blank lines are complete; `stop` ends it early.
+    first the 8-byte words holding one, then the bytes within them. `stop` ends it early.
     """
     import numpy as np
 
@@ -338,7 +338,7 @@ def index_newlines(path: Path, enough: Optional[int] = None, stop: Optional[thre
     opens_blank[list(_BLANK_BYTES)] = True
     found: list[Any] = []
     suspects: list[int] = []
-    base, lines, at_line_start = 0, 0, True
+    base, at_line_start = 0, True
     with open(path, "rb", buffering=0) as raw:
         while stop is None or not stop.is_set():
             size = raw.readinto(buffer)
@@ -357,11 +357,8 @@ def index_newlines(path: Path, enough: Optional[int] = None, stop: Optional[thre
                 starts = np.concatenate((np.zeros(1, dtype=starts.dtype), starts))
             suspects.extend((starts[opens_blank[block[starts]]] + base).tolist())
             found.append(newlines + base)
-            lines += len(newlines)
             at_line_start = bool(block[size - 1] == 10)
             base += size
-            if enough is not None and lines - len(suspects) > enough:
-                break
     return NewlineIndex(np.concatenate(found) if found else np.zeros(0, dtype=np.int64), suspects)
 
 
@@ -397,17 +394,6 @@ def lines_at(path: Path, index: NewlineIndex, ordinals: Sequence[int]) -> dict[i
                 text = text.rstrip(b"\n")
             found[ordinal] = (line + 1, text)
     return found
-
-
-def locate_lines(path: Path, ordinals: Sequence[int], count_all: bool = False) -> tuple[dict[int, tuple[int, bytes]], int]:
-    """Line number (1-based) and text of the given ordinals (`lines_at`); and the number
-    of lines read. It stops after the block holding the last ordinal wanted unless
-    `count_all`, which counts every line."""
-    wanted = sorted(set(ordinals))
-    if not wanted and not count_all:
-        return {}, 0
-    index = index_newlines(path, None if count_all or not wanted else wanted[-1])
-    return lines_at(path, index, wanted), index.lines
 
 
 class BackgroundIndex:

@@ -9,7 +9,7 @@ from tests.reports.conftest import craft_line
 
 
 def _reference(data: bytes, ordinals):
-    """What locate_lines must find, spelled out: the non-blank lines numbered in order."""
+    """What lines_at must find, spelled out: the non-blank lines numbered in order."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the file ends with a newline
@@ -22,7 +22,7 @@ PIECES = [b'{"a": 1}', b"", b"  ", b"\t", b"\r", b"\x0b \x0c", b' {"b": 2}', b"\
 
 
 @pytest.mark.parametrize("block", [1 << 24, 8, 9, 16, 23])
-def test_locate_lines_numbers_lines_as_the_reader_counts_rows(tmp_path, monkeypatch, block):
+def test_lines_are_numbered_as_the_reader_counts_rows(tmp_path, monkeypatch, block):
     monkeypatch.setattr(engine, "_BLOCK", block)
     rng = random.Random(block)
     path = tmp_path / "lines.jsonl"
@@ -34,12 +34,8 @@ def test_locate_lines_numbers_lines_as_the_reader_counts_rows(tmp_path, monkeypa
         nonblank = sum(1 for text in data.split(b"\n") if text.strip())
         wanted = rng.sample(range(nonblank + 2), rng.randint(0, nonblank + 2))
         expected, newlines = _reference(data, wanted)
-        assert engine.locate_lines(path, wanted, count_all=True) == (expected, newlines), data
-        assert engine.locate_lines(path, wanted)[0] == expected, data
-
-
-def test_locate_lines_reads_nothing_when_nothing_is_wanted(tmp_path):
-    assert engine.locate_lines(tmp_path / "absent.jsonl", []) == ({}, 0)
+        index = engine.index_newlines(path)
+        assert (engine.lines_at(path, index, wanted), index.lines) == (expected, newlines), data
 
 
 def test_the_background_index_is_the_direct_one_and_hands_back_errors(tmp_path):
