@@ -108,15 +108,15 @@ def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display
     indexing = eng.BackgroundIndex(source)
     try:
         rows = eng.scan_into(con, source, table)
+        size = source.stat().st_size
+        partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
+        terminated_rows = rows - 1 if partial else rows
+        unreadable, nameless, runs = eng.set_aside(con, table)
+        wanted = unreadable + nameless + list(runs.values())
+        index = indexing.result()
     except BaseException:
         indexing.cancel()
         raise
-    size = source.stat().st_size
-    partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
-    terminated_rows = rows - 1 if partial else rows
-    unreadable, nameless, runs = eng.set_aside(con, table)
-    wanted = unreadable + nameless + list(runs.values())
-    index = indexing.result()
     located, lines = eng.lines_at(source, index, wanted), index.lines
     bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
     provenance = eng.provenance_of(located, runs)
