@@ -101,7 +101,8 @@ def compute_history(
     failed_codes = _codes(VERIFICATION_FAILED)
     verdict_codes = _codes(VERDICT_CODES)
     # Configurations x suites, models and the baseline's groups as small integers, so that
-    # the tables over every line below carry no strings: `cid` is ordered as the strings.
+    # the tables over every line below carry no strings. `cid` is ordered as the strings,
+    # which DuckDB and Python compare alike (by code point): as (ConfigKey, suite) sort.
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE hist_dims AS
         SELECT *, dense_rank() OVER (ORDER BY {_CONFIG}, suite) AS cid,
@@ -174,7 +175,7 @@ def _transitions(engine: Engine, history: History, configs: dict[int, tuple[Conf
                COALESCE(sum(ln(med / was_med)) FILTER (WHERE passed AND was_passed), 0),
                count(*) FILTER (WHERE was_passed AND NOT passed),
                count(*) FILTER (WHERE was_passed = false AND passed)
-        FROM steps WHERE was_passed IS NOT NULL GROUP BY idx, cid
+        FROM steps WHERE was_passed IS NOT NULL GROUP BY idx, cid ORDER BY idx, cid
     """).fetchall():
         idx, cid, common, log_change, failing, fixed = row
         config, suite = configs[cid]
@@ -209,7 +210,7 @@ def _transitions(engine: Engine, history: History, configs: dict[int, tuple[Conf
             item.regressed += 1
         else:
             item.improved += 1
-    history.transitions = sorted(found.values(), key=lambda t: (t.run, t.config, t.suite))
+    history.transitions = list(found.values())  # by run, then configuration and suite (cid's order)
 
 
 def geomean_change(transitions: Sequence[Transition]) -> Optional[float]:

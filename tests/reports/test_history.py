@@ -118,3 +118,17 @@ def test_a_retry_within_a_run_counts_once_the_latest_attempt(write_results):
     assert _figures(with_retry) == _figures(without)
     (step,) = [t for t in without.transitions if t.run == 2 and t.config.stack == "inductor"]
     assert (step.common, step.regressed, step.newly_failing) == (3, 1, 0)
+
+
+def test_points_and_transitions_come_by_run_configuration_and_suite(write_results):
+    from tests.reports.conftest import STACKS
+
+    lines = [craft_line(model, stack, times=[t * (1 + night / 10)] * 3, run_id=f"night-{night}",
+                        timestamp=1000.0 * night, precision=precision, accelerator=accelerator)
+             for night in range(2) for t, model in ((1.0, "mlp"), (2.0, "cnn")) for stack in STACKS
+             for precision in ("fp32", "bf16") for accelerator in ("cpu", "CPU-ü")]
+    engine, _, history = _history(write_results(lines))
+    engine.close()
+    assert len(history.points) == 2 * len(STACKS) * 2 * 2 and len(history.transitions) == len(history.points) // 2
+    for items in (history.points, history.transitions):
+        assert items == sorted(items, key=lambda item: (item.run, item.config, item.suite))
