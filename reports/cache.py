@@ -89,25 +89,27 @@ def _copy_range(path: Path, start: int, stop: int, target: Path) -> None:
 class _Parsed:
     """What one parse of a byte range of a file found (ordinals and lines relative to it)."""
 
-    def __init__(self, rows: int, terminated_rows: int, lines: int, bad: list[BadLine],
+    def __init__(self, rows: int, terminated_rows: int, index: eng.NewlineIndex, bad: list[BadLine],
                  unusable: list[int], provenance: dict[str, eng.Provenance]) -> None:
         self.rows = rows
         self.terminated_rows = terminated_rows
-        self.lines = lines
+        self.index = index
+        self.lines = index.lines
         self.bad = bad
         self.unusable = unusable
         self.provenance = provenance
 
 
 def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
-           line_offset: int) -> _Parsed:
-    """Parse `source` (a file, or a copy of a byte range of one) into `table`.
+           line_offset: int, details: bool = True) -> _Parsed:
+    """Parse `source` (a file, or a copy of a byte range of one) into `table` (with the
+    details, or not: `eng.scan_into`).
 
     The file's newlines are indexed in a thread while DuckDB parses it (both are needed:
     the line numbers of what was set aside, and each run's first line)."""
     indexing = eng.BackgroundIndex(source)
     try:
-        rows = eng.scan_into(con, source, table)
+        rows = eng.scan_into(con, source, table, details=details)
         size = source.stat().st_size
         partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
         terminated_rows = rows - 1 if partial else rows
@@ -117,10 +119,10 @@ def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display
     except BaseException:
         indexing.cancel()
         raise
-    located, lines = eng.lines_at(source, index, wanted), index.lines
+    located = eng.lines_at(source, index, wanted)
     bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
     provenance = eng.provenance_of(located, runs)
-    return _Parsed(rows, terminated_rows, lines, bad, unusable, provenance)
+    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance)
 
 
 def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0) -> str:
@@ -133,10 +135,11 @@ def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None,
 
 
 def _uncached(con: Any, path: Path, table: str) -> FileScan:
+    # Nothing is kept: the details are read only for the lines selected.
     parsed = _parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
-                    line_offset=0)
+                    line_offset=0, details=False)
     return eng.FileScan(path, f"({_rows_relation(table, 0)})", parsed.rows, parsed.bad,
-                        parsed.unusable, parsed.provenance)
+                        parsed.unusable, parsed.provenance, details=False, index=parsed.index)
 
 
 def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table: str) -> FileScan:

@@ -187,9 +187,10 @@ def _transitions(engine: Engine, history: History, configs: dict[int, tuple[Conf
         SELECT id, was_id, idx, cid, med / was_med AS ratio
         FROM steps WHERE passed AND was_passed AND abs(med / was_med - 1) > ?
     """, [threshold])
+    engine.ensure_details(i for pair in con.execute("SELECT id, was_id FROM candidates").fetchall() for i in pair)
     con.execute("""
         CREATE OR REPLACE TEMP TABLE candidate_times AS
-        SELECT id, times FROM lines
+        SELECT id, times FROM details
         WHERE id IN (SELECT id FROM candidates UNION ALL SELECT was_id FROM candidates)
     """)
     for row in con.execute("""

@@ -1,5 +1,6 @@
 """The engine's own steps: finding lines by ordinal, and the parse of one file."""
 
+import json
 import random
 
 import pytest
@@ -72,3 +73,64 @@ def test_corrupted_lines_leave_the_other_rows_as_they_were(write_results):
     assert not clean.bad_lines
     assert [b.lineno for b in dirty.bad_lines] == [3, 10, 17]
     assert dirty.total_lines == clean.total_lines + 3
+
+
+def _records(loaded):
+    return [tuple(sorted(vars(r).items(), key=lambda kv: kv[0])) for r in loaded.records]
+
+
+def test_details_read_again_for_the_selected_lines_match_a_full_read(write_results, tmp_path):
+    """Without the cache only the lines' own columns are kept for every line; a selected
+    line's details (times, error, dynamo figures, paired speedup, flags...) are parsed
+    again from its text. They are those of a read keeping every column (the cache)."""
+    from reports.load import load
+
+    lines = []
+    for night in range(3):
+        for model, t in (("mlp", 1.0), ("cnn", 2.0)):
+            for stack in ("eager", "inductor"):
+                line = craft_line(model, stack, times=[t, t * 1.1, t * 0.9], run_id=f"night-{night}",
+                                  timestamp=100.0 * night, peak_host=1000 + night, cold_start=t * 5)
+                line["summary"] = {"dynamo_graph_count": 2, "dynamo_graph_break_reasons": {"a": 1, "b": 2},
+                                   "calls_captured": 7, "unreliable": night == 2,
+                                   "unreliable_reasons": ["busy"],
+                                   "paired_speedup": {"speedup": 1.5, "p_value": 0.01, "method": "paired"}}
+                lines.append(line)
+        lines.append(craft_line("cnn", "inductor", status="failed", error="Traceback\nRuntimeError: boom",
+                                run_id=f"night-{night}", timestamp=100.0 * night + 1))
+        lines += ["", '{"cut": ', "  "]
+    lines.append(craft_line("mlp", "inductor", code="PASS", run_id="verify", timestamp=1000.0))  # lends its code
+    path = write_results(lines)
+    for run in (None, "night-1", "verify"):
+        uncached = load([path], run=run)
+        cached = load([path], run=run, cache_dir=tmp_path / "cache")
+        warm = load([path], run=run, cache_dir=tmp_path / "cache")
+        assert _records(uncached) == _records(cached) == _records(warm)
+        assert uncached.records
+    latest = {(r.model, r.config.stack): r for r in load([path]).records}
+    assert latest["cnn", "inductor"].error == "RuntimeError: boom"
+    assert latest["mlp", "inductor"].verification_code == "PASS" and latest["mlp", "inductor"].unreliable
+    assert latest["mlp", "inductor"].per_iter_times == [1.0, 1.1, 0.9]
+    assert (latest["mlp", "eager"].graph_count, latest["mlp", "eager"].unique_graph_breaks) == (2, 2)
+    assert (latest["mlp", "eager"].paired_p_value, latest["mlp", "eager"].paired_method) == (0.01, "paired")
+
+
+def test_a_file_rewritten_while_it_is_read_is_an_error_not_wrong_details(write_results):
+    from reports.columnar import Engine
+    from reports.errors import ReportError
+    from reports.load import load
+
+    path = write_results([craft_line("mlp", times=[1.0]), craft_line("cnn", times=[2.0])])
+    with Engine(None) as engine:
+        engine.add([path])
+        path.write_text("\n".join(json.dumps(craft_line(m, times=[3.0])) for m in ("cnn", "mlp")) + "\n")
+        with pytest.raises(ReportError, match="changed while it was read"):
+            load([path], engine=engine)
+
+
+def test_a_file_of_unreadable_lines_only_loads_nothing(write_results):
+    from reports.load import load
+
+    loaded = load([write_results(['{"cut', "[1]", '{"hello": 1}'])])
+    assert loaded.records == [] and [b.lineno for b in loaded.bad_lines] == [1, 2]
+    assert len(loaded.unusable) == 1
