@@ -87,18 +87,16 @@ class Engine:
         (`--no-cache`) has the wanted lines' text read again and parsed by the same SQL, and
         each line checked to be the one parsed first (the same experiment key).
         """
+        wanted: dict[int, list[int]] = {}
+        for identifier in set(int(i) for i in ids if i is not None) - (self._detailed or set()):
+            wanted.setdefault(identifier // ID_STRIDE, []).append(identifier % ID_STRIDE)
         columns = ", ".join(eng.DETAIL_COLUMNS)
-        if self._detailed is None:
-            # Empty, with the columns' types: the parse of no line.
-            empty = self._temp / "details.jsonl"
-            empty.write_bytes(b"")
-            eng.scan_into(self.con, empty, "detail_lines")
+        if self._detailed is None and not wanted:
+            # Nothing to hold yet: empty, with the columns' types (the parse of no line).
+            self._parse_lines([])
             self.con.execute(f"CREATE OR REPLACE TEMP TABLE details AS SELECT 0::BIGINT AS id, {columns} "
                              f"FROM detail_lines")
             self._detailed = set()
-        wanted: dict[int, list[int]] = {}
-        for identifier in set(int(i) for i in ids if i is not None) - self._detailed:
-            wanted.setdefault(identifier // ID_STRIDE, []).append(identifier % ID_STRIDE)
         for index, ordinals in sorted(wanted.items()):
             scan = self.files[index]
             ordinals.sort()
@@ -108,25 +106,26 @@ class Engine:
                 source = (f"SELECT {index} * {ID_STRIDE} + ord AS id, {columns} FROM {scan.relation} "
                           f"WHERE ord IN (SELECT ord FROM detail_ords)")
             else:
-                source = self._reparse(index, scan, ordinals, columns)
-            self.con.execute(f"INSERT INTO details {source}")
+                # The line parsed again must be the one parsed first: the same experiment key.
+                located = eng.lines_at(scan.path, scan.index, ordinals) if scan.index is not None else {}
+                self._parse_lines([located[o][1] for o in ordinals if o in located])
+                source = (f"SELECT {index} * {ID_STRIDE} + w.ord AS id, {columns} "
+                          f"FROM detail_lines d JOIN detail_ords w ON d.rowid = w.pos "
+                          f"JOIN {scan.relation} r ON r.ord = w.ord WHERE d.kind = 0 AND d.key = r.key")
+            if self._detailed is None:
+                added = self.con.execute(f"CREATE OR REPLACE TEMP TABLE details AS {source}").fetchone()[0]
+                self._detailed = set()
+            else:
+                added = self.con.execute(f"INSERT INTO details {source}").fetchone()[0]
+            if added != len(ordinals):
+                raise ReportError(f"results file {str(scan.path)!r} changed while it was read: read it again")
             self._detailed.update(index * ID_STRIDE + o for o in ordinals)
 
-    def _reparse(self, index: int, scan: FileScan, ordinals: list[int], columns: str) -> str:
-        assert scan.index is not None
-        located = eng.lines_at(scan.path, scan.index, ordinals)
-        if len(located) != len(ordinals):
-            raise ReportError(f"results file {str(scan.path)!r} changed while it was read: read it again")
-        text = self._temp / "details.jsonl"
-        text.write_bytes(b"".join(located[o][1] + b"\n" for o in ordinals))
-        eng.scan_into(self.con, text, "detail_lines")
-        same = self.con.execute(
-            f"SELECT count(*) FROM detail_lines d JOIN detail_ords w ON d.rowid = w.pos "
-            f"JOIN {scan.relation} r ON r.ord = w.ord WHERE d.kind = 0 AND d.key = r.key").fetchone()[0]
-        if same != len(ordinals):
-            raise ReportError(f"results file {str(scan.path)!r} changed while it was read: read it again")
-        return (f"SELECT {index} * {ID_STRIDE} + w.ord AS id, {columns} "
-                f"FROM detail_lines d JOIN detail_ords w ON d.rowid = w.pos")
+    def _parse_lines(self, texts: list[bytes]) -> None:
+        """TEMP table `detail_lines`: these lines parsed with every column, in order."""
+        path = self._temp / "details.jsonl"
+        path.write_bytes(b"".join(text + b"\n" for text in texts))
+        eng.scan_into(self.con, path, "detail_lines")
 
     def tmp_path(self, name: str) -> Path:
         return self._temp / name
