@@ -89,29 +89,40 @@ def _copy_range(path: Path, start: int, stop: int, target: Path) -> None:
 class _Parsed:
     """What one parse of a byte range of a file found (ordinals and lines relative to it)."""
 
-    def __init__(self, rows: int, terminated_rows: int, lines: int, bad: list[BadLine],
+    def __init__(self, rows: int, terminated_rows: int, index: eng.NewlineIndex, bad: list[BadLine],
                  unusable: list[int], provenance: dict[str, eng.Provenance]) -> None:
         self.rows = rows
         self.terminated_rows = terminated_rows
-        self.lines = lines
+        self.index = index
+        self.lines = index.lines
         self.bad = bad
         self.unusable = unusable
         self.provenance = provenance
 
 
 def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
-           line_offset: int, count_lines: bool) -> _Parsed:
-    """Parse `source` (a file, or a copy of a byte range of one) into `table`."""
-    rows = eng.scan_into(con, source, table)
-    size = source.stat().st_size
-    partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
-    terminated_rows = rows - 1 if partial else rows
-    unreadable, nameless, runs = eng.set_aside(con, table)
-    wanted = unreadable + nameless + list(runs.values())
-    located, lines = eng.locate_lines(source, wanted, count_all=count_lines)
+           line_offset: int, details: bool = True) -> _Parsed:
+    """Parse `source` (a file, or a copy of a byte range of one) into `table` (with the
+    details, or not: `eng.scan_into`).
+
+    The file's newlines are indexed in a thread while DuckDB parses it (both are needed:
+    the line numbers of what was set aside, and each run's first line)."""
+    indexing = eng.BackgroundIndex(source)
+    try:
+        rows = eng.scan_into(con, source, table, details=details)
+        size = source.stat().st_size
+        partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
+        terminated_rows = rows - 1 if partial else rows
+        unreadable, nameless, runs = eng.set_aside(con, table)
+        wanted = unreadable + nameless + list(runs.values())
+        index = indexing.result()
+    except BaseException:
+        indexing.cancel()
+        raise
+    located = eng.lines_at(source, index, wanted)
     bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
     provenance = eng.provenance_of(located, runs)
-    return _Parsed(rows, terminated_rows, lines, bad, unusable, provenance)
+    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance)
 
 
 def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0) -> str:
@@ -124,10 +135,11 @@ def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None,
 
 
 def _uncached(con: Any, path: Path, table: str) -> FileScan:
+    # Nothing is kept: the details are read only for the lines selected.
     parsed = _parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
-                    line_offset=0, count_lines=False)
+                    line_offset=0, details=False)
     return eng.FileScan(path, f"({_rows_relation(table, 0)})", parsed.rows, parsed.bad,
-                        parsed.unusable, parsed.provenance)
+                        parsed.unusable, parsed.provenance, details=False, index=parsed.index)
 
 
 def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table: str) -> FileScan:
@@ -215,7 +227,7 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
             tail = temp / f"{table}.tail.jsonl"
             _copy_range(path, cached_size, size, tail)
             parsed = _parse(con, tail, table, terminated_bytes=terminated - cached_size,
-                            display=path, line_offset=lines, count_lines=True)
+                            display=path, line_offset=lines)
             if parsed.terminated_rows:
                 part = _write_part(con, folder, _rows_relation(table, rows, below=parsed.terminated_rows))
                 parts.append(part)
@@ -238,7 +250,7 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
         for stale in folder.glob("part-*.parquet"):
             stale.unlink(missing_ok=True)
         parsed = _parse(con, path, table, terminated_bytes=terminated, display=path,
-                        line_offset=0, count_lines=True)
+                        line_offset=0)
         part = _write_part(con, folder, _rows_relation(table, 0, below=parsed.terminated_rows))
         parts = [part]
         # This process reads the parsed rows from memory; later ones from the Parquet part.

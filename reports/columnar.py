@@ -2,8 +2,9 @@
 
 `reports.engine` parses and normalises a file; `reports.cache` keeps what was parsed; this
 module puts the files together: `lines` has one row per usable results line of every file,
-with `fi` (the file's index), `ord` (the line's ordinal in its file), `id` and the
-normalised columns (`reports.engine.NORMALISED`, `DERIVED`).
+with `fi` (the file's index), `ord` (the line's ordinal in its file), `id` and the columns
+every line needs (`reports.engine.LINE_COLUMNS`, `DERIVED`). The details of selected lines
+(`reports.engine.DETAIL_COLUMNS`) are gathered in the `details` table by `ensure_details`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from reports import cache
+from reports import engine as eng
 from reports.engine import DERIVED, ID_STRIDE, FileScan, connect, expand_paths
 from reports.errors import ReportError
 
@@ -30,6 +32,7 @@ class Engine:
         self.con = connect(self._temp, threads)
         self.cache_dir = cache_dir
         self.files: list[FileScan] = []
+        self._detailed: Optional[set[int]] = None  # the ids in `details`, once made
 
     def close(self) -> None:
         try:
@@ -67,14 +70,62 @@ class Engine:
         return added
 
     def _define_view(self) -> None:
+        columns = ", ".join(eng.LINE_COLUMNS)
         parts = [
-            f"SELECT {index} AS fi, ord, {index} * {ID_STRIDE} + ord AS id, * EXCLUDE (ord), {DERIVED} "
+            f"SELECT {index} AS fi, ord, {index} * {ID_STRIDE} + ord AS id, {columns}, {DERIVED} "
             f"FROM {scan.relation}"
             for index, scan in enumerate(self.files)
         ]
         if not parts:
             raise ReportError("no results file given")
         self.con.execute("CREATE OR REPLACE TEMP VIEW lines AS " + " UNION ALL ".join(parts))
+
+    def ensure_details(self, ids: Iterable[int]) -> None:
+        """Make TEMP table `details` (`id` and `reports.engine.DETAIL_COLUMNS`) hold these lines.
+
+        A file read with its details (cached) gives them from its rows; a file read without
+        (`--no-cache`) has the wanted lines' text read again and parsed by the same SQL, and
+        each line checked to be the one parsed first (the same experiment key).
+        """
+        wanted: dict[int, list[int]] = {}
+        for identifier in set(int(i) for i in ids if i is not None) - (self._detailed or set()):
+            wanted.setdefault(identifier // ID_STRIDE, []).append(identifier % ID_STRIDE)
+        columns = ", ".join(eng.DETAIL_COLUMNS)
+        if self._detailed is None and not wanted:
+            # Nothing to hold yet: empty, with the columns' types (the parse of no line).
+            self._parse_lines([])
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE details AS SELECT 0::BIGINT AS id, {columns} "
+                             f"FROM detail_lines")
+            self._detailed = set()
+        for index, ordinals in sorted(wanted.items()):
+            scan = self.files[index]
+            ordinals.sort()
+            self.con.execute("CREATE OR REPLACE TEMP TABLE detail_ords AS SELECT unnest(range(len(o))) AS pos, "
+                             "unnest(o) AS ord FROM (SELECT ?::BIGINT[] AS o)", [ordinals])
+            if scan.details:
+                source = (f"SELECT {index} * {ID_STRIDE} + ord AS id, {columns} FROM {scan.relation} "
+                          f"WHERE ord IN (SELECT ord FROM detail_ords)")
+            else:
+                # The line parsed again must be the one parsed first: the same experiment key.
+                located = eng.lines_at(scan.path, scan.index, ordinals) if scan.index is not None else {}
+                self._parse_lines([located[o][1] for o in ordinals if o in located])
+                source = (f"SELECT {index} * {ID_STRIDE} + w.ord AS id, {columns} "
+                          f"FROM detail_lines d JOIN detail_ords w ON d.rowid = w.pos "
+                          f"JOIN {scan.relation} r ON r.ord = w.ord WHERE d.kind = 0 AND d.key = r.key")
+            if self._detailed is None:
+                added = self.con.execute(f"CREATE OR REPLACE TEMP TABLE details AS {source}").fetchone()[0]
+                self._detailed = set()
+            else:
+                added = self.con.execute(f"INSERT INTO details {source}").fetchone()[0]
+            if added != len(ordinals):
+                raise ReportError(f"results file {str(scan.path)!r} changed while it was read: read it again")
+            self._detailed.update(index * ID_STRIDE + o for o in ordinals)
+
+    def _parse_lines(self, texts: list[bytes]) -> None:
+        """TEMP table `detail_lines`: these lines parsed with every column, in order."""
+        path = self._temp / "details.jsonl"
+        path.write_bytes(b"".join(text + b"\n" for text in texts))
+        eng.scan_into(self.con, path, "detail_lines")
 
     def tmp_path(self, name: str) -> Path:
         return self._temp / name

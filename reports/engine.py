@@ -3,9 +3,16 @@
 DuckDB's JSON reader parses each file (`read_ndjson`, typed columns, `records=true`) into a
 table with one row per non-blank line, in file order. A line that is not valid JSON, or not
 a JSON object, comes back as a row of NULLs; so does a valid object holding none of the keys
-read. Those rows, and the lines naming no model or experiment, are set aside; a single pass
-over the file's bytes then finds their line numbers (and, for the first line of each run,
-the command and environment: the provenance), without parsing anything else in Python.
+read. Those rows, and the lines naming no model or experiment, are set aside. Meanwhile a
+thread indexes every newline of the file (numpy, one block at a time: `index_newlines`), so
+that their line numbers and texts (and, for the first line of each run, the command and
+environment: the provenance) are found without parsing anything else in Python.
+
+A file read for the cache keeps every normalised column. Read without it (`--no-cache`),
+only the columns every line needs are kept (`LINE_COLUMNS`: about a sixth less work over a
+million lines); the details of the few lines selected (`DETAIL_COLUMNS`: per-run times,
+error, dynamo figures...) are parsed again from their text by the same SQL
+(`reports.columnar.Engine.ensure_details`).
 
 Every figure is read tolerantly, as `core.schema` does: a whole-experiment figure from the
 line's `summary`, else from `metrics` (the layout before `summary`); values of the wrong
@@ -21,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -94,8 +102,37 @@ def _duck_type(spec: Any) -> str:
     return spec
 
 
-def _columns_argument() -> str:
-    return "{" + ", ".join(f"'{name}': '{_duck_type(spec)}'" for name, spec in READ_COLUMNS.items()) + "}"
+#: What only the details (`DETAIL_COLUMNS`) read: left out of a read without them.
+_DETAIL_READ = (
+    *(f"{side}.{name}" for side in ("metrics", "summary") for name in (
+        "peak_host_memory_bytes", "dynamo_graph_count", "dynamo_unique_graphs", "dynamo_graph_breaks",
+        "dynamo_graph_break_reasons", "calls_captured", "dynamo_counters")),
+    "metrics.eager_peak_device_memory_bytes",
+    "summary.paired_speedup.p_value", "summary.paired_speedup.method",
+    "summary.unreliable", "summary.unreliable_reasons", "summary.unreliable_reason",
+)
+
+
+def _without(spec: dict[str, Any], paths: Iterable[str]) -> dict[str, Any]:
+    """`spec` less the dotted paths."""
+    pruned = {name: (dict(sub) if isinstance(sub, dict) else sub) for name, sub in spec.items()}
+    for path in paths:
+        *parents, leaf = path.split(".")
+        node = pruned
+        for parent in parents:
+            node[parent] = dict(node[parent])
+            node = node[parent]
+        del node[leaf]
+    return pruned
+
+
+#: What DuckDB reads of each line when the details are not kept (the same top-level keys,
+#: so a line is set aside exactly as with every column).
+LINE_READ_COLUMNS = _without(READ_COLUMNS, _DETAIL_READ)
+
+
+def _columns_argument(columns: dict[str, Any]) -> str:
+    return "{" + ", ".join(f"'{name}': '{_duck_type(spec)}'" for name, spec in columns.items()) + "}"
 
 
 def _finite(expression: str) -> str:
@@ -125,26 +162,26 @@ _ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS)
 
 _NOT_RUN_CODES = ", ".join(_sql_text(c.value) for c in (VerificationCode.VERIFIER_SKIPPED, VerificationCode.VERIFIER_DIDNT_RUN))
 
-#: The normalised columns, computed from the typed read in the same pass.
-NORMALISED = f"""
-    CASE WHEN {_ALL_NULL} THEN 2
+#: The normalised columns, computed from the typed read in the same pass: (name, SQL).
+_NORMALISED_COLUMNS: list[tuple[str, str]] = [
+    ("kind", f"""CASE WHEN {_ALL_NULL} THEN 2
          WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN 1
-         ELSE 0 END AS kind,
-    COALESCE(run_id, '') AS run,
-    COALESCE({_finite('"timestamp"')}, 0.0) AS ts,
-    COALESCE({_finite('finished_at')}, {_finite('"timestamp"')}, 0.0) AS fin,
-    COALESCE(model.suite_name, '') AS suite,
-    model.model_name AS model,
-    COALESCE(experiment.accelerator, '?') AS accelerator,
-    CASE WHEN stack_label IS NOT NULL AND stack_label <> '' THEN stack_label
+         ELSE 0 END"""),
+    ("run", """COALESCE(run_id, '')"""),
+    ("ts", f"""COALESCE({_finite('"timestamp"')}, 0.0)"""),
+    ("fin", f"""COALESCE({_finite('finished_at')}, {_finite('"timestamp"')}, 0.0)"""),
+    ("suite", """COALESCE(model.suite_name, '')"""),
+    ("model", """model.model_name"""),
+    ("accelerator", """COALESCE(experiment.accelerator, '?')"""),
+    ("stack", """CASE WHEN stack_label IS NOT NULL AND stack_label <> '' THEN stack_label
          WHEN experiment IS NULL THEN '?'
          ELSE COALESCE(NULLIF(concat_ws('+', NULLIF(experiment.xla, ''), NULLIF(experiment.dynamo, ''),
-                                        NULLIF(experiment.torch_xla2, '')), ''), 'eager') END AS stack,
-    COALESCE(experiment.test, '?') AS test,
-    COALESCE(experiment.precision, 'fp32') AS precision,
-    COALESCE(experiment.xla_flags, '') AS xla_flags,
-    CASE WHEN experiment.mode IS NULL OR experiment.mode IN ('', 'default') THEN '' ELSE experiment.mode END AS mode,
-    concat_ws(' ',
+                                        NULLIF(experiment.torch_xla2, '')), ''), 'eager') END"""),
+    ("test", """COALESCE(experiment.test, '?')"""),
+    ("precision", """COALESCE(experiment.precision, 'fp32')"""),
+    ("xla_flags", """COALESCE(experiment.xla_flags, '')"""),
+    ("mode", """CASE WHEN experiment.mode IS NULL OR experiment.mode IN ('', 'default') THEN '' ELSE experiment.mode END"""),
+    ("extras", f"""concat_ws(' ',
         CASE WHEN experiment.matmul_precision IS NOT NULL
                   AND experiment.matmul_precision <> {_sql_text(DEFAULT_MATMUL_PRECISION)}
              THEN 'matmul_precision=' || experiment.matmul_precision END,
@@ -154,46 +191,58 @@ NORMALISED = f"""
              THEN 'optimizer=' || experiment.optimizer END,
         CASE WHEN experiment.amp_dtype IS NOT NULL AND experiment.amp_dtype <> ''
              THEN 'amp_dtype=' || experiment.amp_dtype END,
-        CASE WHEN model.reduced THEN 'reduced' END) AS extras,
-    TRY_CAST(COALESCE({_positive('batch_size_used')}, {_positive('experiment.batch_size')}) AS BIGINT) AS bs,
-    hash(COALESCE(NULLIF(fingerprint, ''), concat_ws('|', model.suite_name, model.model_name,
+        CASE WHEN model.reduced THEN 'reduced' END)"""),
+    ("bs", f"""TRY_CAST(COALESCE({_positive('batch_size_used')}, {_positive('experiment.batch_size')}) AS BIGINT)"""),
+    ("key", """hash(COALESCE(NULLIF(fingerprint, ''), concat_ws('|', model.suite_name, model.model_name,
         model.reduced::VARCHAR, experiment.accelerator, experiment.xla, experiment.dynamo,
         experiment.torch_xla2, experiment.test, experiment.xla_flags, experiment.precision,
         experiment.batch_size::VARCHAR, experiment.matmul_precision,
         experiment.enable_functionalization::VARCHAR, experiment.disable_tf32::VARCHAR,
-        experiment.optimizer, experiment.amp_dtype, experiment.mode)), stack, mode) AS key,
-    COALESCE(NULLIF(left(fingerprint, 12), ''), 'h' || left(printf('%016x', key), 11)) AS fp,
-    CASE WHEN status IN ('ok', 'failed', 'skipped') THEN status
+        experiment.optimizer, experiment.amp_dtype, experiment.mode)), stack, mode)"""),
+    ("fp", """COALESCE(NULLIF(left(fingerprint, 12), ''), 'h' || left(printf('%016x', key), 11))"""),
+    ("status", """CASE WHEN status IN ('ok', 'failed', 'skipped') THEN status
          WHEN status IS NOT NULL THEN 'failed'
          WHEN metrics.error = 'SKIP' THEN 'skipped'
          WHEN COALESCE(metrics.error, '') <> '' THEN 'failed'
-         ELSE 'ok' END AS status,
-    COALESCE(verification_code, {_sql_text(VerificationCode.VERIFIER_DIDNT_RUN.value)}) AS code,
-    _times AS times,
-    COALESCE(len(_times), 0) AS n_times,
-    list_aggregate(_times, 'median') AS med,
-    {_figure('cold_start_time')} AS cold,
-    {_figure('compile_time_s')} AS compile_given,
-    COALESCE({_positive('summary.peak_device_memory_bytes')}, {_positive('metrics.peak_device_memory_bytes')}) AS peak_dev,
-    COALESCE({_positive('summary.peak_host_memory_bytes')}, {_positive('metrics.peak_host_memory_bytes')}) AS peak_host,
-    {_positive('summary.eager_peak_device_memory_bytes')} AS eager_peak_dev,
-    CASE WHEN trim(COALESCE(metrics.error, '')) NOT IN ('', 'SKIP')
+         ELSE 'ok' END"""),
+    ("code", f"""COALESCE(verification_code, {_sql_text(VerificationCode.VERIFIER_DIDNT_RUN.value)})"""),
+    ("times", """_times"""),
+    ("n_times", """COALESCE(len(_times), 0)"""),
+    ("med", """list_aggregate(_times, 'median')"""),
+    ("cold", f"""{_figure('cold_start_time')}"""),
+    ("compile_given", f"""{_figure('compile_time_s')}"""),
+    ("peak_dev", f"""COALESCE({_positive('summary.peak_device_memory_bytes')}, {_positive('metrics.peak_device_memory_bytes')})"""),
+    ("peak_host", f"""COALESCE({_positive('summary.peak_host_memory_bytes')}, {_positive('metrics.peak_host_memory_bytes')})"""),
+    ("eager_peak_dev", f"""{_positive('summary.eager_peak_device_memory_bytes')}"""),
+    ("error", """CASE WHEN trim(COALESCE(metrics.error, '')) NOT IN ('', 'SKIP')
          THEN left(list_last(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> '')), 300)
-         ELSE '' END AS error,
-    COALESCE(skip_reason, CASE WHEN metrics.error = 'SKIP' THEN 'SKIP' END, '') AS skip_reason,
-    COALESCE(experiment.accelerator_model, '') AS accel_model,
-    {_figure('dynamo_graph_count')} AS graph_count,
-    {_figure('dynamo_unique_graphs')} AS unique_graphs,
-    {_figure('dynamo_graph_breaks')} AS graph_breaks,
-    COALESCE(cardinality(summary.dynamo_graph_break_reasons), cardinality(metrics.dynamo_graph_break_reasons)) AS unique_graph_breaks,
-    COALESCE({_finite('summary.calls_captured')}, {_finite('summary.dynamo_counters.stats.calls_captured')},
-             {_finite('metrics.calls_captured')}, {_finite('metrics.dynamo_counters.stats.calls_captured')}) AS calls_captured,
-    COALESCE({_positive('summary.paired_speedup.speedup')}, {_positive('summary.paired_speedup.median')}) AS paired,
-    {_finite('summary.paired_speedup.p_value')} AS paired_p,
-    COALESCE(summary.paired_speedup.method, '') AS paired_method,
-    COALESCE(summary.unreliable, false) AS unreliable,
-    COALESCE(array_to_string(summary.unreliable_reasons, '; '), summary.unreliable_reason, '') AS unreliable_reason
-"""
+         ELSE '' END"""),
+    ("skip_reason", """COALESCE(skip_reason, CASE WHEN metrics.error = 'SKIP' THEN 'SKIP' END, '')"""),
+    ("accel_model", """COALESCE(experiment.accelerator_model, '')"""),
+    ("graph_count", f"""{_figure('dynamo_graph_count')}"""),
+    ("unique_graphs", f"""{_figure('dynamo_unique_graphs')}"""),
+    ("graph_breaks", f"""{_figure('dynamo_graph_breaks')}"""),
+    ("unique_graph_breaks", """COALESCE(cardinality(summary.dynamo_graph_break_reasons), cardinality(metrics.dynamo_graph_break_reasons))"""),
+    ("calls_captured", f"""COALESCE({_finite('summary.calls_captured')}, {_finite('summary.dynamo_counters.stats.calls_captured')},
+             {_finite('metrics.calls_captured')}, {_finite('metrics.dynamo_counters.stats.calls_captured')})"""),
+    ("paired", f"""COALESCE({_positive('summary.paired_speedup.speedup')}, {_positive('summary.paired_speedup.median')})"""),
+    ("paired_p", f"""{_finite('summary.paired_speedup.p_value')}"""),
+    ("paired_method", """COALESCE(summary.paired_speedup.method, '')"""),
+    ("unreliable", """COALESCE(summary.unreliable, false)"""),
+    ("unreliable_reason", """COALESCE(array_to_string(summary.unreliable_reasons, '; '), summary.unreliable_reason, '')"""),
+]
+
+#: The columns only a selected line needs (a record's details); every other column is
+#: needed for every line (selecting, grouping into runs, the history).
+DETAIL_COLUMNS = ("fp", "times", "peak_host", "error", "skip_reason", "graph_count", "unique_graphs",
+                  "graph_breaks", "unique_graph_breaks", "calls_captured", "paired_p", "paired_method",
+                  "unreliable", "unreliable_reason")
+#: Every normalised column (a file read with its details, or cached).
+NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
+#: The columns of every line (`kind` aside, which only sets lines aside).
+LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name != "kind")
+_LINE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS)
+
 
 #: Columns every reader of the `lines` view can rely on, besides fi, ord and id.
 DERIVED = """
@@ -234,6 +283,10 @@ class FileScan:
     unusable: list[int] = field(default_factory=list)
     provenance: dict[str, Provenance] = field(default_factory=dict)
     from_cache: bool = False
+    #: Whether `relation` holds the `DETAIL_COLUMNS` too; if not, they are read again from
+    #: the lines' text, found with `index`.
+    details: bool = True
+    index: Optional["NewlineIndex"] = None
 
 
 def connect(temp_dir: Path, threads: Optional[int] = None):
@@ -280,14 +333,20 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
     return unique
 
 
-def scan_into(con, source: Path, table: str) -> int:
-    """Parse `source` into TEMP table `table` (every non-blank line, in order); its row count."""
+def scan_into(con, source: Path, table: str, details: bool = True) -> int:
+    """Parse `source` into TEMP table `table` (every non-blank line, in order); its row count.
+
+    Without `details`, the table holds `kind` and `LINE_COLUMNS` only (about a sixth less
+    work over every line); a selected line's details are then read again from its text
+    (`reports.columnar.Engine.ensure_details`).
+    """
+    columns, select = (READ_COLUMNS, NORMALISED) if details else (LINE_READ_COLUMNS, _LINE_NORMALISED)
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {NORMALISED} FROM (SELECT *, "
+        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, "
         f"list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
         f"len(metrics.per_iter_time)), lambda x: isfinite(x)) AS _times FROM read_ndjson("
         f"{_sql_text(str(source))}, format='newline_delimited', records=true, ignore_errors=true, "
-        f"columns={_columns_argument()}))"
+        f"columns={_columns_argument(columns)}))"
     )
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
@@ -300,60 +359,130 @@ def set_aside(con, table: str) -> tuple[list[int], list[int], dict[str, int]]:
     return unreadable, nameless, runs
 
 
-_BLANK_START = frozenset(b" \t\r\x0b\x0c")
+#: Bytes that may open a blank line: ASCII whitespace, as bytes.strip() removes it.
+_BLANK_BYTES = b" \t\r\n\x0b\x0c"
 _BLOCK = 1 << 24
 
 
-def locate_lines(path: Path, ordinals: Sequence[int], count_all: bool = False) -> tuple[dict[int, tuple[int, bytes]], int]:
-    """Line number (1-based) and text of the given ordinals; and the number of lines read.
+@dataclass
+class NewlineIndex:
+    """Where a file's lines end: every newline's offset, and the starts of lines that may
+    be blank (those opening with whitespace)."""
+
+    ends: Any  # numpy int64 array
+    suspects: list[int]
+
+    @property
+    def lines(self) -> int:
+        """The number of newlines read."""
+        return len(self.ends)
+
+
+def index_newlines(path: Path, stop: Optional[threading.Event] = None) -> NewlineIndex:
+    """The file's newlines (and the starts of lines that may be blank).
+
+    numpy finds the newlines of each block (one block in memory, never mapping the file):
+    first the 8-byte words holding one, then the bytes within them. `stop` ends it early.
+    """
+    import numpy as np
+
+    block_size = max(8, _BLOCK - _BLOCK % 8)
+    buffer = bytearray(block_size)
+    view = np.frombuffer(buffer, dtype=np.uint8)
+    is_newline = np.zeros(block_size, dtype=bool)
+    word_has_newline = np.zeros(block_size // 8, dtype=bool)
+    opens_blank = np.zeros(256, dtype=bool)
+    opens_blank[list(_BLANK_BYTES)] = True
+    found: list[Any] = []
+    suspects: list[int] = []
+    base, at_line_start = 0, True
+    with open(path, "rb", buffering=0) as raw:
+        while stop is None or not stop.is_set():
+            size = raw.readinto(buffer)
+            if not size:
+                break
+            block = view[:size]
+            words = -(-size // 8)
+            np.equal(block, 10, out=is_newline[:size])
+            is_newline[size:words * 8] = False
+            np.not_equal(is_newline[:words * 8].view(np.uint64), 0, out=word_has_newline[:words])
+            hits = np.flatnonzero(word_has_newline[:words])
+            rows, columns = np.nonzero(is_newline[:words * 8].reshape(-1, 8)[hits])
+            newlines = hits[rows] * 8 + columns
+            starts = newlines[newlines < size - 1] + 1
+            if at_line_start:
+                starts = np.concatenate((np.zeros(1, dtype=starts.dtype), starts))
+            suspects.extend((starts[opens_blank[block[starts]]] + base).tolist())
+            found.append(newlines + base)
+            at_line_start = bool(block[size - 1] == 10)
+            base += size
+    return NewlineIndex(np.concatenate(found) if found else np.zeros(0, dtype=np.int64), suspects)
+
+
+def lines_at(path: Path, index: NewlineIndex, ordinals: Sequence[int]) -> dict[int, tuple[int, bytes]]:
+    """Line number (1-based) and text of the given ordinals, with the file's index.
 
     An ordinal counts the non-blank lines, as DuckDB's reader numbers its rows; blank and
-    whitespace-only lines count for line numbers only. One pass over the file in blocks
-    (never mapping it, so the pass holds one block in memory). It stops after the last
-    ordinal wanted unless `count_all`, which counts the remaining lines at C speed.
+    whitespace-only lines count for line numbers only. Only the lines wanted are read.
     """
-    wanted = sorted(set(ordinals))
     found: dict[int, tuple[int, bytes]] = {}
-    if not wanted and not count_all:
-        return found, 0
-    index, lineno, ordinal = 0, 0, 0
-    target = wanted[0] if wanted else -1
-    carry = b""
-    with open(path, "rb", buffering=0) as raw:
-        while True:
-            block = raw.read(_BLOCK)
-            if not block:
-                break
-            if index == len(wanted):
-                lineno += block.count(b"\n")
-                continue
-            data = carry + block if carry else block
-            find = data.find
-            pos = 0
-            while True:
-                newline = find(b"\n", pos)
-                if newline < 0:
+    ends = index.ends
+    with open(path, "rb") as raw:
+        blank = []
+        for start in index.suspects:
+            raw.seek(start)
+            if not raw.readline().strip():
+                blank.append(int(ends.searchsorted(start)))  # its index: the newlines before it
+        shift, position = 0, 0
+        for ordinal in sorted(set(ordinals)):
+            while position < len(blank) and blank[position] <= ordinal + shift:
+                shift += 1
+                position += 1
+            line = ordinal + shift
+            if line > len(ends):
+                break  # past the last line
+            raw.seek(int(ends[line - 1]) + 1 if line > 0 else 0)
+            if line < len(ends):
+                text = raw.read(int(ends[line]) - raw.tell())
+            else:
+                text = raw.readline()  # the unterminated last line, if any
+                if not text.strip():
                     break
-                lineno += 1
-                if newline > pos and (data[pos] not in _BLANK_START or data[pos:newline].strip()):
-                    if ordinal == target:
-                        found[ordinal] = (lineno, data[pos:newline])
-                        index += 1
-                        target = wanted[index] if index < len(wanted) else -1
-                    ordinal += 1
-                pos = newline + 1
-                if index == len(wanted):
-                    break
-            if index == len(wanted):
-                if not count_all:
-                    return found, lineno
-                lineno += data.count(b"\n", pos)
-                carry = b""
-                continue
-            carry = data[pos:]
-    if carry and carry.strip() and ordinal == target:
-        found[ordinal] = (lineno + 1, carry)
-    return found, lineno
+                text = text.rstrip(b"\n")
+            found[ordinal] = (line + 1, text)
+    return found
+
+
+class BackgroundIndex:
+    """`index_newlines` of a file in a thread, while DuckDB parses the same file.
+
+    numpy and the reads let go of the GIL, so the pass overlaps the parse: on two cores
+    the parse leaves room for it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._stop = threading.Event()
+        self._result: Optional[NewlineIndex] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(path,), name="reports-newlines", daemon=True)
+        self._thread.start()
+
+    def _run(self, path: Path) -> None:
+        try:
+            self._result = index_newlines(path, stop=self._stop)
+        except BaseException as error:  # handed to the caller of result()
+            self._error = error
+
+    def result(self) -> NewlineIndex:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def cancel(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list[int],

@@ -271,9 +271,10 @@ def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = No
         f"max_by(id, {order}) FILTER (WHERE n_times > 0) AS timed FROM lines WHERE {where} GROUP BY key",
         params)
     usable = con.execute("SELECT COALESCE(sum(n), 0) FROM picks").fetchone()[0]
+    engine.ensure_details(i for pair in con.execute("SELECT pick, timed FROM picks").fetchall() for i in pair)
     rows = con.execute(
-        f"SELECT {_RECORD_COLUMNS}, picks.timed FROM lines JOIN (SELECT pick, timed FROM picks) AS picks "
-        f"ON lines.id = picks.pick").fetchall()
+        f"SELECT {_RECORD_COLUMNS}, picks.timed FROM lines JOIN details USING (id) "
+        f"JOIN (SELECT pick, timed FROM picks) AS picks ON id = picks.pick").fetchall()
     records: list[Record] = []
     lend: dict[int, str] = {}
     for row in rows:
@@ -287,7 +288,7 @@ def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = No
         con.execute("CREATE OR REPLACE TEMP TABLE lent(id BIGINT, lent_code VARCHAR)")
         con.executemany("INSERT INTO lent VALUES (?, ?)", list(lend.items()))
         for row in con.execute(
-                f"SELECT {_RECORD_COLUMNS}, lent_code FROM lines JOIN lent USING (id)").fetchall():
+                f"SELECT {_RECORD_COLUMNS}, lent_code FROM lines JOIN details USING (id) JOIN lent USING (id)").fetchall():
             *line, code = row
             record = record_from_row(tuple(line))
             record.verification_code = code

@@ -90,3 +90,45 @@ def test_p_value_from_u_matches_the_permutation_test():
         u = sum((y > x) + 0.5 * (y == x) for x in base for y in new)
         assert rank_sum_p_from_u(u, len(base), len(new)) == pytest.approx(permutation_p_value(base, new), abs=1e-12)
     assert rank_sum_p_from_u(3.0, 1, 3) is None
+
+
+def _figures(history):
+    points = [(p.run, p.config, p.suite, p.counted, p.skipped, p.verified, p.accurate, p.failed, p.speedups,
+               round(p.log_speedup, 9), p.compiles, round(p.compile_sum, 9), p.ratios) for p in history.points]
+    steps = [(t.run, t.config, t.suite, t.common, round(t.log_change, 9), t.regressed, t.improved, t.noise,
+              t.newly_failing, t.fixed) for t in history.transitions]
+    return points, steps
+
+
+def test_a_retry_within_a_run_counts_once_the_latest_attempt(write_results):
+    """With a retried experiment the history picks each run's latest line per experiment;
+    without one every line is taken as it is. Both give what the retry's absence gives."""
+    fast = {"mlp": 0.5, "cnn": 1.0, "transformer_block": 1.5}
+    nights = _night(0, fast) + _night(1, fast) + _night(2, dict(fast, mlp=0.6))
+    # A first attempt of night-2's inductor cnn, failed and written before the retry.
+    attempt = craft_line("cnn", "inductor", status="failed", code="VERIFIER_DIDNT_RUN", error="boom",
+                         run_id="night-2", timestamp=2000.0)
+    attempt["finished_at"] = 1999.0
+    plain, retried = write_results(nights), write_results(nights[:-3] + [attempt] + nights[-3:])
+    engine, _, without = _history(plain)
+    engine.close()
+    engine, loaded, with_retry = _history(retried)
+    engine.close()
+    assert loaded.total_lines == len(nights) + 1
+    assert _figures(with_retry) == _figures(without)
+    (step,) = [t for t in without.transitions if t.run == 2 and t.config.stack == "inductor"]
+    assert (step.common, step.regressed, step.newly_failing) == (3, 1, 0)
+
+
+def test_points_and_transitions_come_by_run_configuration_and_suite(write_results):
+    from tests.reports.conftest import STACKS
+
+    lines = [craft_line(model, stack, times=[t * (1 + night / 10)] * 3, run_id=f"night-{night}",
+                        timestamp=1000.0 * night, precision=precision, accelerator=accelerator)
+             for night in range(2) for t, model in ((1.0, "mlp"), (2.0, "cnn")) for stack in STACKS
+             for precision in ("fp32", "bf16") for accelerator in ("cpu", "CPU-ü")]
+    engine, _, history = _history(write_results(lines))
+    engine.close()
+    assert len(history.points) == 2 * len(STACKS) * 2 * 2 and len(history.transitions) == len(history.points) // 2
+    for items in (history.points, history.transitions):
+        assert items == sorted(items, key=lambda item: (item.run, item.config, item.suite))
