@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from filelock import FileLock, Timeout
 
+from core.host import cache_root
 from core.results_file import BadLine
 from reports import engine as eng
 from reports.engine import FileScan
@@ -41,8 +42,7 @@ def default_cache_dir() -> Path:
     explicit = os.environ.get("EXPERIMENT_RUNNER_CACHE_DIR")
     if explicit:
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "experiment-runner" / "reports"
+    return cache_root() / "reports"
 
 
 def _digest(path: Path, start: int, stop: int) -> str:
