@@ -134,3 +134,34 @@ def test_a_file_of_unreadable_lines_only_loads_nothing(write_results):
     loaded = load([write_results(['{"cut', "[1]", '{"hello": 1}'])])
     assert loaded.records == [] and [b.lineno for b in loaded.bad_lines] == [1, 2]
     assert len(loaded.unusable) == 1
+
+
+def test_odd_values_in_detail_fields_leave_the_line_columns_as_a_full_read_has_them(tmp_path):
+    """A read without the details leaves fields out of `metrics` and `summary`; a value of
+    the wrong type there must not change what is read of the line itself."""
+    base = craft_line("mlp", "inductor", times=[1.0, 2.0], cold_start=3.0, peak_device=10)
+    base["summary"] = {"cold_start_time": 4.0, "paired_speedup": {"speedup": 2.0}}
+    lines = [json.dumps(base)]
+    odd = [5, "x", [1, 2], {"a": 1}, None, True, {"a": {"b": [1]}}, [{"a": 1}]]
+    for path in engine._DETAIL_READ:
+        for value in odd:
+            line = json.loads(json.dumps(base))
+            *parents, leaf = path.split(".")
+            node = line
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node[leaf] = value
+            lines.append(json.dumps(line))
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    con = engine.connect(tmp_path)
+    try:
+        engine.scan_into(con, path, "with_details")
+        engine.scan_into(con, path, "without", details=False)
+        columns = ", ".join(("kind",) + engine.LINE_COLUMNS)
+        full = con.execute(f"SELECT {columns} FROM with_details ORDER BY rowid").fetchall()
+        slim = con.execute(f"SELECT {columns} FROM without ORDER BY rowid").fetchall()
+    finally:
+        con.close()
+    assert len(full) == len(lines) and full == slim
+    assert {row[0] for row in full} == {0}
