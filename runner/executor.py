@@ -376,7 +376,10 @@ class ExperimentExecutor:
                     f"{EXIT_GRACE_SECONDS:g} s; it was killed"
                 )
                 return
-            self._cancelled.wait(POLL_SECONDS)
+            try:  # wakes as soon as the child exits
+                process.wait(timeout=POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
 
     def run(self, planned: PlannedExperiment, slot: Optional[Slot] = None) -> ResultLine:
         """Run one experiment (on `slot` when given) and return its results line (never
