@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runner.sweep import median_iteration_time  # noqa: E402
 
 
 def sweep(folder: Path, jobs: int, flags: list[str]) -> float:
@@ -40,9 +43,8 @@ def lines_by_fingerprint(folder: Path) -> dict[str, dict]:
 
 
 def median_ms(line: dict) -> float | None:
-    times = (line.get("metrics") or {}).get("per_iter_time") or []
-    timed = times[int((line.get("summary") or {}).get("cold_start_entries", 0)):]
-    return statistics.median(timed) * 1e3 if timed else None
+    seconds = median_iteration_time(line)
+    return seconds * 1e3 if seconds is not None else None
 
 
 def main() -> int:

@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.schema import timed_values  # noqa: E402
 from runner.trust import MIN_WINDOW_SECONDS  # noqa: E402
 STACKS = {
     "eager": ["--xla=None", "--dynamo=None"],
@@ -63,8 +64,8 @@ def measuring_seconds(line: dict) -> float:
     probe = MIN_WINDOW_SECONDS if (summary.get("cpu") or {}).get(
         "others_measured", "").startswith("idle probe") else 0.0
     warmup = sum(summary.get("warmup_times") or [])
-    timed = sum(line.get("metrics", {}).get("per_iter_time") or [])
-    return warmup + timed + probe
+    # The cold-start entry that leads the per-run list is the first warm-up, counted above.
+    return warmup + sum(timed_values(line, "per_iter_time")) + probe
 
 
 def main() -> int:

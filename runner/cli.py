@@ -543,8 +543,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         log.info("running %d experiments at a time: %s", len(slots),
                  "; ".join(slot.describe() for slot in slots))
     try:
-        executor.guard.start()
-        executor.guard.remove_on_exit(executor.scratch.create())
+        executor.start()
         run_plan(plan, suite, sweep_dispatcher(args, executor, slots, plan), claims, report,
                  show_progress=not args.no_progress, no_skip=args.no_skip,
                  durations=expected_durations(known.lines))
@@ -562,8 +561,6 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     finally:
         with signals.deferred():
             executor.close()
-            executor.scratch.remove()
-            executor.guard.close()
     if report.lines:
         print(format_summary(report.lines))
     failed = sum(1 for line in report.lines if line["status"] == "failed")

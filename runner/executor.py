@@ -227,9 +227,19 @@ class ExperimentExecutor:
         self._servers = ForkServers(on_start=self._watch_server)
         self._fork_failure_told = False
 
+    def start(self) -> None:
+        """Start the guard and make the scratch root it removes however the runner ends."""
+        if self.guard is not None:
+            self.guard.start()
+            self.guard.remove_on_exit(self.scratch.create())
+
     def close(self) -> None:
-        """Stop the fork servers (their children are killed with them)."""
+        """Stop the fork servers (their children are killed with them), remove the scratch
+        root and end the guard."""
         self._servers.close()
+        self.scratch.remove()
+        if self.guard is not None:
+            self.guard.close()
 
     def _watch_server(self, server: ForkServer) -> None:
         if self.guard is not None:

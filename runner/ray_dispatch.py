@@ -206,16 +206,13 @@ def run_experiment_task(options: ExecutorOptions, settings: RunSettings, sweep: 
     isolated children of a fresh executor, with its own guard and scratch; its line."""
     import ray
 
-    guard, scratch = ProcessGuard(), ScratchRoot()
-    executor = ExperimentExecutor(options, settings, sweep, guard=guard, scratch=scratch)
-    guard.start()
+    executor = ExperimentExecutor(options, settings, sweep, guard=ProcessGuard(),
+                                  scratch=ScratchRoot())
     try:
-        guard.remove_on_exit(scratch.create())
+        executor.start()
         line = executor.run(planned).to_dict()
     finally:
         executor.close()
-        scratch.remove()
-        guard.close()
     line["environment"]["ray_node_id"] = ray.get_runtime_context().get_node_id()
     line["environment"]["ray_node_ip"] = ray.util.get_node_ip_address()
     return line

@@ -172,13 +172,9 @@ def longest_first(experiments: Iterable[PlannedExperiment],
                   durations: Mapping[str, float]) -> list[PlannedExperiment]:
     """Never-timed experiments first (plan order), then the others, longest first: the
     longest-processing-time rule, which keeps every slot busy until the end."""
-    experiments = list(experiments)
-    if not durations:
-        return experiments
-    unknown = [planned for planned in experiments if planned_duration_key(planned) not in durations]
-    known = [planned for planned in experiments if planned_duration_key(planned) in durations]
-    known.sort(key=lambda planned: -durations[planned_duration_key(planned)])
-    return unknown + known
+    # Stable sort: never-timed ones (infinitely long) first, ties in plan order.
+    return sorted(experiments, key=lambda planned: -durations.get(
+        planned_duration_key(planned), float("inf")))
 
 
 def describe(planned: PlannedExperiment) -> str:
