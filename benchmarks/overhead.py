@@ -7,13 +7,16 @@ The runs alternate between the start methods (A B A B ...) so that the machine's
 hits both alike, and each figure is the median over `--rounds`.
 
     per extra experiment = (T(n) - T(1)) / (n - 1)
-    fixed                = T(1) - per extra experiment
-    overhead             = per extra experiment - the child's own measuring time
+    measuring            = (M(n) - M(1)) / (n - 1)
+    overhead             = per extra experiment - measuring
+    fixed                = T(1) - M(1) - overhead
 
-The child's measuring time (from each line: the timed runs, the warm-up, and the short idle
-probe the contention check takes when the timed runs are too short to judge, see
-runner/trust.py) is what any harness must spend; the overhead is everything else: starting
-the child, importing, building the line, claiming and appending.
+M is the children's own measuring time summed over a sweep's lines: the timed runs, the
+warm-up, and the short idle probe the contention check takes when the timed runs are too
+short to judge (runner/trust.py). That is what any harness must spend; the overhead is
+everything else: starting the child, importing, building the line, claiming and appending.
+The n - 1 extra experiments are the heavier ones (the one experiment is the smallest), so
+their measuring time is their sum, M(n) - M(1), not a typical line's.
 
     python benchmarks/overhead.py [--rounds 3] [--stack eager|pjrt]
 """
@@ -75,7 +78,7 @@ def main() -> int:
     args = parser.parse_args()
     methods = ("spawn", "forkserver")
     walls: dict[tuple[str, str], list[float]] = {}
-    measuring: dict[str, list[float]] = {method: [] for method in methods}
+    measured: dict[tuple[str, str], list[float]] = {}
     count = 0
     with tempfile.TemporaryDirectory(prefix="overhead-") as scratch:
         for round_number in range(args.rounds):
@@ -84,9 +87,10 @@ def main() -> int:
                     folder = Path(scratch) / f"{method}-{name}-{round_number}"
                     wall, lines = sweep(method, args.stack, selection, folder)
                     walls.setdefault((method, name), []).append(wall)
+                    measured.setdefault((method, name), []).append(
+                        sum(measuring_seconds(line) for line in lines))
                     if name == "many":
                         count = len(lines)
-                        measuring[method].extend(measuring_seconds(line) for line in lines)
     print(f"builtin suite, {args.stack}, CPU, --repeat=1 --warmup=1; median of {args.rounds} "
           f"rounds, start methods alternated; 1 experiment vs {count}")
     print(f"{'start method':<12} {'T(1)':>7} {'T(n)':>7} {'per extra':>10} {'fixed':>7} "
@@ -96,9 +100,11 @@ def main() -> int:
         one = statistics.median(walls[(method, "one")])
         many = statistics.median(walls[(method, "many")])
         extra = (many - one) / (count - 1)
-        inner = statistics.median(measuring[method])
+        measured_one = statistics.median(measured[(method, "one")])
+        inner = (statistics.median(measured[(method, "many")]) - measured_one) / (count - 1)
         per_extra[method] = extra - inner
-        print(f"{method:<12} {one:>6.2f}s {many:>6.2f}s {extra:>9.3f}s {one - extra:>6.2f}s "
+        fixed = one - measured_one - per_extra[method]
+        print(f"{method:<12} {one:>6.2f}s {many:>6.2f}s {extra:>9.3f}s {fixed:>6.2f}s "
               f"{inner:>9.3f}s {extra - inner:>8.3f}s")
     ratio = per_extra["spawn"] / per_extra["forkserver"] if per_extra["forkserver"] > 0 else float("inf")
     print(f"overhead per experiment: spawn {per_extra['spawn']:.3f} s, forkserver "

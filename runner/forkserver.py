@@ -46,8 +46,11 @@ START_METHODS = ("forkserver", "spawn")
 #: Read lazily by torch, triton and the CUDA runtime, so a forked child may set them itself.
 PER_CHILD_VARIABLES = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
                                  "CUDA_VISIBLE_DEVICES"})
-#: The runner's own modules a server imports too (no import-time side effects).
-PROJECT_MODULES = ("runner.worker", "runner.probe", "backends", "models", "core.contract")
+#: The runner's own modules a server imports too (no import-time side effects): all a
+#: child imports before it loads its model, so that no child pays for them.
+PROJECT_MODULES = ("runner.worker", "runner.probe", "runner.timing", "runner.trust",
+                   "runner.observers.session", "backends", "backends.runtimes.precision",
+                   "models", "core.contract")
 MAX_MESSAGE_BYTES = 1 << 20
 SERVER_START_TIMEOUT_SECONDS = 300.0
 
@@ -265,8 +268,13 @@ class ForkServers:
 def _preload(modules: Sequence[str]) -> None:
     for name in list(modules) + list(PROJECT_MODULES):
         importlib.import_module(name)
+    import backends
+    import models
     from runner.probe import installed_packages
 
+    # The registries' plug-in modules: imported by discovery, which children repeat.
+    backends.all_stacks()
+    models.suite_names()
     installed_packages()
 
 

@@ -100,6 +100,25 @@ def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_af
         preloaded.close()
 
 
+@pytest.mark.parametrize("stack_name, library, untouched", [
+    ("xla_lazy", "torch_xla", "xla_runtime_initialized"),
+    ("torchax", "jax", "jax_backends_initialized"),
+])
+def test_an_xla_family_server_holds_no_xla_client_or_device(stack_name, library, untouched):
+    from backends import get_stack
+
+    preloaded = ForkServer(get_stack(stack_name).preload,
+                           environment(PJRT_DEVICE="CPU", JAX_PLATFORMS="cpu"))
+    try:
+        state = preloaded.status()
+        assert library in state["modules"]
+        assert state[untouched] is False
+        assert state["cuda_initialized"] is False
+        assert state.get("dynamo_frames_compiled", 0) == 0  # torch_xla imports dynamo
+    finally:
+        preloaded.close()
+
+
 def test_exit_statuses_come_back_as_from_a_spawned_child(server, tmp_path):
     assert run_probe(server, tmp_path, "3")[0] == 3
     code, output = run_probe(server, tmp_path, "fail")
