@@ -53,6 +53,11 @@ PROJECT_MODULES = ("runner.worker", "runner.probe", "runner.timing", "runner.tru
                    "models", "core.contract")
 MAX_MESSAGE_BYTES = 1 << 20
 SERVER_START_TIMEOUT_SECONDS = 300.0
+#: torch.cuda.is_available() through NVML while a server imports: inductor asks it at import
+#: time, and the CUDA runtime's answer would start the driver, which no forked child may
+#: inherit (torch then refuses CUDA in every child: "Cannot re-initialize CUDA in forked
+#: subprocess").
+NVML_CHECK_VARIABLE = "PYTORCH_NVML_BASED_CUDA_CHECK"
 
 
 class ForkServerError(RuntimeError):
@@ -266,16 +271,37 @@ class ForkServers:
 # The server's side.
 
 def _preload(modules: Sequence[str]) -> None:
-    for name in list(modules) + list(PROJECT_MODULES):
-        importlib.import_module(name)
-    import backends
-    import models
-    from runner.probe import installed_packages
+    previous = os.environ.get(NVML_CHECK_VARIABLE)
+    os.environ[NVML_CHECK_VARIABLE] = "1"
+    try:
+        for name in list(modules) + list(PROJECT_MODULES):
+            importlib.import_module(name)
+        import backends
+        import models
+        from runner.probe import installed_packages
 
-    # The registries' plug-in modules: imported by discovery, which children repeat.
-    backends.all_stacks()
-    models.suite_names()
-    installed_packages()
+        # The registries' plug-in modules: imported by discovery, which children repeat.
+        backends.all_stacks()
+        models.suite_names()
+        installed_packages()
+    finally:
+        if previous is None:
+            os.environ.pop(NVML_CHECK_VARIABLE, None)
+        else:
+            os.environ[NVML_CHECK_VARIABLE] = previous
+
+
+def children_may_use_cuda() -> bool:
+    """Whether a child forked now could use CUDA: False once this process has started the
+    CUDA driver (torch marks every forked child as a bad fork then). Forks a probe."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return True
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _state() -> dict[str, Any]:
@@ -289,6 +315,7 @@ def _state() -> dict[str, Any]:
     torch = sys.modules.get("torch")
     if torch is not None:
         state["cuda_initialized"] = bool(torch.cuda.is_initialized())
+        state["cuda_fork_safe"] = children_may_use_cuda()
     dynamo = sys.modules.get("torch._dynamo.utils")
     if dynamo is not None:
         state["dynamo_frames_compiled"] = sum(dict(dynamo.counters.get("frames", {})).values())

@@ -47,6 +47,7 @@ def test_the_server_preloads_torch_without_a_device_context_or_dynamo(server):
     state = server.status()
     assert state["modules"] == ["torch"]
     assert state["cuda_initialized"] is False
+    assert state["cuda_fork_safe"] is True
     assert "torch._dynamo" not in state["modules"]
     assert state["pid"] == server.pid
 
@@ -60,6 +61,7 @@ def test_a_child_gets_its_own_session_folder_and_environment(server, tmp_path):
     assert state["variables"]["FORK_PROBE"] == "seen"
     assert state["variables"]["CUDA_VISIBLE_DEVICES"] == "3"
     assert state["argv"] == ["x"]
+    assert state["cuda_bad_fork"] is False
 
 
 def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server, tmp_path):
@@ -98,6 +100,31 @@ def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_af
         assert preloaded.status()["dynamo_frames_compiled"] == 0
     finally:
         preloaded.close()
+
+
+def test_a_compiler_family_server_says_truly_whether_its_children_could_use_cuda(tmp_path):
+    """Inductor asks torch.cuda.is_available() at import: through the CUDA runtime that
+    starts the driver, and torch then refuses CUDA in every forked child. The server asks
+    through NVML instead where the machine has it (GPU machines), and reports what its
+    children would see either way; the executor spawns CUDA children when they could not."""
+    from backends import get_stack
+
+    preloaded = ForkServer(get_stack("dynamo").preload, environment())
+    try:
+        code, output = run_probe(preloaded, tmp_path, "x")
+        assert code == 0, output
+        assert preloaded.status()["cuda_fork_safe"] is not probe_state(output)["cuda_bad_fork"]
+        assert preloaded.info["cuda_fork_safe"] is preloaded.status()["cuda_fork_safe"]
+    finally:
+        preloaded.close()
+
+
+def test_cuda_experiments_fork_only_from_a_server_whose_children_can_use_cuda():
+    from runner.executor import forks_for
+
+    assert forks_for("cuda", {"cuda_fork_safe": True})
+    assert not forks_for("cuda", {"cuda_fork_safe": False})
+    assert forks_for("cpu", {"cuda_fork_safe": False})
 
 
 @pytest.mark.parametrize("stack_name, library, untouched", [
