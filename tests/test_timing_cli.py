@@ -6,8 +6,6 @@ import multiprocessing
 import os
 import time
 
-import pytest
-
 EAGER = ["--accelerator=cpu", "--xla=None", "--test=eval", "-k", "^mlp$", "--repeat=3",
          "--warmup=1"]
 

@@ -1,7 +1,5 @@
 """--verify end to end: codes recorded in the line by real children."""
 
-import os
-
 import pytest
 
 from tests.conftest import cli_command, cli_environment, CliRun
