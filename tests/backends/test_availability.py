@@ -94,9 +94,10 @@ def test_plan_drops_pjrt_with_its_reason_when_torch_xla_is_missing():
         "xla=PJRT needs torch_xla, which is not installed here"]
 
 
-def test_seed_example_matrix_gives_the_four_experiments_per_model(capsys):
+def test_seed_example_matrix_gives_the_four_experiments_per_model(capsys, tmp_path):
     code = cli.main(["--accelerator=cpu", "--xla=PJRT", "--xla=None", "--dynamo=openxla",
-                     "--dynamo=inductor", "--dynamo=None", "--test=eval", "--dry-run"])
+                     "--dynamo=inductor", "--dynamo=None", "--test=eval", "--dry-run",
+                     f"--output-dirname={tmp_path}"])
     assert code == 0
     printed = capsys.readouterr().out
     found: dict[str, set[tuple[str, str]]] = {}
@@ -111,6 +112,7 @@ PARENT_IMPORTS = """
 import sys
 from runner import cli
 code = cli.main(["--accelerator=cpu", "--dry-run", "--test=eval", "--test=train",
+                 "--output-dirname=" + sys.argv[1],
                  "--xla=PJRT", "--xla=None", "--dynamo=openxla", "--dynamo=None",
                  "--torch-xla2=extract_jax", "--torch-xla2=torch_export", "--torch-xla2=None"])
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"torch_xla", "torchax", "jax"})
@@ -118,9 +120,9 @@ print("LOADED", __import__("json").dumps({"code": code, "loaded": loaded}))
 """
 
 
-def test_the_parent_never_imports_torch_xla_torchax_or_jax():
+def test_the_parent_never_imports_torch_xla_torchax_or_jax(tmp_path):
     completed = subprocess.run(
-        [sys.executable, "-c", PARENT_IMPORTS], capture_output=True, text=True,
+        [sys.executable, "-c", PARENT_IMPORTS, str(tmp_path)], capture_output=True, text=True,
         env=cli_environment(), cwd=str(PROJECT_ROOT), timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
