@@ -20,7 +20,9 @@ import json
 import logging
 import os
 import shutil
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
@@ -107,18 +109,20 @@ def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display
 
     The file's newlines are indexed in a thread while DuckDB parses it (both are needed:
     the line numbers of what was set aside, and each run's first line)."""
-    indexing = eng.BackgroundIndex(source)
-    try:
-        rows = eng.scan_into(con, source, table, details=details)
-        size = source.stat().st_size
-        partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
-        terminated_rows = rows - 1 if partial else rows
-        unreadable, nameless, runs = eng.set_aside(con, table)
-        wanted = unreadable + nameless + list(runs.values())
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reports-newlines") as pool:
+        indexing = pool.submit(eng.index_newlines, source, stop)
+        try:
+            rows = eng.scan_into(con, source, table, details=details)
+            size = source.stat().st_size
+            partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
+            terminated_rows = rows - 1 if partial else rows
+            unreadable, nameless, runs = eng.set_aside(con, table)
+            wanted = unreadable + nameless + list(runs.values())
+        except BaseException:
+            stop.set()
+            raise
         index = indexing.result()
-    except BaseException:
-        indexing.cancel()
-        raise
     located = eng.lines_at(source, index, wanted)
     bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
     provenance = eng.provenance_of(located, runs)

@@ -453,38 +453,6 @@ def lines_at(path: Path, index: NewlineIndex, ordinals: Sequence[int]) -> dict[i
     return found
 
 
-class BackgroundIndex:
-    """`index_newlines` of a file in a thread, while DuckDB parses the same file.
-
-    numpy and the reads let go of the GIL, so the pass overlaps the parse: on two cores
-    the parse leaves room for it.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self._stop = threading.Event()
-        self._result: Optional[NewlineIndex] = None
-        self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(path,), name="reports-newlines", daemon=True)
-        self._thread.start()
-
-    def _run(self, path: Path) -> None:
-        try:
-            self._result = index_newlines(path, stop=self._stop)
-        except BaseException as error:  # handed to the caller of result()
-            self._error = error
-
-    def result(self) -> NewlineIndex:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-    def cancel(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list[int],
              nameless: list[int], line_offset: int = 0) -> tuple[list[BadLine], list[int]]:
     """Bad lines (with their reason) and the line numbers of lines naming no model."""

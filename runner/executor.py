@@ -337,15 +337,13 @@ class ExperimentExecutor:
                 environment, [str(folder)]):
             stack = backends.get_stack(planned.experiment.stack)
             try:
-                server = self._servers.server_for(stack.preload, environment)
-                if forks_for(planned.experiment.accelerator, server.info):
-                    return server.start("runner.worker", [str(folder)], environment, str(folder))
-                self._tell_fork_failure(
-                    f"the fork server preloading {', '.join(stack.preload)} started the CUDA "
-                    "driver, so its children could not use CUDA; CUDA children start as fresh "
-                    "interpreters instead")
+                server = self._servers.server_for(
+                    stack.preload, environment, cuda=planned.experiment.accelerator == "cuda")
+                return server.start("runner.worker", [str(folder)], environment, str(folder))
             except ForkServerError as error:
-                self._tell_fork_failure(f"{error}; children start as fresh interpreters instead")
+                if not self._fork_failure_told:
+                    self._fork_failure_told = True
+                    log.warning("%s; such children start as fresh interpreters instead", error)
         return subprocess.Popen(
             [sys.executable, "-m", "runner.worker", str(folder)],
             stdin=subprocess.DEVNULL,
@@ -355,11 +353,6 @@ class ExperimentExecutor:
             cwd=str(folder),
             start_new_session=True,
         )
-
-    def _tell_fork_failure(self, message: str) -> None:
-        if not self._fork_failure_told:
-            self._fork_failure_told = True
-            log.warning("%s", message)
 
     def _watch(
         self, process: "subprocess.Popen | ForkedChild", result_path: Path, outcome: ChildOutcome, start: float
@@ -478,12 +471,6 @@ class ExperimentExecutor:
         if result.verdict is not None:
             line.apply_verdict(result.verdict)
         return line
-
-
-def forks_for(accelerator: str, server_info: dict) -> bool:
-    """Whether an experiment on `accelerator` may be forked from a server that reported
-    `server_info`: not a CUDA one when the server's children could not use CUDA."""
-    return accelerator != "cuda" or server_info.get("cuda_fork_safe", True)
 
 
 def verdict_of(verification: ChildOutcome) -> Verdict:

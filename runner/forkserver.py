@@ -224,10 +224,13 @@ class ForkServer:
                 self._changed.notify_all()
 
 
+def shared_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """What a server's children share: the environment less the per-child variables."""
+    return {name: value for name, value in environment.items() if name not in PER_CHILD_VARIABLES}
+
+
 def server_key(modules: Sequence[str], environment: Mapping[str, str]) -> tuple:
-    shared = tuple(sorted((name, value) for name, value in environment.items()
-                          if name not in PER_CHILD_VARIABLES))
-    return tuple(modules), shared
+    return tuple(modules), tuple(sorted(shared_environment(environment).items()))
 
 
 def names_own_folder(environment: Mapping[str, str], folders: Sequence[str]) -> bool:
@@ -244,7 +247,11 @@ class ForkServers:
         self._lock = threading.Lock()
         self._on_start = on_start
 
-    def server_for(self, modules: Sequence[str], environment: Mapping[str, str]) -> ForkServer:
+    def server_for(self, modules: Sequence[str], environment: Mapping[str, str],
+                   cuda: bool = False) -> ForkServer:
+        """The server for children of this environment (started if need be); ForkServerError
+        when it cannot start, or when `cuda` children are asked of a server whose children
+        could not use CUDA."""
         key = server_key(modules, environment)
         with self._lock:
             server = self._servers.get(key)
@@ -252,14 +259,15 @@ class ForkServers:
                 server.close()
                 server = None
             if server is None:
-                shared = {name: value for name, value in environment.items()
-                          if name not in PER_CHILD_VARIABLES}
                 log.debug("starting a fork server preloading %s", ", ".join(modules))
-                server = ForkServer(modules, shared)
+                server = ForkServer(modules, shared_environment(environment))
                 if self._on_start is not None:
                     self._on_start(server)
                 self._servers[key] = server
-            return server
+        if cuda and not server.info.get("cuda_fork_safe", True):
+            raise ForkServerError(f"the fork server preloading {', '.join(modules)} started the "
+                                  "CUDA driver, so its children could not use CUDA")
+        return server
 
     def close(self) -> None:
         with self._lock:

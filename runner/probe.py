@@ -79,7 +79,7 @@ DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PJRT_DEVI
 def probe_key() -> str:
     """What the probe's answer depends on, hashed."""
     paths = []
-    for entry in sys.path + os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    for entry in sys.path:  # PYTHONPATH's entries among them
         try:
             paths.append((entry, os.stat(entry or ".").st_mtime_ns))
         except OSError:
@@ -131,24 +131,19 @@ def probe_host(timeout: float = 300.0, use_cache: bool = True) -> HostCapabiliti
             log.debug("host capabilities from %s", path)
             return cached
     answer = run_probe(timeout)
-    if path is not None and answer is not None and "torch_error" not in answer:
+    if path is not None and "torch_error" not in answer:
         keep_answer(path, answer)
-    if answer is None:
-        return HostCapabilities(packages=installed_packages(),
-                                torch_error=f"the probe took over {timeout:.0f} s")
     return HostCapabilities.from_dict(answer)
 
 
-def run_probe(timeout: float) -> Optional[dict[str, Any]]:
-    """Run the probe child: its answer, a torch_error answer when it failed, None when it
-    timed out."""
-    command = [sys.executable, "-m", "runner.probe"]
+def run_probe(timeout: float) -> dict[str, Any]:
+    """Run the probe child: its answer, or a torch-less one saying why it gave none."""
     try:
-        completed = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout, check=False
-        )
+        completed = subprocess.run([sys.executable, "-m", "runner.probe"], capture_output=True,
+                                   text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return None
+        return {"packages": installed_packages(),
+                "torch_error": f"the probe took over {timeout:.0f} s"}
     try:
         answer = json.loads(completed.stdout.strip().splitlines()[-1])
         if isinstance(answer, dict):
@@ -158,7 +153,6 @@ def run_probe(timeout: float) -> Optional[dict[str, Any]]:
     tail = completed.stderr.strip()[-500:]
     return {"packages": installed_packages(),
             "torch_error": f"the probe exited with {completed.returncode}: {tail}"}
-
 
 if __name__ == "__main__":
     print(json.dumps(probe_in_this_process()))

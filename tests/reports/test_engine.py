@@ -39,16 +39,20 @@ def test_lines_are_numbered_as_the_reader_counts_rows(tmp_path, monkeypatch, blo
         assert (engine.lines_at(path, index, wanted), index.lines) == (expected, newlines), data
 
 
-def test_the_background_index_is_the_direct_one_and_hands_back_errors(tmp_path):
+def test_the_newline_index_finds_lines_stops_when_told_and_raises_for_a_missing_file(tmp_path):
+    import threading
+
     path = tmp_path / "lines.jsonl"
     path.write_bytes(b'{"a": 1}\n\n  \n{"b": 2}\n[1]')
-    index = engine.BackgroundIndex(path).result()
-    direct = engine.index_newlines(path)
-    assert index.ends.tolist() == direct.ends.tolist() == [8, 9, 12, 21]
-    assert index.suspects == direct.suspects == [9, 10]
+    index = engine.index_newlines(path)
+    assert index.ends.tolist() == [8, 9, 12, 21]
+    assert index.suspects == [9, 10]
     assert engine.lines_at(path, index, [0, 1, 2]) == {0: (1, b'{"a": 1}'), 1: (4, b'{"b": 2}'), 2: (5, b"[1]")}
+    stopped = threading.Event()
+    stopped.set()
+    assert engine.index_newlines(path, stopped).lines == 0
     with pytest.raises(FileNotFoundError):
-        engine.BackgroundIndex(tmp_path / "absent.jsonl").result()
+        engine.index_newlines(tmp_path / "absent.jsonl")
 
 
 def test_corrupted_lines_leave_the_other_rows_as_they_were(write_results):

@@ -16,6 +16,7 @@ from runner.forkserver import (ForkServer, ForkServerError, ForkServers, names_o
 from tests.conftest import PROJECT_ROOT
 
 PROBE = "tests.fixtures.fork_probe"
+CUDA_POISON = "tests.fixtures.cuda_poison"
 
 
 def environment(**extra: str) -> dict[str, str]:
@@ -119,12 +120,18 @@ def test_a_compiler_family_server_says_truly_whether_its_children_could_use_cuda
         preloaded.close()
 
 
-def test_cuda_experiments_fork_only_from_a_server_whose_children_can_use_cuda():
-    from runner.executor import forks_for
-
-    assert forks_for("cuda", {"cuda_fork_safe": True})
-    assert not forks_for("cuda", {"cuda_fork_safe": False})
-    assert forks_for("cpu", {"cuda_fork_safe": False})
+def test_cuda_experiments_fork_only_from_a_server_whose_children_can_use_cuda(tmp_path):
+    servers = ForkServers()
+    try:
+        assert servers.server_for(["torch"], environment(), cuda=True).info["cuda_fork_safe"]
+        with pytest.raises(ForkServerError, match="could not use CUDA"):
+            servers.server_for(["torch", CUDA_POISON], environment(), cuda=True)
+        poisoned = servers.server_for(["torch", CUDA_POISON], environment())  # CPU children
+        assert poisoned.info["cuda_fork_safe"] is False
+        code, output = run_probe(poisoned, tmp_path, "x")
+        assert code == 0 and probe_state(output)["cuda_bad_fork"] is True
+    finally:
+        servers.close()
 
 
 @pytest.mark.parametrize("stack_name, library, untouched", [
