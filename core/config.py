@@ -1,14 +1,13 @@
 """Configuration dataclasses shared by the parent and the child.
 
-`ModelConfig` and `ExperimentConfig` identify an experiment. Their fingerprint is the
-digest of their canonical JSON (sorted keys), identical in every process and every run.
-Fields at their default value are left out of the canonical form, so adding a switch keeps
-the fingerprints of existing lines; fields that only locate or label something (the stack's
-name, derived from xla/dynamo/torch_xla2, and the TorchBench folder) are never in it.
-`RunSettings` says how an experiment is measured; of it only the seed changes what is
-measured (the weights and the inputs), so the fingerprint takes the seed too, as a `seed`
-key of the canonical form present only when the seed is not `DEFAULT_SEED` (lines of the
-default seed keep their fingerprints). Lines record the seed as their top-level `seed`.
+`ModelConfig` and `ExperimentConfig` identify an experiment; their fields are those of the
+field table (`core.fields.FIELDS`), checked when a config is made. Their fingerprint is the
+digest of the canonical JSON (sorted keys) of every identity field with its resolved value,
+identical in every process and every run, and different whenever what is measured differs,
+also when a default changes. Fields that only locate or label something (the stack's name,
+derived from xla/dynamo/torch_xla2, and the TorchBench folder) are never in it.
+`RunSettings` says how an experiment is measured; none of it changes what is measured (the
+seed, which makes the weights and the inputs, is the experiment's `seed`).
 """
 
 from __future__ import annotations
@@ -20,130 +19,99 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-ACCELERATORS = ("cpu", "cuda", "tpu")
-XLA_MODES = (None, "PJRT")
-TORCH_XLA2_MODES = (None, "torch_export", "extract_jax")
-TESTS = ("eval", "train")
-PRECISIONS = ("fp32", "bf16", "fp16", "amp")
-#: PyTorch/XLA's runner's spellings: default (one bf16 pass), high (TF32 / bf16x3), highest (fp32).
-MATMUL_PRECISIONS = ("default", "high", "highest")
-DEFAULT_MATMUL_PRECISION = "high"
+from core.fields import (  # noqa: F401  (re-exported: the configs' vocabulary)
+    ACCELERATORS,
+    DEFAULT_SEED,
+    EXPERIMENT,
+    INDUCTOR_MODES,
+    MATMUL_PRECISIONS,
+    MODEL,
+    PRECISIONS,
+    REQUIRED,
+    SCHEMA_VERSION,
+    SEED_RANGE,
+    TESTS,
+    TORCH_XLA2_MODES,
+    XLA_MODES,
+    FieldError,
+    field_named,
+    fields_of,
+    line_values,
+    line_version,
+    none_if_none_string,
+    resolved_identity,
+)
+
+DEFAULT_MATMUL_PRECISION = field_named(EXPERIMENT, "matmul_precision").default
 #: torch.set_float32_matmul_precision's name for each (older lines may hold "medium").
 TORCH_MATMUL_PRECISIONS = {"default": "medium", "medium": "medium", "high": "high",
                            "highest": "highest"}
+#: The dynamo dimension's values when --dynamo is not given.
 DEFAULT_DYNAMO = (None, "inductor", "openxla")
-#: Inductor's modes as the compiler dashboard tracks them, plus max-autotune.
-INDUCTOR_MODES = ("default", "cudagraphs", "dynamic", "max-autotune")
 DEFAULT_MODE = "default"
-DEFAULT_SEED = 1234
-#: Seeds torch accepts, less room for the per-iteration offsets of --randomize-input.
-SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
-def none_if_none_string(value: Optional[str]) -> Optional[str]:
-    """Map the command-line spelling 'None' (any case) to Python's None."""
-    if value is None or value.strip().lower() in ("none", ""):
-        return None
-    return value
+def _table_fields(scope: str):
+    """Class decorator: the scope's fields of the table become the class's dataclass fields
+    (frozen), each value checked when an instance is made."""
+
+    def decorate(cls: type) -> type:
+        specs = fields_of(scope)
+        cls.__annotations__ = {spec.name: "Any" for spec in specs}
+        for spec in specs:
+            if spec.default is not REQUIRED:
+                setattr(cls, spec.name, spec.default)
+        cls.FIELDS = specs
+
+        def __post_init__(self) -> None:
+            for spec in specs:
+                object.__setattr__(self, spec.name, spec.check(getattr(self, spec.name)))
+
+        cls.__post_init__ = __post_init__
+        return dataclass(frozen=True)(cls)
+
+    return decorate
 
 
-def _fields_from(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in data.items() if k in names}
+def _known_values(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
+    names = {spec.name for spec in cls.FIELDS}
+    return {key: value for key, value in data.items() if key in names}
 
 
-def _identity(instance: Any, excluded: frozenset[str]) -> dict[str, Any]:
-    """The fields of `instance` that identify it: not excluded, not at their default."""
-    identity = {}
-    for spec in dataclasses.fields(instance):
-        if spec.name in excluded:
-            continue
-        value = getattr(instance, spec.name)
-        default = spec.default if spec.default is not dataclasses.MISSING else (
-            spec.default_factory() if spec.default_factory is not dataclasses.MISSING
-            else dataclasses.MISSING)
-        if value != default:
-            identity[spec.name] = list(value) if isinstance(value, tuple) else value
-    return identity
+def _as_json(instance: Any) -> dict[str, Any]:
+    return {spec.name: spec.to_json(getattr(instance, spec.name)) for spec in instance.FIELDS}
 
 
-@dataclass(frozen=True)
+@_table_fields(MODEL)
 class ModelConfig:
-    """Which model of which suite, with the suite's options."""
-
-    suite_name: str
-    model_name: str
-    #: Reduced ("small") model configurations, for tests and CI (models/reduced.py).
-    reduced: bool = False
-    #: Where the TorchBench checkout is (torchbench suite only); a location, not identity.
-    torchbench_dir: Optional[str] = None
-
-    NOT_IDENTITY = frozenset({"torchbench_dir"})
+    """Which model of which suite, with the suite's options (fields: core.fields)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return _as_json(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
-        return cls(**_fields_from(cls, data))
+        return cls(**_known_values(cls, data))
 
     def identity(self) -> dict[str, Any]:
-        return _identity(self, self.NOT_IDENTITY)
+        """Every identity field with its value, as the fingerprint takes them."""
+        return resolved_identity(MODEL, _as_json(self))
 
 
-@dataclass(frozen=True)
+@_table_fields(EXPERIMENT)
 class ExperimentConfig:
-    """One point of the matrix: the stack and what is measured on it."""
-
-    accelerator: str
-    xla: Optional[str]
-    dynamo: Optional[str]
-    torch_xla2: Optional[str]
-    test: str
-    xla_flags: Optional[str] = None
-    precision: str = "fp32"
-    batch_size: Optional[int] = None
-    matmul_precision: str = DEFAULT_MATMUL_PRECISION
-    #: Full fp32 in PyTorch's matmuls and convolutions, whatever matmul_precision says.
-    disable_tf32: bool = False
-    #: fp16/bf16 reductions in SDPA's math path (PyTorch's harness turns them on; the CLI
-    #: does too, --disable-fp16-bf16-reduction-math-sdp turns them off).
-    fp16_bf16_reduction_math_sdp: bool = False
-    #: The compiler mode (INDUCTOR_MODES) for stacks that have modes; None elsewhere.
-    mode: Optional[str] = None
-    enable_functionalization: bool = False
-    optimizer: Optional[str] = None
-    amp_dtype: Optional[str] = None
-    #: torch.compile(fullgraph=True): a graph break fails the experiment
-    #: (--filter-by-single-graph; set only where dynamo compiles).
-    fullgraph: bool = False
-    #: Options of the stack that change its results, as sorted (name, value) pairs.
-    stack_options: tuple[tuple[str, str], ...] = ()
-    #: The registry name of the stack that runs it (backends/stacks), set at planning.
-    stack: Optional[str] = None
-
-    NOT_IDENTITY = frozenset({"stack"})
+    """One point of the matrix: the stack and what is measured on it (fields: core.fields)."""
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["stack_options"] = dict(self.stack_options)
-        return data
+        return _as_json(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ExperimentConfig":
-        values = _fields_from(cls, data)
-        options = values.get("stack_options") or {}
-        if isinstance(options, Mapping):
-            values["stack_options"] = tuple(sorted((str(k), str(v)) for k, v in options.items()))
-        else:
-            values["stack_options"] = tuple(tuple(pair) for pair in options)
-        return cls(**values)
+        return cls(**_known_values(cls, data))
 
     def identity(self) -> dict[str, Any]:
-        identity = _identity(self, self.NOT_IDENTITY)
-        if "stack_options" in identity:
-            identity["stack_options"] = dict(self.stack_options)
-        return identity
+        """Every identity field with its value, as the fingerprint takes them."""
+        return resolved_identity(EXPERIMENT, _as_json(self))
 
     def torch_matmul_precision(self) -> str:
         """What torch.set_float32_matmul_precision gets: 'highest' under disable_tf32."""
@@ -168,6 +136,8 @@ class ExperimentConfig:
             text += f" xla_flags={self.xla_flags!r}"
         if self.fullgraph:
             text += " fullgraph"
+        if self.seed != DEFAULT_SEED:
+            text += f" seed={self.seed}"
         return text
 
 
@@ -179,7 +149,6 @@ class RunSettings:
     iterations_per_run: int = 1
     warmup: int = 3
     randomize_input: bool = False
-    seed: int = DEFAULT_SEED
     verify: bool = False
     verify_only: bool = False
     verify_iterations: int = 1
@@ -204,7 +173,8 @@ class RunSettings:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunSettings":
-        values = _fields_from(cls, data)
+        names = {spec.name for spec in dataclasses.fields(cls)}
+        values = {key: value for key, value in data.items() if key in names}
         values["observe"] = dict(values.get("observe") or {})
         return cls(**values)
 
@@ -213,14 +183,14 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
-def fingerprint(model: ModelConfig, experiment: ExperimentConfig, seed: int = DEFAULT_SEED) -> str:
-    """Stable digest of what identifies model + experiment (+ a seed other than the
-    default), the key used to resume."""
-    identity: dict[str, Any] = {"model": model.identity(), "experiment": experiment.identity()}
-    if seed != DEFAULT_SEED:
-        identity["seed"] = seed
-    payload = canonical_json(identity)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+def _digest(identity: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(identity).encode("utf-8")).hexdigest()
+
+
+def fingerprint(model: ModelConfig, experiment: ExperimentConfig) -> str:
+    """Stable digest of every identity field of model + experiment: the key of resume,
+    claims and the reports."""
+    return _digest({"model": model.identity(), "experiment": experiment.identity()})
 
 
 #: Key of a line's `experiment` holding the batch size asked for (None: the suite's default).
@@ -230,30 +200,60 @@ REQUESTED_BATCH_SIZE = "requested_batch_size"
 
 
 def experiment_identity_dict(experiment: Mapping[str, Any]) -> dict[str, Any]:
-    """A line's `experiment` as ExperimentConfig reads it: `batch_size` is the requested one.
+    """A line's `experiment` as field values: `batch_size` is the requested one.
 
     Lines with `requested_batch_size` hold the used batch size in `batch_size`; older lines
     (without that key) held the requested one there."""
     data = dict(experiment)
-    if REQUESTED_BATCH_SIZE in data:
-        data["batch_size"] = data.pop(REQUESTED_BATCH_SIZE)
+    data.update(line_values(EXPERIMENT, experiment))
+    data.pop(REQUESTED_BATCH_SIZE, None)
     return data
+
+
+def line_identity(line: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity a results line records, every field resolved: the line's value, else
+    the value lines that lack the field imply (core.fields: `implied`, never today's
+    default). Lines of version 1 kept the seed at the top level. KeyError or TypeError when
+    the line has no model or experiment object."""
+    model, experiment = line["model"], line["experiment"]
+    if not isinstance(model, Mapping) or not isinstance(experiment, Mapping):
+        raise TypeError("the line's model and experiment must be objects")
+    model_values = line_values(MODEL, model)
+    experiment_values = line_values(EXPERIMENT, experiment)
+    if "seed" not in experiment_values and "seed" in line:
+        experiment_values["seed"] = line["seed"]
+    for values, scope in ((model_values, MODEL), (experiment_values, EXPERIMENT)):
+        for spec in fields_of(scope):
+            if not spec.identity:
+                continue
+            if spec.name not in values and spec.required:
+                raise KeyError(f"the line's {scope} has no {spec.name}")
+            if spec.name in values and not spec.has_kind(values[spec.name]):
+                raise TypeError(f"the line's {scope}.{spec.name} is not a {spec.kind.__name__}")
+        if "stack_options" in values:
+            options = values["stack_options"]
+            if not isinstance(options, Mapping):
+                options = dict(options or ())
+            values["stack_options"] = tuple(sorted(options.items()))
+    return {"model": resolved_identity(MODEL, model_values),
+            "experiment": resolved_identity(EXPERIMENT, experiment_values)}
 
 
 def seed_of_line(line: Mapping[str, Any]) -> Optional[int]:
     """The seed a line was measured with (lines without one: the default); None when the
     recorded value is not an integer."""
-    seed = line.get("seed", DEFAULT_SEED)
+    experiment = line.get("experiment")
+    seed = experiment.get("seed") if isinstance(experiment, Mapping) else None
+    if seed is None:
+        seed = line.get("seed", DEFAULT_SEED)
     return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def fingerprint_of_line(line: Mapping[str, Any]) -> Optional[str]:
-    """Fingerprint of a results line, recomputed from its model, experiment and seed."""
-    seed = seed_of_line(line)
+    """Fingerprint of a results line of any version, recomputed from the identity it
+    records (`line_identity`); None for a line that names no model or experiment."""
     try:
-        model = ModelConfig.from_dict(line["model"])
-        experiment = ExperimentConfig.from_dict(experiment_identity_dict(line["experiment"]))
-        return fingerprint(model, experiment, seed) if seed is not None else None
+        return _digest(line_identity(line))
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError):
         return None
 
@@ -267,8 +267,7 @@ def safe_component(text: str) -> str:
     return cleaned[:60]
 
 
-def experiment_id(model: ModelConfig, experiment: ExperimentConfig, stack_label: str,
-                  seed: int = DEFAULT_SEED) -> str:
+def experiment_id(model: ModelConfig, experiment: ExperimentConfig, stack_label: str) -> str:
     """Readable, path-safe, unique id: model and configuration, then a digest prefix."""
     parts = [
         model.suite_name,
@@ -282,7 +281,7 @@ def experiment_id(model: ModelConfig, experiment: ExperimentConfig, stack_label:
         parts.append(f"bs{experiment.batch_size}")
     if model.reduced:
         parts.append("reduced")
-    if seed != DEFAULT_SEED:
-        parts.append(f"seed{seed}")
+    if experiment.seed != DEFAULT_SEED:
+        parts.append(f"seed{experiment.seed}")
     readable = "-".join(safe_component(str(p)) for p in parts)
-    return f"{readable}-{fingerprint(model, experiment, seed)[:10]}"
+    return f"{readable}-{fingerprint(model, experiment)[:10]}"

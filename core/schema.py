@@ -31,8 +31,8 @@ from core.config import (
     ModelConfig,
     RunSettings,
     fingerprint,
-    fingerprint_of_line,
 )
+from core.fields import SCHEMA_VERSION
 
 MAX_ERROR_CHARS = 4000
 #: `metrics.error` of a skipped line, as PyTorch/XLA's runner writes it.
@@ -193,11 +193,13 @@ class ResultLine:
         if Status(self.status) is Status.SKIPPED:
             metrics["error"] = SKIP_ERROR
         line: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
             "model": self.model.to_dict(),
             "experiment": experiment,
             "repeat": self.settings.repeat,
             "iterations_per_run": self.settings.iterations_per_run,
-            "seed": self.settings.seed,
+            # The seed is the experiment's; lines of version 1 kept it here, and still do.
+            "seed": self.experiment.seed,
             "metrics": metrics,
             "summary": {**moved, **self.summary},
             "timestamp": self.timestamp,
@@ -205,7 +207,7 @@ class ResultLine:
             "verification_code": VerificationCode(self.verification_code).value,
             "status": Status(self.status).value,
             "stack_label": self.stack_label,
-            "fingerprint": fingerprint(self.model, self.experiment, self.settings.seed),
+            "fingerprint": fingerprint(self.model, self.experiment),
             "experiment_id": self.experiment_id,
             "run_id": self.run_id,
             "command": self.command,
@@ -224,32 +226,10 @@ class ResultLine:
 
 # Readers: tolerant of lines written by any version, or by hand.
 
-def text(value: Any, default: str = "") -> str:
-    return default if value is None else str(value)
-
-
-def finite_number(value: Any) -> Optional[float]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def metrics_of(line: Mapping[str, Any]) -> dict[str, Any]:
     """The line's metrics, or {} when missing or not an object."""
     metrics = line.get("metrics")
     return metrics if isinstance(metrics, dict) else {}
-
-
-def status_of(line: Mapping[str, Any]) -> str:
-    """ok, failed or skipped; lines without a status read as failed when they hold an error."""
-    status = line.get("status")
-    if status is None:
-        return Status.FAILED.value if metrics_of(line).get("error") else Status.OK.value
-    return status if status in {s.value for s in Status} else Status.FAILED.value
-
-
-def verification_code_of(line: Mapping[str, Any]) -> str:
-    return text(line.get("verification_code"), VerificationCode.VERIFIER_DIDNT_RUN.value)
 
 
 def is_verified(line: Mapping[str, Any]) -> bool:
@@ -258,30 +238,12 @@ def is_verified(line: Mapping[str, Any]) -> bool:
         VerificationCode.VERIFIER_SKIPPED.value
 
 
-def summary_value(line: Mapping[str, Any], name: str) -> Any:
-    """A figure of the whole experiment (cold start, peak memory, graph counts...).
-
-    Such figures live in the line's `summary`, so that every value under `metrics` is a
-    per-run list as PyTorch/XLA's tools expect; lines written before that kept them in
-    `metrics`, where they are still found.
-    """
-    summary = line.get("summary")
-    if isinstance(summary, dict) and name in summary:
-        return summary[name]
-    return metrics_of(line).get(name)
-
-
-def error_of(line: Mapping[str, Any]) -> str:
-    """What went wrong, as `metrics.error` says; "" for none and for the SKIP marker of a
-    skipped line (its reason is `skip_reason`)."""
-    error = text(metrics_of(line).get("error"))
-    return "" if error == SKIP_ERROR else error
-
-
 def cold_start_entries(line: Mapping[str, Any]) -> int:
     """How many leading entries of the line's per-run lists are the cold start (0 for lines
     written before the cold start joined those lists)."""
-    count = summary_value(line, COLD_START_ENTRIES)
+    summary = line.get("summary")
+    count = (summary if isinstance(summary, dict) and COLD_START_ENTRIES in summary
+             else metrics_of(line)).get(COLD_START_ENTRIES)
     return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
 
 
@@ -294,14 +256,6 @@ def timed_values(line: Mapping[str, Any], name: str) -> list[Any]:
     if not isinstance(values, list):
         return []
     return values[cold_start_entries(line):]
-
-
-def requested_batch_size(experiment: Mapping[str, Any]) -> Any:
-    """The batch size asked for: `requested_batch_size` where the line has it (its
-    `batch_size` is then the one used), else `batch_size` (older lines)."""
-    if REQUESTED_BATCH_SIZE in experiment:
-        return experiment[REQUESTED_BATCH_SIZE]
-    return experiment.get("batch_size")
 
 
 def has_timings(line: Mapping[str, Any]) -> bool:
@@ -319,10 +273,3 @@ def stack_label_of(line: Mapping[str, Any]) -> str:
     parts = [str(experiment[key]) for key in ("xla", "dynamo", "torch_xla2") if experiment.get(key)]
     return "+".join(parts) if parts else "eager"
 
-
-def fingerprint_of(line: Mapping[str, Any]) -> Optional[str]:
-    """The stored fingerprint, or one recomputed from the line's model and experiment."""
-    stored = line.get("fingerprint")
-    if isinstance(stored, str) and stored:
-        return stored
-    return fingerprint_of_line(line)

@@ -10,6 +10,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
+from core.fields import DEFAULT_SEED
+
 if TYPE_CHECKING:  # torch is imported only by children
     import torch
 
@@ -69,8 +71,10 @@ class Suite(ABC):
         """The batch size used when the user sets none."""
 
     @abstractmethod
-    def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
-        """Build the model on the CPU in fp32 with random weights (child only)."""
+    def load(self, model_name: str, test: str, batch_size: Optional[int],
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
+        """Build the model on the CPU in fp32 with random weights drawn from `seed` (child
+        only); its inputs come from the seeds `make_inputs` is given."""
 
     def skip_reason(self, model_name: str, test: str) -> Optional[str]:
         """Why this model cannot run this test, or None when it can."""

@@ -20,19 +20,8 @@ from typing import Optional, Sequence
 import psutil
 
 import backends
-from core.config import (
-    ACCELERATORS,
-    DEFAULT_MATMUL_PRECISION,
-    DEFAULT_MODE,
-    INDUCTOR_MODES,
-    MATMUL_PRECISIONS,
-    PRECISIONS,
-    SEED_RANGE,
-    TESTS,
-    TORCH_XLA2_MODES,
-    RunSettings,
-    none_if_none_string,
-)
+from core.config import ACCELERATORS, RunSettings, none_if_none_string
+from core.fields import flag_dest, flagged_fields, value_parser
 from core.results_file import ResultsFile, ResultsFileError, ResultsRead
 from models import (
     SuiteUnavailableError,
@@ -112,29 +101,43 @@ def number_parser(cast, kind: str, minimum: float, inclusive: bool = True,
 positive_int = number_parser(int, "an integer", 1)
 non_negative_int = number_parser(int, "an integer", 0)
 positive_float = number_parser(float, "a number", 0, inclusive=False)
-seed_int = number_parser(int, "an integer", SEED_RANGE[0], maximum=SEED_RANGE[1])
-
-
-def choice_or_none(choices: Sequence[Optional[str]], flag: str):
-    """A parser for a flag whose value may be spelled 'None'."""
-    names = [str(c) for c in choices]
-
-    def parse(text: str) -> Optional[str]:
-        value = none_if_none_string(text)
-        if value not in choices:
-            raise argparse.ArgumentTypeError(
-                f"{flag} {text!r} is not one of: {', '.join(names)}"
-            )
-        return value
-
-    return parse
+#: Seconds since the epoch, up to the end of year 9999 (what a date can show).
+LAST_TIMESTAMP = 253402300799.0
+timestamp_float = number_parser(float, "a number of seconds since the epoch", 0,
+                                maximum=LAST_TIMESTAMP)
 
 
 def xla_mode(text: str) -> Optional[str]:
-    """--xla: None or PJRT; XRT is refused with the reason."""
+    """--xla: XRT is refused with the reason (the table checks the rest)."""
     if text.strip().upper() == "XRT":
         raise argparse.ArgumentTypeError(f"--xla XRT: {XRT_REMOVED}")
-    return choice_or_none((None, "PJRT"), "--xla")(text)
+    return text
+
+
+#: Field values whose text needs more than the table says (core.fields).
+FLAG_PARSERS = {"xla": xla_mode}
+
+
+def add_field_flags(group) -> None:
+    """One flag per flagged field of the table (core.fields), its value checked there: a
+    dimension is repeatable, a bool field is a switch."""
+    for spec in flagged_fields():
+        options: dict = {"dest": flag_dest(spec), "help": spec.help}
+        if spec.kind is bool:
+            options["action"] = "store_false" if spec.negated_switch else "store_true"
+            options["default"] = spec.default
+            options["help"] = spec.help
+        else:
+            options["type"] = value_parser(spec, FLAG_PARSERS.get(spec.name))
+            if spec.choices is not None:
+                options["metavar"] = "{" + ",".join(
+                    "None" if choice is None else str(choice) for choice in spec.choices) + "}"
+            if spec.dimension:
+                options["action"] = "append"
+                options["help"] = "(repeatable) " + spec.help
+            else:
+                options["default"] = spec.default
+        group.add_argument(*spec.flags, **options)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -161,47 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--torchbench-dir",
                       help="TorchBench checkout for --suite-name=torchbench "
                            f"(default: ${TORCHBENCH_DIR_ENV} or an importable torchbenchmark)")
-    what.add_argument("--accelerator", action="append", choices=ACCELERATORS,
-                      help="(repeatable) device to run on; default: every one present")
-    what.add_argument("--xla", action="append", type=xla_mode,
-                      help="(repeatable) None or PJRT (PyTorch/XLA); XRT was removed from "
-                           "PyTorch/XLA and is refused with that reason")
-    what.add_argument("--dynamo", action="append", type=none_if_none_string,
-                      help="(repeatable) None or a dynamo backend: inductor, openxla, aot_eager, ...; "
-                           "default: None, inductor, openxla")
-    what.add_argument("--torch-xla2", action="append",
-                      type=choice_or_none(TORCH_XLA2_MODES, "--torch-xla2"),
-                      help="(repeatable) None, torch_export or extract_jax (torchax on JAX)")
-    what.add_argument("--test", action="append", choices=TESTS,
-                      help="(repeatable) eval (inference) or train (forward, loss, backward)")
-    what.add_argument("--precision", action="append", choices=PRECISIONS,
-                      help="(repeatable) fp32, bf16, fp16 or amp (autocast); default fp32")
-    what.add_argument("--amp-dtype", choices=("bf16", "fp16"),
-                      help="autocast dtype for --precision=amp (default bf16 on CPU/TPU, fp16 on CUDA)")
-    what.add_argument("--batch-size", action="append", type=positive_int,
-                      help="(repeatable) batch size; default: the suite's for each model")
-    what.add_argument("--xla-flags", action="append", type=none_if_none_string,
-                      help="(repeatable) XLA_FLAGS for the child of XLA stacks")
-    what.add_argument("--enable-functionalization", action="store_true",
-                      help="run PyTorch/XLA with functionalization (otherwise "
-                           "XLA_DISABLE_FUNCTIONALIZATION=1)")
-    what.add_argument("--optimizer", choices=("none", "sgd", "adam"), default="none",
-                      help="training only: add an optimizer step after backward")
-    what.add_argument("--matmul-precision", choices=MATMUL_PRECISIONS,
-                      default=DEFAULT_MATMUL_PRECISION,
-                      help="float32 matmul precision, with PyTorch/XLA's runner's meanings: "
-                           "default (one bf16 pass), high (TF32 on CUDA, three bf16 passes on "
-                           "XLA), highest (full fp32); set in torch, torch_xla and JAX")
-    what.add_argument("--disable-tf32", action="store_true",
-                      help="full fp32 in PyTorch's matmuls and convolutions (TF32 is on unless "
-                           "this is given, as in PyTorch's harness and PyTorch/XLA's runner)")
-    what.add_argument("--disable-fp16-bf16-reduction-math-sdp", action="store_true",
-                      help="full-precision reductions in SDPA's math path for fp16/bf16 (they "
-                           "are reduced by default, as in PyTorch's harness)")
-    what.add_argument("--mode", action="append", choices=INDUCTOR_MODES,
-                      help="(repeatable) inductor mode: default, cudagraphs (CUDA only), "
-                           "dynamic (dynamic shapes), max-autotune; the dashboard tracks "
-                           "default, cudagraphs and dynamic. Default: default")
+    add_field_flags(what)
     what.add_argument("--filter", "-k", action="append", default=[],
                       help="(repeatable) case-insensitive regex; run models matching any")
     what.add_argument("--exclude", "-x", action="append", default=[],
@@ -223,9 +186,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --model-config: the configuration of the one experiment; "
                            "PyTorch/XLA's keys (accelerator, xla, dynamo, torch_xla2, test, ...) "
                            "or ours")
-    what.add_argument("--filter-by-single-graph", action="store_true",
-                      help="compile with torch.compile(fullgraph=True), so that a model dynamo "
-                           "splits into several graphs fails (dynamo stacks)")
     what.add_argument("--no-skip", action="store_true",
                       help="run models the suite marks as unable to run a test, instead of "
                            "recording them as skipped")
@@ -241,8 +201,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="warm-up iterations before timing; the first is the cold start")
     how.add_argument("--randomize-input", action="store_true",
                      help="a different seeded input for each iteration of a run")
-    how.add_argument("--seed", type=seed_int, default=1234,
-                     help="seed of weights and inputs (a 64-bit signed integer)")
     how.add_argument("--threads", type=positive_int,
                      help="threads of the child's torch (default: one per core the child is "
                           "pinned to)")
@@ -290,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--progress-bar", action="store_true",
                         help="PyTorch/XLA's switch for the progress bar, shown here by default "
                              "(--no-progress hides it, even with this flag)")
-    output.add_argument("--timestamp", type=float,
+    output.add_argument("--timestamp", type=timestamp_float,
                         help="seconds since the epoch recorded as every line's timestamp "
                              "(default: when the sweep starts)")
     output.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="logging level")
@@ -355,35 +313,27 @@ def reduced_models() -> bool:
 
 
 def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -> MatrixRequest:
-    def dimension(values):
-        return None if values is None else tuple(dict.fromkeys(values))
-
+    """The matrix the flags ask for: each flagged field of the table (core.fields) is a
+    dimension (its values, deduplicated; None when not given) or a value."""
+    dimensions, values = {}, {}
+    for spec in flagged_fields():
+        given = getattr(args, flag_dest(spec))
+        if spec.dimension:
+            if given is not None:
+                dimensions[spec.name] = tuple(dict.fromkeys(given))
+        else:
+            values[spec.name] = given
     return MatrixRequest(
-        accelerators=dimension(args.accelerator),
-        xla=dimension(args.xla),
-        dynamo=dimension(args.dynamo),
-        torch_xla2=dimension(args.torch_xla2),
-        tests=dimension(args.test),
-        precisions=dimension(args.precision) or ("fp32",),
-        batch_sizes=dimension(args.batch_size) or (None,),
-        xla_flags=dimension(args.xla_flags) or (None,),
+        dimensions=dimensions,
+        values=values,
         filters=tuple(args.filter),
         excludes=tuple(args.exclude),
         filter_tiers=tuple(args.filter_by_tier),
         exclude_tiers=tuple(args.exclude_by_tier),
-        matmul_precision=args.matmul_precision,
-        disable_tf32=args.disable_tf32,
-        fp16_bf16_reduction_math_sdp=not args.disable_fp16_bf16_reduction_math_sdp,
-        modes=dimension(args.mode) or (DEFAULT_MODE,),
-        enable_functionalization=args.enable_functionalization,
-        optimizer=None if args.optimizer == "none" else args.optimizer,
-        amp_dtype=args.amp_dtype,
-        fullgraph=args.filter_by_single_graph,
         total_partitions=args.total_partitions,
         partition_id=args.partition_id,
         reduced=reduced_models(),
         torchbench_dir=torchbench,
-        seed=args.seed,
     )
 
 
@@ -393,7 +343,6 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         iterations_per_run=args.iterations_per_run,
         warmup=args.warmup,
         randomize_input=args.randomize_input,
-        seed=args.seed,
         verify=args.verify or args.verify_only,
         verify_only=args.verify_only,
         verify_iterations=args.verify_iterations,

@@ -23,9 +23,6 @@ import backends
 from core.config import (
     ACCELERATORS,
     DEFAULT_DYNAMO,
-    DEFAULT_MATMUL_PRECISION,
-    DEFAULT_MODE,
-    DEFAULT_SEED,
     TESTS,
     XLA_MODES,
     ExperimentConfig,
@@ -33,8 +30,8 @@ from core.config import (
     experiment_id,
     experiment_identity_dict,
     fingerprint,
-    none_if_none_string,
 )
+from core.fields import EXPERIMENT, MODEL, Field, FieldError, field_named, fields_of, parse_config
 from core.host import HostCapabilities
 from models.base import Suite
 
@@ -47,37 +44,46 @@ class MatrixError(ValueError):
 
 @dataclass(frozen=True)
 class MatrixRequest:
-    """The dimensions the user asked for; None means 'every value valid here'."""
+    """What the user asked for.
 
-    accelerators: Optional[tuple[str, ...]] = None
-    xla: Optional[tuple[Optional[str], ...]] = None
-    dynamo: Optional[tuple[Optional[str], ...]] = None
-    torch_xla2: Optional[tuple[Optional[str], ...]] = None
-    tests: Optional[tuple[str, ...]] = None
-    precisions: tuple[str, ...] = ("fp32",)
-    batch_sizes: tuple[Optional[int], ...] = (None,)
-    xla_flags: tuple[Optional[str], ...] = (None,)
+    `dimensions` holds the values asked for of each dimension of the matrix, by field name
+    (core.fields: the fields with `dimension`); a dimension not named takes every value valid
+    here (accelerators present, xla, dynamo, tests) or its default. `values` holds the
+    other experiment fields that were set (switches, the seed, ...), by field name.
+    """
+
+    dimensions: Mapping[str, tuple] = field(default_factory=dict)
+    values: Mapping[str, Any] = field(default_factory=dict)
     filters: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
     #: TorchBench tiers (--filter-by-tier, --exclude-by-tier), as the suite defines them.
     filter_tiers: tuple[int, ...] = ()
     exclude_tiers: tuple[int, ...] = ()
-    matmul_precision: str = DEFAULT_MATMUL_PRECISION
-    disable_tf32: bool = False
-    fp16_bf16_reduction_math_sdp: bool = False
-    modes: tuple[str, ...] = (DEFAULT_MODE,)
-    enable_functionalization: bool = False
-    optimizer: Optional[str] = None
-    amp_dtype: Optional[str] = None
-    #: torch.compile(fullgraph=True) where dynamo compiles (--filter-by-single-graph).
-    fullgraph: bool = False
     total_partitions: int = 1
     partition_id: int = 0
     #: Suite options, recorded in every ModelConfig.
     reduced: bool = False
     torchbench_dir: Optional[str] = None
-    #: The seed of weights and inputs (RunSettings.seed), part of every fingerprint.
-    seed: int = DEFAULT_SEED
+
+    @classmethod
+    def of(cls, **given: Any) -> "MatrixRequest":
+        """A request from keywords: experiment field names (a tuple of values for a
+        dimension, a value otherwise) and this class's own options (filters, ...)."""
+        experiment_names = {spec.name for spec in fields_of(EXPERIMENT)}
+        dimensions = {name: tuple(value) for name, value in given.items()
+                      if name in experiment_names and field_named(EXPERIMENT, name).dimension}
+        values = {name: value for name, value in given.items()
+                  if name in experiment_names and name not in dimensions}
+        options = {name: value for name, value in given.items() if name not in experiment_names}
+        return cls(dimensions=dimensions, values=values, **options)
+
+    def __post_init__(self) -> None:
+        for name in self.dimensions:
+            if not field_named(EXPERIMENT, name).dimension:
+                raise MatrixError(f"{name} is not a dimension of the matrix")
+        for name in self.values:
+            if field_named(EXPERIMENT, name).dimension:
+                raise MatrixError(f"{name} is a dimension of the matrix: give it in dimensions")
 
 
 @dataclass(frozen=True)
@@ -96,15 +102,14 @@ class PlannedExperiment:
     experiment: ExperimentConfig
     #: The stack's label for this experiment, e.g. 'inductor' or 'PJRT+openxla'.
     label: str
-    seed: int = DEFAULT_SEED
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self.model, self.experiment, self.seed)
+        return fingerprint(self.model, self.experiment)
 
     @property
     def experiment_id(self) -> str:
-        return experiment_id(self.model, self.experiment, self.label, self.seed)
+        return experiment_id(self.model, self.experiment, self.label)
 
 
 @dataclass(frozen=True)
@@ -211,10 +216,17 @@ def default_accelerators(host: HostCapabilities) -> tuple[str, ...]:
     return tuple(found)
 
 
-def default_torch_xla2(request: MatrixRequest) -> tuple[Optional[str], ...]:
-    """torchax modes run only when --torch-xla2 asks for them, as in PyTorch/XLA's runner,
-    so its documented examples expand exactly as documented there."""
-    return (None,)
+def unset_dimension(spec: Field, host: HostCapabilities) -> tuple:
+    """The values of a dimension the user left unset: every value valid here for the
+    stack's dimensions and the test; the field's default elsewhere. torchax modes run only
+    when --torch-xla2 asks for them, as in PyTorch/XLA's runner, so its documented examples
+    expand exactly as documented there."""
+    every = {"accelerator": lambda: default_accelerators(host), "xla": lambda: XLA_MODES,
+             "dynamo": lambda: DEFAULT_DYNAMO, "torch_xla2": lambda: (None,),
+             "test": lambda: TESTS}
+    if spec.name in every:
+        return tuple(every[spec.name]())
+    return spec.sweep_default or (spec.default,)
 
 
 def expand_configurations(
@@ -227,31 +239,18 @@ def expand_configurations(
     """
     environ = os.environ if environ is None else environ
     dimensions = {
-        "accelerator": request.accelerators or default_accelerators(host),
-        "xla": request.xla if request.xla is not None else XLA_MODES,
-        "dynamo": request.dynamo if request.dynamo is not None else DEFAULT_DYNAMO,
-        "torch_xla2": request.torch_xla2
-        if request.torch_xla2 is not None
-        else default_torch_xla2(request),
-        "test": request.tests or TESTS,
-        "precision": request.precisions,
-        "batch_size": request.batch_sizes,
-        "xla_flags": request.xla_flags,
-        "mode": request.modes,
+        spec.name: tuple(request.dimensions.get(spec.name) or unset_dimension(spec, host))
+        for spec in fields_of(EXPERIMENT) if spec.dimension
     }
     valid, dropped = [], []
     for values in itertools.product(*dimensions.values()):
-        experiment = ExperimentConfig(
-            **dict(zip(dimensions, values)),
-            matmul_precision=request.matmul_precision,
-            disable_tf32=request.disable_tf32,
-            fp16_bf16_reduction_math_sdp=request.fp16_bf16_reduction_math_sdp,
-            enable_functionalization=request.enable_functionalization,
-            optimizer=request.optimizer,
-            amp_dtype=request.amp_dtype,
-        )
-        if request.fullgraph and experiment.dynamo is not None and experiment.torch_xla2 is None:
-            experiment = dataclasses.replace(experiment, fullgraph=True)
+        try:
+            experiment = ExperimentConfig(**dict(zip(dimensions, values)), **request.values)
+        except FieldError as error:
+            raise MatrixError(str(error)) from None
+        if experiment.fullgraph and (experiment.dynamo is None or experiment.torch_xla2 is not None):
+            # fullgraph applies where dynamo compiles; elsewhere the experiment runs as it is.
+            experiment = dataclasses.replace(experiment, fullgraph=False)
         if experiment.xla_flags and experiment.xla is None and experiment.torch_xla2 is None:
             # XLA flags mean nothing to a stack without XLA: run it once, without flags.
             continue
@@ -283,7 +282,7 @@ def build_plan(
             f"--partition-id must be in [0, {request.total_partitions}), "
             f"got {request.partition_id}"
         )
-    for accelerator in request.accelerators or ():
+    for accelerator in request.dimensions.get("accelerator") or ():
         if accelerator not in ACCELERATORS:
             raise MatrixError(
                 f"--accelerator {accelerator!r} is unknown; expected one of {', '.join(ACCELERATORS)}"
@@ -301,7 +300,7 @@ def build_plan(
         PlannedExperiment(
             ModelConfig(suite.name, name, reduced=request.reduced,
                         torchbench_dir=request.torchbench_dir),
-            configuration.experiment, configuration.label, request.seed)
+            configuration.experiment, configuration.label)
         for name in names
         for configuration in configurations
     ]
@@ -318,19 +317,18 @@ def build_plan(
 PEER_ONLY_EXPERIMENT_KEYS = {"keep_model_data_on_cuda": False}
 #: Keys a line's `experiment` holds besides the configuration (ignored when given back).
 LINE_ONLY_EXPERIMENT_KEYS = ("accelerator_model", "requested_batch_size", "stack")
-_OPTIONAL_STRINGS = ("xla", "dynamo", "torch_xla2", "xla_flags")
+#: Keys a line's `model` holds besides the configuration (a location: the runner's own).
+LINE_ONLY_MODEL_KEYS = ("torchbench_dir",)
 
 
 def config_json(planned: PlannedExperiment) -> tuple[str, str]:
     """(--model-config, --experiment-config) JSON that plans exactly `planned` again.
 
     The experiment's keys are PyTorch/XLA's (accelerator, xla, xla_flags, dynamo,
-    torch_xla2, test, keep_model_data_on_cuda, enable_functionalization), then ours where
-    they differ from their defaults (precision, batch size, optimizer, ...)."""
-    model: dict[str, Any] = {"suite_name": planned.model.suite_name,
-                             "model_name": planned.model.model_name}
-    if planned.model.reduced:
-        model["reduced"] = True
+    torch_xla2, test, keep_model_data_on_cuda, enable_functionalization), then every other
+    identity field with its value (core.fields), so the JSON says what it runs whatever
+    the defaults of the version reading it."""
+    model = {name: value for name, value in planned.model.identity().items()}
     experiment = planned.experiment
     config: dict[str, Any] = {
         "accelerator": experiment.accelerator, "xla": experiment.xla,
@@ -346,23 +344,24 @@ def config_json(planned: PlannedExperiment) -> tuple[str, str]:
 
 def _json_object(text: str, flag: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as error:
         raise MatrixError(f"{flag} is not valid JSON: {error}") from None
+    except ValueError as error:
+        raise MatrixError(f"{flag}: {error}") from None
     if not isinstance(value, dict):
         raise MatrixError(f"{flag} must be a JSON object, not {type(value).__name__}")
     return value
 
 
-def experiment_from_json(text: str) -> ExperimentConfig:
-    """The ExperimentConfig of an --experiment-config (ours, or PyTorch/XLA's)."""
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def experiment_from_json(text: str, base: Optional[Mapping[str, Any]] = None) -> ExperimentConfig:
+    """The ExperimentConfig of an --experiment-config (ours, or PyTorch/XLA's); fields it
+    does not name take their value from `base` (the command line's), else their default."""
     data = experiment_identity_dict(_json_object(text, "--experiment-config"))
-    fields = {f.name for f in dataclasses.fields(ExperimentConfig)}
-    unknown = sorted(set(data) - fields - set(PEER_ONLY_EXPERIMENT_KEYS)
-                     - set(LINE_ONLY_EXPERIMENT_KEYS))
-    if unknown:
-        raise MatrixError(f"--experiment-config: unknown key(s) {', '.join(unknown)}; known: "
-                          f"{', '.join(sorted(fields - {'stack'}) + list(PEER_ONLY_EXPERIMENT_KEYS))}")
     for key, allowed in PEER_ONLY_EXPERIMENT_KEYS.items():
         if key in data and data[key] != allowed:
             raise MatrixError(
@@ -372,16 +371,14 @@ def experiment_from_json(text: str) -> ExperimentConfig:
     missing = [key for key in ("accelerator", "test") if key not in data]
     if missing:
         raise MatrixError(f"--experiment-config needs {' and '.join(missing)}")
-    values = {key: value for key, value in data.items() if key in fields and key != "stack"}
     for key in ("xla", "dynamo", "torch_xla2"):
-        values.setdefault(key, None)  # an unnamed stack dimension is None, as on the CLI
-    for key in _OPTIONAL_STRINGS:
-        if isinstance(values.get(key), str):
-            values[key] = none_if_none_string(values[key])
+        data.setdefault(key, None)  # an unnamed stack dimension is None, as on the CLI
     try:
-        return ExperimentConfig.from_dict(values)
-    except (TypeError, ValueError) as error:
-        raise MatrixError(f"--experiment-config: {error}") from None
+        values = parse_config(EXPERIMENT, data, "--experiment-config",
+                              ignored=(*PEER_ONLY_EXPERIMENT_KEYS, *LINE_ONLY_EXPERIMENT_KEYS))
+        return ExperimentConfig(**{**dict(base or {}), **values})
+    except FieldError as error:
+        raise MatrixError(str(error)) from None
 
 
 def single_plan(suite: Suite, model_text: str, experiment_text: str, request: MatrixRequest,
@@ -393,14 +390,19 @@ def single_plan(suite: Suite, model_text: str, experiment_text: str, request: Ma
     name = model_data.get("model_name")
     if not isinstance(name, str) or not name:
         raise MatrixError("--model-config needs a model_name")
-    suite_name = model_data.get("suite_name", suite.name)
+    try:
+        model_values = parse_config(MODEL, {"suite_name": suite.name, **model_data},
+                                    "--model-config", ignored=LINE_ONLY_MODEL_KEYS)
+    except FieldError as error:
+        raise MatrixError(str(error)) from None
+    suite_name = model_values["suite_name"]
     if suite_name != suite.name:
         raise MatrixError(f"--model-config names suite {suite_name!r}, but --suite-name is "
                           f"{suite.name!r}")
     if name not in suite.model_names():
         raise MatrixError(f"--model-config: model {name!r} is not in suite {suite.name!r}; its "
                           f"models are: {', '.join(suite.model_names())}")
-    experiment = experiment_from_json(experiment_text)
+    experiment = experiment_from_json(experiment_text, request.values)
     if experiment.accelerator not in ACCELERATORS:
         raise MatrixError(f"--experiment-config: accelerator {experiment.accelerator!r} is "
                           f"unknown; expected one of {', '.join(ACCELERATORS)}")
@@ -411,7 +413,7 @@ def single_plan(suite: Suite, model_text: str, experiment_text: str, request: Ma
     reason = stack.mode_reason(experiment) or stack.invalid_reason(experiment, host)
     if reason:
         raise MatrixError(f"--experiment-config cannot run here: {reason}")
-    model = ModelConfig(suite.name, name, reduced=bool(model_data.get("reduced", request.reduced)),
+    model = ModelConfig(suite.name, name, reduced=model_values.get("reduced", request.reduced),
                         torchbench_dir=request.torchbench_dir)
     return Plan(experiments=[PlannedExperiment(model, experiment, stack.label(experiment))],
                 model_names=[name], configuration_count=1)

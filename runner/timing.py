@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 
 from backends.base import DeviceTimer, PreparedModel
 from core.config import RunSettings
+from core.fields import DEFAULT_SEED
 from core.schema import COLD_START_ENTRIES
 from models.base import BenchmarkModel
 from runner.trust import CpuWatch
@@ -153,10 +154,11 @@ class RunHooks:
         """All timed runs have ended; `run_once()` runs one more run like them, untimed."""
 
 
-def input_seeds(settings: RunSettings) -> list[int]:
-    """One seed per distinct input set: several only with --randomize-input."""
+def input_seeds(settings: RunSettings, seed: int = DEFAULT_SEED) -> list[int]:
+    """One seed per distinct input set, from the experiment's: several only with
+    --randomize-input."""
     count = settings.iterations_per_run if settings.randomize_input else 1
-    return [settings.seed + offset for offset in range(count)]
+    return [seed + offset for offset in range(count)]
 
 
 def _iteration(prepared: PreparedModel, device_inputs: Any) -> Any:
@@ -217,6 +219,7 @@ def measure(
     hooks: Optional[RunHooks] = None,
     reference: Optional[PreparedModel] = None,
     watch: Optional[CpuWatch] = None,
+    seed: int = DEFAULT_SEED,
 ) -> TimingResult:
     """Warm up (the first iteration is the cold start), then time `repeat` runs.
 
@@ -230,7 +233,7 @@ def measure(
     spans the timed runs.
     """
     hooks = hooks or RunHooks()
-    seeds = input_seeds(settings)
+    seeds = input_seeds(settings, seed)
     inputs = [prepared.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
     iterations = settings.iterations_per_run
     timing = TimingResult(iterations_per_run=iterations)

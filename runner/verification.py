@@ -70,12 +70,13 @@ def verify_experiment(
     torch.backends.cudnn.benchmark = False
 
     def load():
-        return suite.load(model.model_name, experiment.test, experiment.batch_size)
+        return suite.load(model.model_name, experiment.test, experiment.batch_size,
+                          seed=experiment.seed)
 
     stack.initialize_process(experiment)
     reference = stack.reference_experiment(experiment)
     reference_stack = backends.get_stack(reference.stack)
-    seed, iterations = settings.seed, settings.verify_iterations
+    seed, iterations = experiment.seed, settings.verify_iterations
     run_eager = make_run(load, lambda b: reference_stack.prepare(b, reference, settings),
                          seed, iterations)
     run_fp64 = None

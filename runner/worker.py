@@ -75,11 +75,12 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
 
     model, experiment, settings = spec.model, spec.experiment, spec.settings
     torch.set_num_threads(thread_count(spec))
-    torch.manual_seed(settings.seed)
+    torch.manual_seed(experiment.seed)
     apply_numerics(experiment)
     suite = get_suite(model.suite_name, reduced=model.reduced, torchbench_dir=model.torchbench_dir)
     try:
-        bench = suite.load(model.model_name, experiment.test, experiment.batch_size)
+        bench = suite.load(model.model_name, experiment.test, experiment.batch_size,
+                           seed=experiment.seed)
     except NotImplementedError as error:
         raise ModelCannotRun(f"{model.model_name} does not implement {experiment.test}: "
                              f"{error}") from error
@@ -125,7 +126,8 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     prepared = stack.prepare(bench, spec.experiment, spec.settings)
     observers.attach(prepared)
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
-    timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch)
+    timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch,
+                     seed=spec.experiment.seed)
     if spec.settings.pure_wall_time and timing.clock == HOST_CLOCK:
         note = (f"--pure-wall-time does not apply to the {stack.name} stack on "
                 f"{spec.experiment.accelerator}: its work does not run on CUDA streams that "

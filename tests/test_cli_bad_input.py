@@ -1,6 +1,7 @@
 """Every bad input is rc 2 with one line naming it, never a traceback; Ctrl-C at any moment
 is a clean stop (issue 12, item 4)."""
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from core.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint
+from core.config import ExperimentConfig, ModelConfig, RunSettings
 from core.host import HostCapabilities
 from core.results_file import read_results
 from core.schema import ResultLine, Status, VerificationCode
@@ -61,8 +62,8 @@ def test_a_bad_environment_variable_is_one_line_naming_it(run_cli, monkeypatch, 
 PLANNED_EAGER = ExperimentConfig("cpu", None, None, None, "eval", fp16_bf16_reduction_math_sdp=True)
 
 
-def recorded_line(**overrides):
-    line = ResultLine(ModelConfig("builtin", "mlp"), PLANNED_EAGER,
+def recorded_line(experiment=PLANNED_EAGER, **overrides):
+    line = ResultLine(ModelConfig("builtin", "mlp"), experiment,
                       RunSettings(), Status.OK, VerificationCode.VERIFIER_SKIPPED,
                       metrics={"per_iter_time": [0.1]}).to_dict()
     line.update(overrides)
@@ -75,7 +76,7 @@ def test_results_lines_of_the_wrong_types_are_read_not_fatal(run_cli, tmp_path):
     odd = [{"model": {"suite_name": "builtin", "model_name": "mlp"}, "experiment": "abc", "status": "failed"},
            dict(recorded_line(), metrics=[1, 2, 3]),
            dict(recorded_line(), model="mlp", status=["ok"]),
-           dict(recorded_line(), seed="1234"),
+           dict(recorded_line(), experiment={**recorded_line()["experiment"], "seed": "1234"}),
            {"model": {"suite_name": "builtin", "model_name": "cnn"},
             "experiment": {"accelerator": "cpu", "xla": None, "dynamo": None, "torch_xla2": None,
                            "test": "eval", "stack_options": "abc", "batch_size": [1]}}]
@@ -94,8 +95,7 @@ def test_the_seed_is_part_of_what_resume_compares(run_cli, tmp_path):
     assert "0 experiment(s) would run; 1 already recorded" in run_cli(*DRY, "-k", "^mlp$").stdout
     other = run_cli(*DRY, "-k", "^mlp$", "--seed=5")
     assert "1 experiment(s) would run; 0 already recorded" in other.stdout, other.stderr
-    seeded = recorded_line(seed=5)
-    seeded["fingerprint"] = fingerprint(ModelConfig("builtin", "mlp"), PLANNED_EAGER, 5)
+    seeded = recorded_line(dataclasses.replace(PLANNED_EAGER, seed=5))
     (output / "results.jsonl").write_text(json.dumps(seeded) + "\n")
     assert "0 experiment(s) would run" in run_cli(*DRY, "-k", "^mlp$", "--seed=5").stdout
     assert "1 experiment(s) would run" in run_cli(*DRY, "-k", "^mlp$").stdout

@@ -119,13 +119,17 @@ def test_the_examples_dry_run_here_on_the_cpu(tmp_path, torchbench):
     assert len(configs) == 16
     model_flag, experiment_flag = shlex.split(configs[0])
     assert json.loads(model_flag.split("=", 1)[1]) == {"suite_name": "torchbench",
-                                                       "model_name": "dlrm"}
+                                                       "model_name": "dlrm", "reduced": False}
     assert json.loads(experiment_flag.split("=", 1)[1]) == {
         "accelerator": "cpu", "xla": None, "xla_flags": None, "dynamo": None,
         "torch_xla2": None, "test": "eval", "keep_model_data_on_cuda": False,
         "enable_functionalization": False,
-        # Our defaults that differ from a bare ExperimentConfig's travel in the JSON too.
-        "fp16_bf16_reduction_math_sdp": True}
+        # Then every other identity field with its value (core.fields), so the flags run the
+        # same experiment whatever the defaults of the version reading them.
+        "precision": "fp32", "batch_size": None, "matmul_precision": "high",
+        "disable_tf32": False, "fp16_bf16_reduction_math_sdp": True, "mode": None,
+        "optimizer": None, "amp_dtype": None, "fullgraph": False, "stack_options": {},
+        "seed": 1234}
     again = dry_run(tmp_path, "--suite-name=torchbench", f"--torchbench-dir={torchbench}",
                     *shlex.split(configs[-1]))
     assert "1 experiment(s) would run" in again.stdout

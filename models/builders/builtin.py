@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
 
 
@@ -66,9 +67,9 @@ def _token_loss(output: torch.Tensor, inputs: ModelInputs) -> torch.Tensor:
     return F.cross_entropy(output.float().flatten(0, 1), inputs.targets.flatten())
 
 
-def build(name: str, batch_size: int) -> BenchmarkModel:
+def build(name: str, batch_size: int, seed: int = DEFAULT_SEED) -> BenchmarkModel:
     """Build a builtin model with seeded weights and a seeded input factory."""
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     if name == "mlp":
         module = MLP()
 

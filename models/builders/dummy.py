@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
 
 FEATURES = 32
@@ -17,8 +18,8 @@ def _nll_loss(output: torch.Tensor, inputs: ModelInputs) -> torch.Tensor:
     return F.nll_loss(torch.log(output.float().clamp_min(1e-12)), inputs.targets)
 
 
-def build(batch_size: int) -> BenchmarkModel:
-    torch.manual_seed(0)
+def build(batch_size: int, seed: int = DEFAULT_SEED) -> BenchmarkModel:
+    torch.manual_seed(seed)
     module = nn.Sequential(
         nn.Linear(FEATURES, HIDDEN), nn.ReLU(),
         nn.Linear(HIDDEN, HIDDEN), nn.ReLU(),

@@ -13,6 +13,7 @@ import time
 import torch
 from torch import nn
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,8 @@ class FaultModule(nn.Module):
         return self.linear(x)
 
 
-def build(name: str, batch_size: int) -> BenchmarkModel:
-    torch.manual_seed(0)
+def build(name: str, batch_size: int, seed: int = DEFAULT_SEED) -> BenchmarkModel:
+    torch.manual_seed(seed)
 
     def make_inputs(seed: int) -> ModelInputs:
         g = torch.Generator().manual_seed(seed)

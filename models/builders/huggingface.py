@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
 from models.specs import huggingface as hs
 
@@ -82,14 +83,15 @@ def model_loss(output: Any, inputs: ModelInputs) -> torch.Tensor:
 
 
 def build(
-    name: str, spec: hs.HFSpec, batch_size: int, sequence_length: int, reduced: bool = False
+    name: str, spec: hs.HFSpec, batch_size: int, sequence_length: int, reduced: bool = False,
+    seed: int = DEFAULT_SEED,
 ) -> BenchmarkModel:
     """A transformers model with seeded random weights and a seeded input factory."""
     import transformers
 
     model_class = getattr(transformers, spec.model_class)
     config = build_config(spec, model_class, reduced)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     module = model_class(config)
     disable_dropout(module)
     vocab_size = config.vocab_size

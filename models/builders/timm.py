@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
 from models.specs.timm import TimmSpec
 
@@ -34,13 +35,13 @@ def input_shape(pretrained_cfg: dict, test: str) -> tuple[int, ...]:
 
 
 def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False,
-          test: str = "eval") -> BenchmarkModel:
+          test: str = "eval", seed: int = DEFAULT_SEED) -> BenchmarkModel:
     """A timm model with seeded random weights and a seeded image and label factory."""
     import timm
 
     kwargs = dict(spec.reduced_kwargs) if reduced else {}
     full_name = f"{spec.architecture}.{spec.tag}" if spec.tag else spec.architecture
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     module = timm.create_model(
         full_name, pretrained=False, num_classes=NUM_CLASSES, drop_rate=0.0, **kwargs
     )

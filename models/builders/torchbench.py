@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import torch
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
 
 
@@ -64,8 +65,9 @@ def split_inputs(example_inputs: Any) -> tuple[tuple, dict]:
     return (example_inputs,), {}
 
 
-def build(checkout: Path, name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
-    """A TorchBench model on the CPU, built after torch.manual_seed(0).
+def build(checkout: Path, name: str, test: str, batch_size: Optional[int],
+          seed: int = DEFAULT_SEED) -> BenchmarkModel:
+    """A TorchBench model on the CPU, built after torch.manual_seed(seed).
 
     The inputs are TorchBench's own example inputs, so they are the same for every seed.
     """
@@ -74,7 +76,7 @@ def build(checkout: Path, name: str, test: str, batch_size: Optional[int]) -> Be
         sys.path.insert(0, root)
     module_name = f"torchbenchmark.models.{name}"
     model_module = importlib.import_module(module_name)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     try:
         benchmark = model_module.Model(test=test, device="cpu", batch_size=batch_size)
     except NotImplementedError as error:

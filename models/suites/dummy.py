@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, Suite
 
 MODEL_NAME = "dummy"
@@ -26,11 +27,12 @@ class DummySuite(Suite):
         self.check_model(model_name)
         return BATCH_SIZE
 
-    def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
+    def load(self, model_name: str, test: str, batch_size: Optional[int],
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         self.check_model(model_name)
         from models.builders import dummy as builder
 
-        return builder.build(batch_size or BATCH_SIZE)
+        return builder.build(batch_size or BATCH_SIZE, seed=seed)
 
 
 SUITE = DummySuite

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, Suite
 
 FAULT_MODELS = ("raises", "segfault", "exit", "signal", "hang", "memory_hog")
@@ -26,11 +27,12 @@ class FaultsSuite(Suite):
         self.check_model(model_name)
         return 2
 
-    def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
+    def load(self, model_name: str, test: str, batch_size: Optional[int],
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         self.check_model(model_name)
         from models.builders import faults as builder
 
-        return builder.build(model_name, batch_size or 2)
+        return builder.build(model_name, batch_size or 2, seed=seed)
 
 
 SUITE = FaultsSuite

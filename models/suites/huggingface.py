@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel
 from models.reduced import ReducibleSuite
 from models.specs.huggingface import (
@@ -113,7 +114,8 @@ class HuggingFaceSuite(ReducibleSuite):
             return REDUCED_SEQUENCE_LENGTH
         return HF_MODELS[model_name].sequence_length
 
-    def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
+    def load(self, model_name: str, test: str, batch_size: Optional[int],
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         self.check_model(model_name)
         from models.builders import huggingface as builder
 
@@ -123,6 +125,7 @@ class HuggingFaceSuite(ReducibleSuite):
             batch_size or self.default_batch_size(model_name),
             self.sequence_length(model_name),
             reduced=self.reduced,
+            seed=seed,
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel
 from models.reduced import ReducibleSuite
 from models.specs.timm import TimmSpec
@@ -64,7 +65,8 @@ class TimmSuite(ReducibleSuite):
 
     specs = TIMM_MODELS
 
-    def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
+    def load(self, model_name: str, test: str, batch_size: Optional[int],
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         self.check_model(model_name)
         from models.builders import timm as builder
 
@@ -75,6 +77,7 @@ class TimmSuite(ReducibleSuite):
             batch_size or self.default_batch_size(model_name),
             reduced=self.reduced,
             test=test,
+            seed=seed,
         )
 
 

@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 from typing import Optional
 
+from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, Suite, SuiteUnavailableError
 
 log = logging.getLogger(__name__)
@@ -142,11 +143,12 @@ class TorchBenchSuite(Suite):
                 return f"TorchBench marks {model_name} as not implemented for test={test}"
         return None
 
-    def load(self, model_name: str, test: str, batch_size: Optional[int]) -> BenchmarkModel:
+    def load(self, model_name: str, test: str, batch_size: Optional[int],
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         self.check_model(model_name)
         from models.builders import torchbench as builder
 
-        return builder.build(self.checkout(), model_name, test, batch_size)
+        return builder.build(self.checkout(), model_name, test, batch_size, seed=seed)
 
 
 SUITE = TorchBenchSuite

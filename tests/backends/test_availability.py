@@ -86,8 +86,8 @@ def test_torchax_on_cuda_needs_a_jax_cuda_plugin():
 
 
 def test_plan_drops_pjrt_with_its_reason_when_torch_xla_is_missing():
-    request = MatrixRequest(accelerators=("cpu",), xla=(None, "PJRT"), dynamo=(None,),
-                            tests=("eval",), filters=("^mlp$",))
+    request = MatrixRequest.of(accelerator=("cpu",), xla=(None, "PJRT"), dynamo=(None,),
+                            test=("eval",), filters=("^mlp$",))
     plan = build_plan(get_suite("builtin"), request, host())
     assert [(p.experiment.xla, p.experiment.dynamo) for p in plan.experiments] == [(None, None)]
     assert [d.reason for d in plan.dropped] == [

@@ -69,11 +69,25 @@ def test_options_of_the_stack_are_identity_and_round_trip():
     assert perturbed.to_dict()["stack_options"] == {"perturb_path": "[2]"}
 
 
-def test_a_new_field_at_its_default_keeps_existing_fingerprints():
+def test_a_line_lacking_a_field_reads_as_what_lines_before_it_measured():
+    """Lines written before a field existed imply its value of that time (core.fields:
+    implied), not today's default: a changed default never makes two experiments one."""
     line = {"model": {"suite_name": "builtin", "model_name": "mlp"},
             "experiment": {"accelerator": "cpu", "xla": None, "dynamo": "inductor",
                            "torch_xla2": None, "test": "eval"}}
-    assert fingerprint_of_line(line) == fingerprint(MODEL, EXPERIMENT)
+    then = ExperimentConfig("cpu", None, "inductor", None, "eval", matmul_precision="highest",
+                            fp16_bf16_reduction_math_sdp=False)
+    assert fingerprint_of_line(line) == fingerprint(MODEL, then) != fingerprint(MODEL, EXPERIMENT)
+
+
+def test_every_identity_field_is_in_the_fingerprint_at_any_value():
+    from core.fields import EXPERIMENT as SCOPE, fields_of
+
+    identity = EXPERIMENT.identity()
+    assert sorted(identity) == sorted(f.name for f in fields_of(SCOPE) if f.identity)
+    assert identity["matmul_precision"] == "high" and identity["seed"] == 1234
+    assert fingerprint(MODEL, EXPERIMENT) != fingerprint(
+        MODEL, ExperimentConfig("cpu", None, "inductor", None, "eval", matmul_precision="highest"))
 
 
 @pytest.mark.parametrize("line", [
@@ -85,32 +99,57 @@ def test_a_line_of_the_wrong_shape_has_no_fingerprint(line):
     assert fingerprint_of_line(line) is None
 
 
-def test_the_seed_is_identity_and_the_default_seed_keeps_existing_fingerprints():
-    import hashlib
-    import json
-
-    # The fingerprint a line of the default seed had before the seed was identity.
-    before = hashlib.sha256(json.dumps(
-        {"model": MODEL.identity(), "experiment": EXPERIMENT.identity()},
-        sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    assert fingerprint(MODEL, EXPERIMENT) == fingerprint(MODEL, EXPERIMENT, 1234) == before
-    assert fingerprint(MODEL, EXPERIMENT, 5) != before
-    assert experiment_id(MODEL, EXPERIMENT, "inductor", 5).split("-")[-2] == "seed5"
-    assert experiment_id(MODEL, EXPERIMENT, "inductor", 5) != experiment_id(MODEL, EXPERIMENT, "inductor")
-    line = {"model": MODEL.to_dict(), "experiment": EXPERIMENT.to_dict()}
-    assert fingerprint_of_line(line) == before
-    assert fingerprint_of_line({**line, "seed": 1234}) == before
-    assert fingerprint_of_line({**line, "seed": 5}) == fingerprint(MODEL, EXPERIMENT, 5)
+def test_the_seed_is_the_experiments_and_in_its_identity():
+    seeded = ExperimentConfig("cpu", None, "inductor", None, "eval", seed=5)
+    assert fingerprint(MODEL, seeded) != fingerprint(MODEL, EXPERIMENT)
+    assert experiment_id(MODEL, seeded, "inductor").split("-")[-2] == "seed5"
+    assert experiment_id(MODEL, seeded, "inductor") != experiment_id(MODEL, EXPERIMENT, "inductor")
+    # Lines of version 1 kept the seed at the top level only.
+    line = {"model": MODEL.to_dict(), "experiment": {
+        k: v for k, v in EXPERIMENT.to_dict().items() if k != "seed"}}
+    assert fingerprint_of_line(line) == fingerprint(MODEL, EXPERIMENT)
+    assert fingerprint_of_line({**line, "seed": 1234}) == fingerprint(MODEL, EXPERIMENT)
+    assert fingerprint_of_line({**line, "seed": 5}) == fingerprint(MODEL, seeded)
     assert fingerprint_of_line({**line, "seed": True}) is None
     assert fingerprint_of_line({**line, "seed": "5"}) is None
 
 
-def test_a_line_records_its_seed_and_its_fingerprint_follows_it():
+def test_a_line_records_its_version_seed_and_every_identity_field():
     from core.config import RunSettings
+    from core.fields import SCHEMA_VERSION, identity_fields
     from core.schema import ResultLine, Status, VerificationCode
 
     for seed in (1234, 7, -(2**63), 2**63 - 1):
-        line = ResultLine(MODEL, EXPERIMENT, RunSettings(seed=seed), Status.OK,
+        experiment = ExperimentConfig("cpu", None, "inductor", None, "eval", seed=seed)
+        line = ResultLine(MODEL, experiment, RunSettings(), Status.OK,
                           VerificationCode.VERIFIER_SKIPPED).to_dict()
-        assert line["seed"] == seed
-        assert line["fingerprint"] == fingerprint_of_line(line) == fingerprint(MODEL, EXPERIMENT, seed)
+        assert line["schema_version"] == SCHEMA_VERSION
+        assert line["seed"] == line["experiment"]["seed"] == seed
+        assert line["fingerprint"] == fingerprint_of_line(line) == fingerprint(MODEL, experiment)
+        for spec in identity_fields("experiment"):
+            assert spec.key in line["experiment"], spec.name
+        for spec in identity_fields("model"):
+            assert spec.key in line["model"], spec.name
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"test": ["eval"]}, 'test must be a string, not ["eval"]'),
+    ({"precision": "fp64"}, 'precision "fp64" is not one of: fp32, bf16, fp16, amp'),
+    ({"batch_size": float("inf")}, "batch_size must be a finite integer, not Infinity"),
+    ({"batch_size": 0}, "batch_size 0 must be at least 1"),
+    ({"batch_size": 2.0}, "batch_size must be an integer, not 2.0"),
+    ({"seed": 2**63}, "seed 9223372036854775808 must be at most 9223372036854775807"),
+    ({"fullgraph": 1}, "fullgraph must be true or false, not 1"),
+    ({"dynamo": "induc tor"}, "dynamo 'induc tor' is not a valid name"),
+    ({"stack_options": {"a": 1}}, 'stack_options must map strings to strings, not {"a": 1}'),
+])
+def test_a_config_refuses_a_bad_value_naming_it(values, message):
+    from core.fields import FieldError
+
+    given = {"accelerator": "cpu", "xla": None, "dynamo": None, "torch_xla2": None,
+             "test": "eval", **values}
+    with pytest.raises(FieldError) as caught:
+        ExperimentConfig(**given)
+    assert str(caught.value) == message
+    with pytest.raises(FieldError, match="reduced must be true or false, not \"false\""):
+        ModelConfig("builtin", "mlp", reduced="false")
