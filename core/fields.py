@@ -124,6 +124,9 @@ class Field:
     implied: Any = AS_DEFAULT
     #: The key of the line's model/experiment object holding the field, where it differs.
     line_key: Optional[str] = None
+    #: Whether the eager baseline a configuration is compared against shares this field's
+    #: value (numerics do; a compiler's own switch does not).
+    baseline_shares: bool = True
     #: The values an unset dimension takes, where it is not "every value valid here"
     #: (decided by the planner) nor just the default.
     sweep_default: Optional[tuple] = None
@@ -278,9 +281,10 @@ FIELDS: tuple[Field, ...] = (
        flags=("--amp-dtype",),
        help="autocast dtype for --precision=amp (default bf16 on CPU/TPU, fp16 on CUDA)"),
     _f("fullgraph", EXPERIMENT, bool, default=False, flags=("--filter-by-single-graph",),
+       baseline_shares=False,
        help="compile with torch.compile(fullgraph=True), so that a model dynamo splits into "
             "several graphs fails (dynamo stacks)"),
-    _f("stack_options", EXPERIMENT, dict, default=(),
+    _f("stack_options", EXPERIMENT, dict, default=(), baseline_shares=False,
        help="options of the stack that change its results (debug stacks set them)"),
     _f("seed", EXPERIMENT, int, default=DEFAULT_SEED, minimum=SEED_RANGE[0],
        maximum=SEED_RANGE[1], flags=("--seed",), since=SCHEMA_VERSION,

@@ -123,9 +123,10 @@ def compare(
     geomean_threshold: float = DEFAULT_GEOMEAN_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
 ) -> Comparison:
-    """Match experiments by fingerprint and judge each change."""
-    base_by = {r.fingerprint: r for r in base}
-    new_by = {r.fingerprint: r for r in new}
+    """Match experiments by identity (`Record.key`: every identity field resolved, so lines
+    of any version match) and judge each change."""
+    base_by = {r.key: r for r in base}
+    new_by = {r.key: r for r in new}
     changes = []
     for fp, record in base_by.items():
         if fp in new_by:

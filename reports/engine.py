@@ -33,19 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from core.fields import EXPERIMENT, MODEL, REPORTED, SCHEMA_VERSION as LINE_SCHEMA_VERSION, Field, identity_fields
 from core.results_file import BadLine
 from core.schema import VerificationCode
 from reports.errors import ReportError
 
-try:  # The default matmul precision moved from "highest" to "high" (issue 11).
-    from core.config import DEFAULT_MATMUL_PRECISION  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the core version
-    DEFAULT_MATMUL_PRECISION = "highest"
-
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the normalised columns change: older caches are rebuilt.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
@@ -66,14 +62,26 @@ _FIGURES = {
 }
 
 #: What DuckDB reads of each line (everything else is skipped by the parser's transform).
+def _field_type(spec: Field) -> str:
+    """How DuckDB reads a field of the table (core.fields): seeds as text (any size)."""
+    if spec.kind is bool:
+        return _B
+    if spec.kind is dict:
+        return "JSON"
+    if spec.kind is int:
+        return _V if spec.name == "seed" else _D
+    return _V
+
+
 READ_COLUMNS: dict[str, Any] = {
-    "model": {"suite_name": _V, "model_name": _V, "reduced": _B},
+    "schema_version": _D,
+    "model": {spec.key: _field_type(spec) for spec in identity_fields(MODEL)},
     "experiment": {
-        "accelerator": _V, "xla": _V, "dynamo": _V, "torch_xla2": _V, "test": _V,
-        "xla_flags": _V, "precision": _V, "batch_size": _D, "matmul_precision": _V,
-        "enable_functionalization": _B, "disable_tf32": _B, "optimizer": _V, "amp_dtype": _V,
-        "mode": _V, "accelerator_model": _V,
+        **{spec.key: _field_type(spec) for spec in identity_fields(EXPERIMENT)},
+        # Lines with requested_batch_size hold the batch size used here.
+        "batch_size": _D, "accelerator_model": _V,
     },
+    "seed": _V,
     "metrics": {"per_iter_time": "DOUBLE[]", "error": _V, **_FIGURES},
     "summary": {
         **_FIGURES,
@@ -157,6 +165,67 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _sql_literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (tuple, dict)):
+        return "'" + json.dumps(dict(value), sort_keys=True, separators=(",", ":")) + "'"
+    return _sql_text(str(value))
+
+
+#: Whether a line holds the requested batch size in `requested_batch_size` (the batch size
+#: used in `batch_size`): lines of version 2, and lines of version 1 written since the line
+#: had `finished_at`, which came in with it; older lines held the requested one in batch_size.
+_HAS_REQUESTED = f"(schema_version >= {LINE_SCHEMA_VERSION} OR finished_at IS NOT NULL)"
+
+
+def _value(spec: Field) -> str:
+    """The line's value of a field, NULL where the line lacks it."""
+    if spec.name == "batch_size":
+        return (f"(CASE WHEN {_HAS_REQUESTED} THEN experiment.{spec.key} "
+                f"ELSE experiment.batch_size END)")
+    if spec.name == "seed":
+        return "COALESCE(experiment.seed, seed)"
+    value = f"{spec.scope}.{spec.key}"
+    if spec.kind is dict:
+        return f"CAST({value} AS VARCHAR)"
+    return value
+
+
+def _resolved(spec: Field) -> str:
+    """A field's value as the line's identity has it (core.config.line_identity): the
+    value, else what lines lacking the field imply."""
+    if spec.required:
+        return _value(spec)
+    implied = spec.implied_value
+    if implied is None:
+        return _value(spec)
+    literal = _sql_text(str(implied)) if _field_type(spec) == _V else _sql_literal(implied)
+    return f"COALESCE({_value(spec)}, {literal})"
+
+
+def _label_part(spec: Field) -> str:
+    """name=value where a reported field differs from today's default (NULL elsewhere)."""
+    resolved = _resolved(spec)
+    if spec.kind is bool:
+        text = f"CASE WHEN {resolved} THEN 'True' ELSE 'False' END"
+    elif spec.kind is int:
+        text = f"CAST({resolved} AS VARCHAR)"
+    else:
+        text = resolved
+    default = (_sql_text(str(spec.default)) if _field_type(spec) == _V and spec.default is not None
+               else _sql_literal(spec.default))
+    return (f"CASE WHEN {resolved} IS DISTINCT FROM {default} "
+            f"THEN {_sql_text(spec.name + '=')} || {text} END")
+
+
+#: Every identity field: the experiment's key in the reports (lines of any version).
+_IDENTITY = (*identity_fields(MODEL), *identity_fields(EXPERIMENT))
+
 _ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS)
 
 
@@ -181,24 +250,9 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("precision", """COALESCE(experiment.precision, 'fp32')"""),
     ("xla_flags", """COALESCE(experiment.xla_flags, '')"""),
     ("mode", """CASE WHEN experiment.mode IS NULL OR experiment.mode IN ('', 'default') THEN '' ELSE experiment.mode END"""),
-    ("extras", f"""concat_ws(' ',
-        CASE WHEN experiment.matmul_precision IS NOT NULL
-                  AND experiment.matmul_precision <> {_sql_text(DEFAULT_MATMUL_PRECISION)}
-             THEN 'matmul_precision=' || experiment.matmul_precision END,
-        CASE WHEN experiment.disable_tf32 THEN 'disable_tf32=True' END,
-        CASE WHEN experiment.enable_functionalization THEN 'enable_functionalization=True' END,
-        CASE WHEN experiment.optimizer IS NOT NULL AND experiment.optimizer NOT IN ('', 'none')
-             THEN 'optimizer=' || experiment.optimizer END,
-        CASE WHEN experiment.amp_dtype IS NOT NULL AND experiment.amp_dtype <> ''
-             THEN 'amp_dtype=' || experiment.amp_dtype END,
-        CASE WHEN model.reduced THEN 'reduced' END)"""),
+    ("extras", f"""concat_ws(' ', {', '.join(_label_part(spec) for spec in REPORTED)})"""),
     ("bs", f"""TRY_CAST(COALESCE({_positive('batch_size_used')}, {_positive('experiment.batch_size')}) AS BIGINT)"""),
-    ("key", """hash(COALESCE(NULLIF(fingerprint, ''), concat_ws('|', model.suite_name, model.model_name,
-        model.reduced::VARCHAR, experiment.accelerator, experiment.xla, experiment.dynamo,
-        experiment.torch_xla2, experiment.test, experiment.xla_flags, experiment.precision,
-        experiment.batch_size::VARCHAR, experiment.matmul_precision,
-        experiment.enable_functionalization::VARCHAR, experiment.disable_tf32::VARCHAR,
-        experiment.optimizer, experiment.amp_dtype, experiment.mode)), stack, mode)"""),
+    ("key", f"""hash({', '.join(f"COALESCE(CAST({_resolved(spec)} AS VARCHAR), '<null>')" for spec in _IDENTITY)})"""),
     ("fp", """COALESCE(NULLIF(left(fingerprint, 12), ''), 'h' || left(printf('%016x', key), 11))"""),
     ("status", """CASE WHEN status IN ('ok', 'failed', 'skipped') THEN status
          WHEN status IS NOT NULL THEN 'failed'

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from core.fields import REPORTED
 from core.results_file import BadLine
 from core.schema import VERIFICATION_FAILED, Status, VerificationCode
 from reports.columnar import Engine
@@ -23,6 +24,8 @@ from reports.stats import Interval, median_interval
 
 log = logging.getLogger(__name__)
 
+#: Label parts (core.fields) that the eager baseline of a configuration does not share.
+_NOT_SHARED_WITH_BASELINE = frozenset(spec.name for spec in REPORTED if not spec.baseline_shares)
 #: Codes with a verdict on the stack's output (the others: not verified).
 VERDICT_CODES = frozenset({VerificationCode.PASS.value, *VERIFICATION_FAILED})
 
@@ -56,8 +59,11 @@ class ConfigKey:
         return " ".join(parts)
 
     def baseline_key(self, baseline_stack: str) -> "ConfigKey":
-        """The key of the configuration this one is compared against."""
-        return ConfigKey(self.accelerator, baseline_stack, self.test, self.precision, "", self.extras, "")
+        """The key of the configuration this one is compared against: the label's parts the
+        baseline does not share (a compiler's own switches, core.fields) left out."""
+        shared = " ".join(part for part in self.extras.split(" ")
+                          if part.split("=", 1)[0] not in _NOT_SHARED_WITH_BASELINE)
+        return ConfigKey(self.accelerator, baseline_stack, self.test, self.precision, "", shared, "")
 
 
 @dataclass
@@ -83,6 +89,8 @@ class Record:
     skip_reason: str = ""
     accelerator_model: str = ""
     batch_size: Optional[int] = None
+    #: The experiment's identity in the reports: every identity field resolved (lines of
+    #: any version), from reports.engine.
     key: int = 0
     eager_peak_device_memory: Optional[int] = None
     graph_count: Optional[float] = None

@@ -44,8 +44,8 @@ def _why_not(record: Record, side: str) -> str:
 
 def score(measured: list[Record], reference: list[Record]) -> Score:
     """Score `measured` against `reference`; ReportError when nothing can be compared."""
-    ref_by = {r.fingerprint: r for r in reference}
-    new_by = {r.fingerprint: r for r in measured}
+    ref_by = {r.key: r for r in reference}
+    new_by = {r.key: r for r in measured}
     ratios = []
     left_out = []
     for fp, ref in sorted(ref_by.items(), key=lambda kv: (kv[1].config, kv[1].model_label)):

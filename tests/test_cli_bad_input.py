@@ -44,9 +44,41 @@ def one_error_line(run, *named):
     (["--output-basename=/tmp/abs.jsonl"], ["'/tmp/abs.jsonl' must be relative"]),
     (["--output-basename=.."], ["'..' leads outside"]),
     (["--output-basename=sub/"], ["'sub/' must name a file"]),
+    (["--timestamp=nan"], ["--timestamp", "'nan' is not a finite number"]),
+    (["--timestamp=inf"], ["--timestamp", "'inf' is not a finite number"]),
+    (["--timestamp=-1e300"], ["--timestamp", "'-1e300' must be at least 0"]),
+    (["--timestamp=1e300"], ["--timestamp", "must be at most 253402300799"]),
+    (["--batch-size=0"], ["--batch-size", "batch_size 0 must be at least 1"]),
+    (["--precision=fp64"], ["--precision", '"fp64" is not one of: fp32, bf16, fp16, amp']),
+    (["--dynamo=induc tor"], ["--dynamo", "'induc tor' is not a valid name"]),
+    (["--optimizer=lbfgs"], ["--optimizer", '"lbfgs" is not one of: None, sgd, adam']),
 ])
 def test_a_bad_flag_is_one_line_naming_it(run_cli, args, named):
     one_error_line(run_cli(*DRY, *args), *named)
+
+
+SINGLE_MODEL = '{"model_name": "mlp"}'
+SINGLE_EXPERIMENT = {"accelerator": "cpu", "xla": None, "dynamo": None, "test": "eval"}
+
+
+@pytest.mark.parametrize("model, experiment, named", [
+    (SINGLE_MODEL, dict(SINGLE_EXPERIMENT, test=["eval"]), ['test must be a string, not ["eval"]']),
+    (SINGLE_MODEL, dict(SINGLE_EXPERIMENT, precision="fp64"), ['precision "fp64" is not one of']),
+    (SINGLE_MODEL, '{"accelerator": "cpu", "test": "eval", "batch_size": 1e400}',
+     ["batch_size must be a finite integer, not Infinity"]),
+    (SINGLE_MODEL, '{"accelerator": "cpu", "test": "eval", "seed": NaN}',
+     ["--experiment-config: NaN is not a JSON number"]),
+    (SINGLE_MODEL, dict(SINGLE_EXPERIMENT, fullgraph="yes"), ['fullgraph must be true or false, not "yes"']),
+    (SINGLE_MODEL, dict(SINGLE_EXPERIMENT, colour="red"), ["unknown key(s) colour"]),
+    ('{"model_name": "mlp", "reduced": "false"}', SINGLE_EXPERIMENT,
+     ['--model-config: reduced must be true or false, not "false"']),
+    ('{"model_name": "mlp", "suite_name": 3}', SINGLE_EXPERIMENT,
+     ["--model-config: suite_name must be a string, not 3"]),
+])
+def test_a_bad_config_value_is_one_line_naming_it(run_cli, model, experiment, named):
+    text = experiment if isinstance(experiment, str) else json.dumps(experiment)
+    one_error_line(run_cli("--dry-run", f"--model-config={model}", f"--experiment-config={text}"),
+                   *named)
 
 
 @pytest.mark.parametrize("variable, value, named", [

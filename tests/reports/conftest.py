@@ -43,8 +43,12 @@ def craft_line(
 ) -> dict[str, Any]:
     """One results line as the runner writes it; metrics left None are absent."""
     model_config = ModelConfig("builtin", model)
+    # A line may hold values the runner never writes (other versions, hand edits): those are
+    # written over a valid experiment's line.
+    odd_accelerator = accelerator not in ("cpu", "cuda", "tpu")
     experiment = ExperimentConfig(
-        accelerator=accelerator, test=test, precision=precision, batch_size=batch_size, **STACKS[stack]
+        accelerator="cpu" if odd_accelerator else accelerator, test=test, precision=precision,
+        batch_size=batch_size, **STACKS[stack]
     )
     metrics: dict[str, Any] = {}
     if times is not None:
@@ -73,6 +77,8 @@ def craft_line(
         run_id=run_id,
         experiment_id=experiment_id(model_config, experiment, label),
     ).to_dict()
+    if odd_accelerator:
+        line["experiment"]["accelerator"] = accelerator
     if timestamp is not None:
         line["timestamp"] = timestamp
     line["finished_at"] = line["timestamp"]  # crafted lines finish as their sweep starts
