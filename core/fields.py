@@ -127,6 +127,10 @@ class Field:
     #: Whether the eager baseline a configuration is compared against shares this field's
     #: value (numerics do; a compiler's own switch does not).
     baseline_shares: bool = True
+    #: Where the field applies (a predicate of the experiment's values, by name); elsewhere
+    #: planning leaves it at its default, so one sweep can ask for a compiler's switch and
+    #: still time eager as it is. None: everywhere.
+    applies: Optional[Callable[[Mapping[str, Any]], bool]] = None
     #: The values an unset dimension takes, where it is not "every value valid here"
     #: (decided by the planner) nor just the default.
     sweep_default: Optional[tuple] = None
@@ -281,7 +285,7 @@ FIELDS: tuple[Field, ...] = (
        flags=("--amp-dtype",),
        help="autocast dtype for --precision=amp (default bf16 on CPU/TPU, fp16 on CUDA)"),
     _f("fullgraph", EXPERIMENT, bool, default=False, flags=("--filter-by-single-graph",),
-       baseline_shares=False,
+       baseline_shares=False, applies=lambda e: e["dynamo"] is not None and e["torch_xla2"] is None,
        help="compile with torch.compile(fullgraph=True), so that a model dynamo splits into "
             "several graphs fails (dynamo stacks)"),
     _f("stack_options", EXPERIMENT, dict, default=(), baseline_shares=False,

@@ -229,6 +229,17 @@ def unset_dimension(spec: Field, host: HostCapabilities) -> tuple:
     return spec.sweep_default or (spec.default,)
 
 
+def where_it_applies(experiment: ExperimentConfig) -> ExperimentConfig:
+    """The experiment with each field that does not apply to it (core.fields: `applies`)
+    at its default: --filter-by-single-graph compiles fullgraph where dynamo compiles, and
+    eager in the same sweep runs as it is."""
+    values = experiment.to_dict()
+    reset = {spec.name: spec.default for spec in fields_of(EXPERIMENT)
+             if spec.applies is not None and values[spec.name] != spec.default
+             and not spec.applies(values)}
+    return dataclasses.replace(experiment, **reset) if reset else experiment
+
+
 def expand_configurations(
     request: MatrixRequest, host: HostCapabilities, environ: Optional[Mapping[str, str]] = None,
 ) -> tuple[list[PlannedConfiguration], list[DroppedCombination]]:
@@ -248,9 +259,7 @@ def expand_configurations(
             experiment = ExperimentConfig(**dict(zip(dimensions, values)), **request.values)
         except FieldError as error:
             raise MatrixError(str(error)) from None
-        if experiment.fullgraph and (experiment.dynamo is None or experiment.torch_xla2 is not None):
-            # fullgraph applies where dynamo compiles; elsewhere the experiment runs as it is.
-            experiment = dataclasses.replace(experiment, fullgraph=False)
+        experiment = where_it_applies(experiment)
         if experiment.xla_flags and experiment.xla is None and experiment.torch_xla2 is None:
             # XLA flags mean nothing to a stack without XLA: run it once, without flags.
             continue
@@ -402,7 +411,7 @@ def single_plan(suite: Suite, model_text: str, experiment_text: str, request: Ma
     if name not in suite.model_names():
         raise MatrixError(f"--model-config: model {name!r} is not in suite {suite.name!r}; its "
                           f"models are: {', '.join(suite.model_names())}")
-    experiment = experiment_from_json(experiment_text, request.values)
+    experiment = where_it_applies(experiment_from_json(experiment_text, request.values))
     if experiment.accelerator not in ACCELERATORS:
         raise MatrixError(f"--experiment-config: accelerator {experiment.accelerator!r} is "
                           f"unknown; expected one of {', '.join(ACCELERATORS)}")

@@ -73,7 +73,7 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     from backends.runtimes.precision import apply_numerics
     from models import get_suite
 
-    model, experiment, settings = spec.model, spec.experiment, spec.settings
+    model, experiment = spec.model, spec.experiment
     torch.set_num_threads(thread_count(spec))
     torch.manual_seed(experiment.seed)
     apply_numerics(experiment)
