@@ -3,9 +3,9 @@ import statistics
 
 import pytest
 
-from reports.aggregate import build_report
+from reports.analyse.aggregate import build_report
 from reports.errors import ReportError
-from reports.load import load
+from reports.read.load import load
 from tests.reports.conftest import craft_line
 
 EAGER = {"mlp": [0.010, 0.012, 0.011], "cnn": [0.040, 0.044, 0.041], "transformer_block": [0.1, 0.09, 0.11]}

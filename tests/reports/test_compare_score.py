@@ -3,9 +3,9 @@ import math
 import pytest
 
 from reports.cli import compare_main, score_main
-from reports.compare import IMPROVED, NEWLY_FAILING, NOISE, REGRESSED, UNCHANGED, UNRELIABLE, compare
-from reports.load import load
-from reports.score import score
+from reports.analyse.compare import IMPROVED, NEWLY_FAILING, NOISE, REGRESSED, UNCHANGED, UNRELIABLE, compare
+from reports.read.load import load
+from reports.analyse.score import score
 from tests.reports.conftest import craft_line
 
 BASE = {"mlp": [1.00, 1.02, 0.98, 1.01], "cnn": [2.0, 2.04, 1.98, 2.02], "transformer_block": [3.0, 3.1, 2.9, 3.05]}

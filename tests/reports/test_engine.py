@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from reports import engine
+from reports.read import engine
 from tests.reports.conftest import craft_line
 
 
@@ -58,7 +58,7 @@ def test_the_newline_index_finds_lines_stops_when_told_and_raises_for_a_missing_
 def test_corrupted_lines_leave_the_other_rows_as_they_were(write_results):
     """The same lines with and without unreadable ones between them: the same records, and
     the unreadable ones reported with their line numbers (blank lines counted)."""
-    from reports.load import load
+    from reports.read.load import load
 
     good = [craft_line(model, stack, times=[t, t * 1.1], run_id=f"run-{n}", timestamp=float(n))
             for n in range(3) for t, model in ((1.0, "mlp"), (2.0, "cnn")) for stack in ("eager", "inductor")]
@@ -87,7 +87,7 @@ def test_details_read_again_for_the_selected_lines_match_a_full_read(write_resul
     """Without the cache only the lines' own columns are kept for every line; a selected
     line's details (times, error, dynamo figures, paired speedup, flags...) are parsed
     again from its text. They are those of a read keeping every column (the cache)."""
-    from reports.load import load
+    from reports.read.load import load
 
     lines = []
     for night in range(3):
@@ -120,9 +120,9 @@ def test_details_read_again_for_the_selected_lines_match_a_full_read(write_resul
 
 
 def test_a_file_rewritten_while_it_is_read_is_an_error_not_wrong_details(write_results):
-    from reports.columnar import Engine
+    from reports.read.columnar import Engine
     from reports.errors import ReportError
-    from reports.load import load
+    from reports.read.load import load
 
     path = write_results([craft_line("mlp", times=[1.0]), craft_line("cnn", times=[2.0])])
     with Engine(None) as engine:
@@ -133,7 +133,7 @@ def test_a_file_rewritten_while_it_is_read_is_an_error_not_wrong_details(write_r
 
 
 def test_a_file_of_unreadable_lines_only_loads_nothing(write_results):
-    from reports.load import load
+    from reports.read.load import load
 
     loaded = load([write_results(['{"cut', "[1]", '{"hello": 1}'])])
     assert loaded.records == [] and [b.lineno for b in loaded.bad_lines] == [1, 2]

@@ -3,10 +3,10 @@ import random
 
 import pytest
 
-from reports.columnar import Engine
-from reports.compare import NEWLY_FAILING, REGRESSED, compare
-from reports.history import compute_history, geomean_change
-from reports.load import load, select_records
+from reports.read.columnar import Engine
+from reports.analyse.compare import NEWLY_FAILING, REGRESSED, compare
+from reports.analyse.history import compute_history, geomean_change
+from reports.read.load import load, select_records
 from reports.stats import permutation_p_value, rank_sum_p_from_u
 from tests.reports.conftest import craft_line
 

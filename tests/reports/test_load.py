@@ -2,7 +2,7 @@ import pytest
 
 from core.results_file import append_line
 from reports.errors import ReportError
-from reports.load import load
+from reports.read.load import load
 from tests.reports.conftest import STACKS, craft_line
 
 
@@ -225,7 +225,7 @@ def test_wrong_types_read_as_missing(write_results):
 
 
 def test_the_cache_reads_only_what_was_appended(write_results, tmp_path, report_cache):
-    from reports.columnar import Engine
+    from reports.read.columnar import Engine
 
     path = write_results([craft_line("mlp", times=[1.0], run_id="a", timestamp=1.0),
                           "{broken"])

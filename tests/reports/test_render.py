@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from reports.cli import report_main
-from reports.plots import PLOT_NAMES
-from reports.render_csv import CSV_FIELDS
-from reports.render_hud_csv import PERFORMANCE_FIELDS as HUD_FIELDS
+from reports.render.plots import PLOT_NAMES
+from reports.render.render_csv import CSV_FIELDS
+from reports.render.render_hud_csv import PERFORMANCE_FIELDS as HUD_FIELDS
 from tests.reports.conftest import craft_line
 
 MODELS = {"mlp": 0.01, "cnn": 0.03, "transformer_block": 0.05}
@@ -153,8 +153,8 @@ def test_bad_input_exits_2_with_a_message(write_results, tmp_path, capsys, args,
 
 def test_reports_never_import_torch():
     code = (
-        "import sys; import reports.cli, reports.plots, reports.load;"
-        "from reports.plots import render_plots;"
+        "import sys; import reports.cli, reports.render.plots, reports.read.load;"
+        "from reports.render.plots import render_plots;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'torch_xla', 'jax', 'torchax', 'numpy_not_needed')];"
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -188,8 +188,8 @@ def test_hud_csv_files_per_configuration(write_results, tmp_path):
 
 
 def test_hud_csv_names_follow_modes_and_dtypes():
-    from reports.load import ConfigKey
-    from reports.render_hud_csv import file_stem
+    from reports.read.load import ConfigKey
+    from reports.render.render_hud_csv import file_stem
 
     assert file_stem(ConfigKey("cuda", "inductor", "train", "amp", mode="cudagraphs"), "timm") == \
         "inductor_with_cudagraphs_timm_models_amp_training_cuda"

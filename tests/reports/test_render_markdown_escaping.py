@@ -1,7 +1,7 @@
 """Names from results files cannot inject HTML or break tables in the Markdown report."""
 
-from reports.render_markdown import render_markdown
-from reports.tables import Table
+from reports.render.render_markdown import render_markdown
+from reports.render.tables import Table
 
 
 def test_raw_html_and_pipes_from_model_names_are_escaped():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from reports.tables import Table
+from reports.render.tables import Table
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]|])")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reports.errors import ReportError
-from reports.load import Record
+from reports.read.load import Record
 from reports.stats import geomean
 
 REFERENCE_SCORE = 1000.0

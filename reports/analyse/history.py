@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from core.schema import VERIFICATION_FAILED, VerificationCode
-from reports.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
-from reports.columnar import Engine
-from reports.load import ConfigKey, RunInfo, VERDICT_CODES
+from reports.analyse.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
+from reports.read.columnar import Engine
+from reports.read.load import ConfigKey, RunInfo, VERDICT_CODES
 from reports.stats import rank_sum_p_from_u
 
 _CONFIG = "accelerator, stack, test, precision, xla_flags, extras, mode"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reports.tables import Table
+from reports.render.tables import Table
 
 MAX_CELL = 60
 

@@ -6,11 +6,11 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from reports.aggregate import ConfigSummary, Report, Row
-from reports.compare import DEFAULT_GEOMEAN_THRESHOLD, Comparison
-from reports.history import History, geomean_change
-from reports.load import ConfigKey, RunInfo, format_time
-from reports.score import Score
+from reports.analyse.aggregate import ConfigSummary, Report, Row
+from reports.analyse.compare import DEFAULT_GEOMEAN_THRESHOLD, Comparison
+from reports.analyse.history import History, geomean_change
+from reports.read.load import ConfigKey, RunInfo, format_time
+from reports.analyse.score import Score
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from reports.load import Record
+from reports.read.load import Record
 from reports.stats import geomean, permutation_p_value
 
 DEFAULT_THRESHOLD = 0.07

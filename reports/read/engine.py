@@ -12,14 +12,14 @@ A file read for the cache keeps every normalised column. Read without it (`--no-
 only the columns every line needs are kept (`LINE_COLUMNS`: about a sixth less work over a
 million lines); the details of the few lines selected (`DETAIL_COLUMNS`: per-run times,
 error, dynamo figures...) are parsed again from their text by the same SQL
-(`reports.columnar.Engine.ensure_details`).
+(`reports.read.columnar.Engine.ensure_details`).
 
 Every figure is read tolerantly, as `core.schema` does: a whole-experiment figure from the
 line's `summary`, else from `metrics` (the layout before `summary`); values of the wrong
 type read as missing (numbers written as strings are read as numbers).
 
-`reports.cache` keeps the normalised rows of each file as Parquet, so that a later read only
-parses what was appended since; `reports.columnar.Engine` holds the connection and the
+`reports.read.cache` keeps the normalised rows of each file as Parquet, so that a later read only
+parses what was appended since; `reports.read.columnar.Engine` holds the connection and the
 `lines` view over every file read.
 """
 
@@ -338,7 +338,7 @@ def scan_into(con, source: Path, table: str, details: bool = True) -> int:
 
     Without `details`, the table holds `kind` and `LINE_COLUMNS` only (about a sixth less
     work over every line); a selected line's details are then read again from its text
-    (`reports.columnar.Engine.ensure_details`).
+    (`reports.read.columnar.Engine.ensure_details`).
     """
     columns, select = (READ_COLUMNS, NORMALISED) if details else (LINE_READ_COLUMNS, _LINE_NORMALISED)
     con.execute(

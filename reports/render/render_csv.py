@@ -6,7 +6,7 @@ import csv
 import io
 from typing import Optional
 
-from reports.aggregate import Report
+from reports.analyse.aggregate import Report
 
 CSV_FIELDS = [
     "suite", "model", "configuration", "accelerator", "stack", "test", "precision", "mode", "batch_size",

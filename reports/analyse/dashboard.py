@@ -1,6 +1,6 @@
 """The dashboard's data: everything the HTML page draws, as one JSON-ready dict.
 
-The page (reports/render_html.py) embeds it and renders tables and charts from it with plain
+The page (reports/render/render_html.py) embeds it and renders tables and charts from it with plain
 JavaScript, so that filters and sorting work offline.
 """
 
@@ -10,10 +10,10 @@ import datetime
 import math
 from typing import Any, Optional
 
-from reports.aggregate import Report
-from reports.compare import Comparison, DEFAULT_GEOMEAN_THRESHOLD
-from reports.history import History
-from reports.load import ConfigKey, RunInfo
+from reports.analyse.aggregate import Report
+from reports.analyse.compare import Comparison, DEFAULT_GEOMEAN_THRESHOLD
+from reports.analyse.history import History
+from reports.read.load import ConfigKey, RunInfo
 
 MAX_CHANGES = 50
 VERSION_KEYS = ("torch", "torch_xla", "torchax", "jax", "triton", "torchvision", "transformers", "timm", "numpy")

@@ -1,10 +1,10 @@
 """The reports' columnar engine: one DuckDB connection and the `lines` view over the files read.
 
-`reports.engine` parses and normalises a file; `reports.cache` keeps what was parsed; this
+`reports.read.engine` parses and normalises a file; `reports.read.cache` keeps what was parsed; this
 module puts the files together: `lines` has one row per usable results line of every file,
 with `fi` (the file's index), `ord` (the line's ordinal in its file), `id` and the columns
-every line needs (`reports.engine.LINE_COLUMNS`, `DERIVED`). The details of selected lines
-(`reports.engine.DETAIL_COLUMNS`) are gathered in the `details` table by `ensure_details`.
+every line needs (`reports.read.engine.LINE_COLUMNS`, `DERIVED`). The details of selected lines
+(`reports.read.engine.DETAIL_COLUMNS`) are gathered in the `details` table by `ensure_details`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from reports import cache
-from reports import engine as eng
-from reports.engine import DERIVED, ID_STRIDE, FileScan, connect, expand_paths
+from reports.read import cache
+from reports.read import engine as eng
+from reports.read.engine import DERIVED, ID_STRIDE, FileScan, connect, expand_paths
 from reports.errors import ReportError
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class Engine:
         self.con.execute("CREATE OR REPLACE TEMP VIEW lines AS " + " UNION ALL ".join(parts))
 
     def ensure_details(self, ids: Iterable[int]) -> None:
-        """Make TEMP table `details` (`id` and `reports.engine.DETAIL_COLUMNS`) hold these lines.
+        """Make TEMP table `details` (`id` and `reports.read.engine.DETAIL_COLUMNS`) hold these lines.
 
         A file read with its details (cached) gives them from its rows; a file read without
         (`--no-cache`) has the wanted lines' text read again and parsed by the same SQL, and

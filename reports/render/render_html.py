@@ -1,8 +1,8 @@
 """The dashboard: one self-contained HTML file (inline CSS, data and script; no network).
 
-The data (reports/dashboard.py) is embedded as JSON in a `<script type="application/json">`
+The data (reports/analyse/dashboard.py) is embedded as JSON in a `<script type="application/json">`
 element, with `<`, `>` and `&` written as JSON escapes so that no text from the results can
-close the element; the script (reports/dashboard.js) draws every table and SVG chart from
+close the element; the script (reports/render/dashboard.js) draws every table and SVG chart from
 it and only ever sets text through `textContent`. Without JavaScript the page still shows
 the notes and the configuration summary, rendered here with every value HTML-escaped.
 """
@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports.tables import Table
+from reports.render.tables import Table
 
 _ASSETS = Path(__file__).resolve().parent
 

@@ -1,6 +1,6 @@
 """Read results files into normalised records, one per experiment.
 
-The files are read by the columnar engine (`reports.engine`, DuckDB); what is selected from
+The files are read by the columnar engine (`reports.read.engine`, DuckDB); what is selected from
 them (each experiment's latest line, or the lines of one run) comes back as `Record`s whose
 fields are always present (None where the line had nothing usable). Only the selected lines
 ever become Python objects, so a year of nightly runs loads in seconds.
@@ -16,8 +16,8 @@ from typing import Any, Optional, Sequence
 
 from core.results_file import BadLine
 from core.schema import VERIFICATION_FAILED, Status, VerificationCode
-from reports.columnar import Engine
-from reports.engine import FileScan
+from reports.read.columnar import Engine
+from reports.read.engine import FileScan
 from reports.errors import ReportError
 from reports.stats import Interval, median_interval
 

@@ -28,8 +28,8 @@ import re
 from typing import Optional
 
 from core.schema import Status, VerificationCode
-from reports.aggregate import Report, Row
-from reports.load import ConfigKey
+from reports.analyse.aggregate import Report, Row
+from reports.read.load import ConfigKey
 
 PERFORMANCE_FIELDS = [
     "dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",

@@ -30,8 +30,8 @@ from filelock import FileLock, Timeout
 
 from core.host import cache_root
 from core.results_file import BadLine
-from reports import engine as eng
-from reports.engine import FileScan
+from reports.read import engine as eng
+from reports.read.engine import FileScan
 
 log = logging.getLogger(__name__)
 

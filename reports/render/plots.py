@@ -6,7 +6,7 @@ import io
 import logging
 from typing import Optional
 
-from reports.aggregate import Report
+from reports.analyse.aggregate import Report
 
 log = logging.getLogger(__name__)
 
