@@ -16,13 +16,14 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from backends.base import DeviceTimer, PreparedModel
 from core.config import RunSettings
 from core.schema import COLD_START_ENTRIES
 from models.base import BenchmarkModel
-from runner.trust import CpuWatch
+from runner.child.trust import CpuWatch
+from runner.observers.base import RunHooks
 
 HOST_CLOCK = "host"
 CUDA_EVENTS_CLOCK = "cuda_events"
@@ -135,22 +136,6 @@ def paired_speedup(eager: list[float], compiled: list[float]) -> dict[str, Any]:
         p_value = float(stats.ttest_ind(eager, compiled, equal_var=False).pvalue)
         result["p_value"] = p_value if math.isfinite(p_value) else None
     return result
-
-
-class RunHooks:
-    """Called by the timing loop outside the timed regions; the defaults do nothing."""
-
-    def before_timed_run(self, index: int) -> None:
-        """Timed run `index` (0-based) is about to start."""
-
-    def after_timed_run(self, index: int) -> None:
-        """Timed run `index` (0-based) has ended and been measured."""
-
-    def timed_run_output(self, index: int, result: Any) -> None:
-        """The result of the last iteration of timed run `index`, after it was measured."""
-
-    def after_timed_runs(self, run_once: Callable[[], Any], device_inputs: list[Any]) -> None:
-        """All timed runs have ended; `run_once()` runs one more run like them, untimed."""
 
 
 def input_seeds(settings: RunSettings) -> list[int]:

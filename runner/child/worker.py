@@ -1,6 +1,6 @@
 """The child process: load one model, prepare it on its stack, time or verify it.
 
-Run as `python -m runner.worker FOLDER`. FOLDER is the child's own folder: the parent wrote
+Run as `python -m runner.child.worker FOLDER`. FOLDER is the child's own folder: the parent wrote
 `spec.json` (a `ChildSpec`) there, and the child writes `result.json` (a `ChildResult`)
 there, atomically; its dumps go there too. The parent alone turns the result into a line.
 """
@@ -11,7 +11,6 @@ import logging
 import os
 import platform
 import resource
-import signal
 import socket
 import sys
 import traceback
@@ -29,10 +28,12 @@ from core.contract import (
     write_message,
 )
 from core.schema import Status, Verdict
+from runner.common.lifetime import die_with_parent
+from runner.common.packages import installed_packages
 
-log = logging.getLogger("runner.worker")
+log = logging.getLogger("runner.child.worker")
 
-#: Exit status when the result cannot be written (runner.executor.CHILD_OUTPUT_FAILED).
+#: Exit status when the result cannot be written (runner.run.executor.CHILD_OUTPUT_FAILED).
 EXIT_OUTPUT_FAILED = 74
 
 #: Variables recorded with every line, so a reader can trust and reproduce it.
@@ -46,8 +47,6 @@ class ModelCannotRun(Exception):
 
 def environment_record() -> dict[str, Any]:
     """What a reader needs to trust and reproduce a line."""
-    from runner.probe import installed_packages
-
     packages = installed_packages()
     record: dict[str, Any] = {
         "python": platform.python_version(),
@@ -110,8 +109,8 @@ def pairs_with_eager(spec: ChildSpec, stack) -> bool:
 def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     import backends
     from runner.observers.session import ExperimentObservers
-    from runner.timing import HOST_CLOCK, measure
-    from runner.trust import CpuWatch, judge
+    from runner.child.timing import HOST_CLOCK, measure
+    from runner.child.trust import CpuWatch, judge
 
     observers = ExperimentObservers(stack, spec.experiment, spec.settings, Path(spec.folder))
     result.notes = observers.notes
@@ -150,7 +149,7 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
 
 def verification_verdict(spec: ChildSpec, suite, stack, nondeterministic_reason) -> Verdict:
     """The verifier's verdict; a crash of the verifier itself is reported as its reason."""
-    from runner.verification import verify_experiment
+    from runner.child.verification import verify_experiment
 
     try:
         return verify_experiment(spec.model, spec.experiment, spec.settings, suite, stack,
@@ -183,24 +182,6 @@ def torch_settings() -> dict[str, Any]:
 
 def max_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def die_with_parent() -> None:
-    """Ask Linux to kill this child when the runner dies (a SIGKILLed runner leaves no
-    orphan experiment behind), and to adopt its orphaned descendants, so that killing this
-    child's tree finds them too (the runner's guard kills them if the runner dies).
-    Elsewhere this is a no-op."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
-    except (OSError, AttributeError):
-        log.debug("could not ask to die with the parent")
 
 
 def pin(cores: tuple[int, ...]) -> None:

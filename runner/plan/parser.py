@@ -11,8 +11,8 @@ import argparse
 import math
 import os
 import sys
-from typing import Optional, Sequence
 from pathlib import Path
+from typing import Optional, Sequence
 
 import psutil
 
@@ -29,6 +29,7 @@ from core.config import (
     RunSettings,
     none_if_none_string,
 )
+from models import suite_names
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
 from runner import observers
 from runner.plan.matrix import MatrixRequest

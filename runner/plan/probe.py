@@ -23,31 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Optional
 
 from core.host import HostCapabilities, cache_root
+from runner.common.packages import installed_packages
 
 log = logging.getLogger(__name__)
-
-PROBED_PACKAGES = (
-    "torch", "torchvision", "torch_xla", "torchax", "jax", "jaxlib",
-    "jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt",
-    "libtpu", "libtpu-nightly", "timm", "transformers", "numpy",
-)
-
-
-def installed_packages() -> dict[str, str]:
-    """Versions of the packages that decide which stacks can run."""
-    found = {}
-    for name in PROBED_PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
 
 def probe_in_this_process() -> dict[str, Any]:
     """The probe's answer (run inside the probe child)."""
@@ -139,7 +121,7 @@ def probe_host(timeout: float = 300.0, use_cache: bool = True) -> HostCapabiliti
 def run_probe(timeout: float) -> dict[str, Any]:
     """Run the probe child: its answer, or a torch-less one saying why it gave none."""
     try:
-        completed = subprocess.run([sys.executable, "-m", "runner.probe"], capture_output=True,
+        completed = subprocess.run([sys.executable, "-m", "runner.plan.probe"], capture_output=True,
                                    text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return {"packages": installed_packages(),

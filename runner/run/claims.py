@@ -38,8 +38,8 @@ import psutil
 
 from core.config import RunSettings
 from core.results_file import ResultsFile, ResultsRead
-from runner.resume import recorded_fingerprints
-from runner.signals import deferred
+from runner.plan.resume import recorded_fingerprints
+from runner.run.signals import deferred
 
 log = logging.getLogger(__name__)
 

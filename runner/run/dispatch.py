@@ -1,9 +1,9 @@
 """Dispatchers: where the sweep sends a claimed experiment to be run.
 
-The sweep (runner/sweep.py) claims, skips and records in its own thread; a dispatcher only
+The sweep (runner/run/sweep.py) claims, skips and records in its own thread; a dispatcher only
 runs experiments and hands back their lines as futures. `LocalDispatcher` runs one
-experiment per slot (runner/slots.py) on this machine; the Ray dispatcher
-(runner/ray_dispatch.py) runs them as tasks of a Ray cluster.
+experiment per slot (runner/plan/slots.py) on this machine; the Ray dispatcher
+(runner/run/ray_dispatch.py) runs them as tasks of a Ray cluster.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import queue
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, Sequence
 
-from runner.executor import ExperimentExecutor
-from runner.matrix import PlannedExperiment
-from runner.slots import Slot
+from runner.run.executor import ExperimentExecutor
+from runner.plan.matrix import PlannedExperiment
+from runner.plan.slots import Slot
 
 log = logging.getLogger(__name__)
 

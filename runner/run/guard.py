@@ -13,7 +13,7 @@ closes (the runner ended, however it ended), the guard kills:
 - every process whose environment carries the runner's token (`TOKEN_VARIABLE`), which
   every child and each of their descendants inherit, even those that left the group;
 
-then removes the scratch folders and exits. Run as `python -m runner.guard TOKEN`.
+then removes the scratch folders and exits. Run as `python -m runner.run.guard TOKEN`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 #: Set in every child's environment; the guard kills whatever carries its value.
 TOKEN_VARIABLE = "EXPERIMENT_TREE_TOKEN"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 class ProcessGuard:
@@ -68,7 +68,7 @@ class ProcessGuard:
             [str(PROJECT_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else []))
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "runner.guard", self.token],
+                [sys.executable, "-m", "runner.run.guard", self.token],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 cwd=str(PROJECT_ROOT), env=environment, start_new_session=True)
         except OSError as error:

@@ -4,7 +4,7 @@ Each experiment is one Ray task that asks for what it needs: CPUs (`cpus_per_tas
 default), one GPU for a CUDA experiment, one `TPU` resource for a TPU experiment. Inside the
 Ray worker the task builds an `ExperimentExecutor` from the sweep's options, settings and
 identity and runs the experiment in isolated children, as a local run does; it returns the
-line, which the driver (the sweep, runner/sweep.py) records. The driver alone writes the
+line, which the driver (the sweep, runner/run/sweep.py) records. The driver alone writes the
 results file, so claims and resume work as they do locally.
 
 The children write their folders under the same output path on the node that ran them:
@@ -38,10 +38,10 @@ from typing import Any, Iterable, Mapping, Optional
 
 from core.config import RunSettings
 from core.schema import Status, VerificationCode, bounded
-from runner.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
-from runner.guard import ProcessGuard
-from runner.matrix import PlannedExperiment
-from runner.scratch import ScratchRoot
+from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
+from runner.run.guard import ProcessGuard
+from runner.plan.matrix import PlannedExperiment
+from runner.run.scratch import ScratchRoot
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ class RayDispatcher:
             check_reachable(address)
             keywords["address"] = address
         # ray.init makes SIGTERM exit the driver at once; the runner's own handler stops the
-        # sweep cleanly (runner/signals.py), cancelling the tasks first.
+        # sweep cleanly (runner/run/signals.py), cancelling the tasks first.
         main_thread = threading.current_thread() is threading.main_thread()
         sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
         try:

@@ -2,7 +2,7 @@
 
 The root's name carries the runner's pid and start time:
 `<tmp>/experiment-runner-<pid>-<start>-XXXX`. The runner removes it when it ends, its guard
-(runner/guard.py) when the runner is killed, and any runner starting on the same machine
+(runner/run/guard.py) when the runner is killed, and any runner starting on the same machine
 removes the roots whose runner no longer runs, so no scratch folder outlives its runner.
 """
 

@@ -1,7 +1,7 @@
 """Run a plan: one child per experiment, one line per experiment, a progress bar.
 
 Several runners may share the results file: each experiment is claimed first
-(runner/claims.py), skipped when the results hold it already, waited for when another
+(runner/run/claims.py), skipped when the results hold it already, waited for when another
 live runner runs it, and taken over when that runner is gone. A runner ends when every
 experiment of its plan is recorded, by itself or by others.
 """
@@ -18,9 +18,9 @@ from tqdm import tqdm
 
 from core.schema import Status, stack_label_of, timed_values
 from models.base import Suite
-from runner.claims import Claims, ClaimStatus
-from runner.dispatch import Dispatcher
-from runner.matrix import Plan, PlannedExperiment
+from runner.run.claims import Claims, ClaimStatus
+from runner.run.dispatch import Dispatcher
+from runner.plan.matrix import Plan, PlannedExperiment
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Several runners, one results file: claims (runner/claims.py), in-process and with real runners."""
+"""Several runners, one results file: claims (runner/run/claims.py), in-process and with real runners."""
 
 import json
 import re
@@ -11,7 +11,7 @@ import pytest
 
 from core.config import RunSettings
 from core.results_file import ResultsFile, read_results
-from runner.claims import ClaimOptions, Claims, ClaimStatus, RunnerIdentity
+from runner.run.claims import ClaimOptions, Claims, ClaimStatus, RunnerIdentity
 from tests.conftest import cli_command, cli_environment
 
 FP = "f" * 64
@@ -200,7 +200,7 @@ def test_a_dead_runners_claim_on_a_recorded_experiment_is_cleared(tmp_path):
 def test_without_resume_a_recorded_line_does_not_cover_its_experiment(tmp_path):
     from core.config import RunSettings
     from core.results_file import ResultsFile
-    from runner.claims import Claims, ClaimStatus, RunnerIdentity
+    from runner.run.claims import Claims, ClaimStatus, RunnerIdentity
 
     results = ResultsFile(tmp_path / "results.jsonl")
     line = {"model": {"suite_name": "builtin", "model_name": "mlp"},

@@ -8,8 +8,8 @@ import pytest
 
 from core.config import ExperimentConfig, ModelConfig, RunSettings
 from core.contract import Role
-from runner.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
-from runner.matrix import PlannedExperiment
+from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
+from runner.plan.matrix import PlannedExperiment
 
 SWEEP = SweepInfo(run_id="sweep-1")
 EAGER = ExperimentConfig("cpu", None, None, None, "eval", stack="eager")

@@ -10,8 +10,8 @@ import time
 import psutil
 import pytest
 
-from runner.executor import kill_tree
-from runner.forkserver import (ForkServer, ForkServerError, ForkServers, names_own_folder,
+from runner.run.supervision import kill_tree
+from runner.run.forkserver_client import (ForkServer, ForkServerError, ForkServers, names_own_folder,
                                server_key)
 from tests.conftest import PROJECT_ROOT
 

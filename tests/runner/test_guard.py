@@ -1,5 +1,5 @@
 """Every process an experiment starts dies with the runner, however the runner ends, and no
-scratch folder outlives it (runner/guard.py, runner/scratch.py, runner/signals.py)."""
+scratch folder outlives it (runner/run/guard.py, runner/run/scratch.py, runner/run/signals.py)."""
 
 import os
 import re
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from runner.scratch import PREFIX, ScratchRoot
+from runner.run.scratch import PREFIX, ScratchRoot
 from tests.conftest import PROJECT_ROOT, cli_command, cli_environment
 
 EAGER = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--repeat=1",
@@ -52,7 +52,7 @@ def hang_pids(output, runner, timeout=120):
             found = re.search(r"fault-model grandchild pid (\d+)", log.read_text())
             if found:
                 workers = [p.pid for p in psutil.Process(runner.pid).children()
-                           if "runner.worker" in p.cmdline()]
+                           if "runner.child.worker" in p.cmdline()]
                 return workers, int(found.group(1))
         time.sleep(0.2)
     raise AssertionError("the hang model never started its grandchild")
@@ -98,7 +98,7 @@ def test_ctrl_c_during_the_host_probe_exits_130_without_a_traceback(tmp_path):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         children = psutil.Process(runner.pid).children()
-        if any("runner.probe" in " ".join(child.cmdline()) for child in children):
+        if any("runner.plan.probe" in " ".join(child.cmdline()) for child in children):
             break
         time.sleep(0.02)
     else:
@@ -113,8 +113,8 @@ def test_ctrl_c_during_the_host_probe_exits_130_without_a_traceback(tmp_path):
 CRASHING_RUNNER = """
 import os, subprocess, sys, time
 from pathlib import Path
-from runner.guard import ProcessGuard
-from runner.scratch import ScratchRoot
+from runner.run.guard import ProcessGuard
+from runner.run.scratch import ScratchRoot
 
 guard, scratch = ProcessGuard(), ScratchRoot()
 guard.start()

@@ -6,7 +6,7 @@ import pytest
 from core.host import HostCapabilities
 from models import get_suite
 from models.base import Suite
-from runner.matrix import (MatrixError, MatrixRequest, build_plan, config_json, partition_bounds,
+from runner.plan.matrix import (MatrixError, MatrixRequest, build_plan, config_json, partition_bounds,
                            select_models, single_plan)
 
 HOST = HostCapabilities(

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from core.results_file import read_results
-from runner.sweep import expected_durations, longest_first
+from runner.run.sweep import expected_durations, longest_first
 from tests.conftest import cli_command, cli_environment
 from tests.runner.test_claims import grandchild_pid
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from runner.probe import PROBE_CACHE_SECONDS, probe_cache_path, probe_host, probe_key
+from runner.plan.probe import PROBE_CACHE_SECONDS, probe_cache_path, probe_host, probe_key
 
 
 @pytest.fixture

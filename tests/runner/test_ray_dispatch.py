@@ -2,7 +2,7 @@
 each on this machine, real experiments in real children (the builtin suite, eager).
 
 Every Ray process binds to 127.0.0.1 and contacts nothing else (the node IP address is
-127.0.0.1, with runner.ray_dispatch.LOOPBACK_ENVIRONMENT); each test checks that every
+127.0.0.1, with runner.run.ray_dispatch.LOOPBACK_ENVIRONMENT); each test checks that every
 listening socket of the cluster is on loopback. Each cluster has its own short temporary
 folder (Ray's socket paths must stay under 108 characters) and lets Ray pick free ports, so
 tests run side by side under pytest-xdist; with `--dist=loadgroup` they share one worker.
@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import psutil
 import pytest
 
-from runner.ray_dispatch import (
+from runner.run.ray_dispatch import (
     LOOPBACK_ENVIRONMENT,
     LOOPBACK_IP,
     RayClusterError,
@@ -140,8 +140,8 @@ def command_of(process: psutil.Process) -> str:
 def runner_processes_under(pid: int) -> list[psutil.Process]:
     """The experiments' children and guards below `pid`, and everything the children
     started."""
-    found = children_under(pid, "runner.worker") + children_under(pid, "runner.guard")
-    for child in children_under(pid, "runner.worker"):
+    found = children_under(pid, "runner.child.worker") + children_under(pid, "runner.run.guard")
+    for child in children_under(pid, "runner.child.worker"):
         try:
             found += child.children(recursive=True)
         except psutil.NoSuchProcess:
@@ -177,7 +177,7 @@ def lose_the_worker_node_mid_experiment(nodes: TwoNodes, process: subprocess.Pop
     while not held:
         assert process.poll() is None, "the sweep ended before the worker node ran anything"
         assert time.monotonic() < deadline, "the worker node ran no experiment"
-        held = children_under(raylet, "runner.worker")
+        held = children_under(raylet, "runner.child.worker")
         time.sleep(0.1)
     try:
         for child in held:

@@ -1,7 +1,7 @@
 """Which recorded lines cover what a new sweep would measure."""
 
 from core.config import RunSettings
-from runner.resume import covers, recorded_fingerprints
+from runner.plan.resume import covers, recorded_fingerprints
 
 
 def test_what_a_recorded_line_covers():

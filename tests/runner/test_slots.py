@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.slots import CUDA_VISIBLE_DEVICES, Slot, SlotError, plan_slots, split_cores, visible_gpus
+from runner.plan.slots import CUDA_VISIBLE_DEVICES, Slot, SlotError, plan_slots, split_cores, visible_gpus
 
 
 def test_core_shares_are_disjoint_contiguous_and_cover_every_core():

@@ -8,7 +8,7 @@ from backends.base import DeviceTimer, PreparedModel
 from models.base import BenchmarkModel, ModelInputs
 from core.config import RunSettings
 from core.schema import timed_values
-from runner.timing import CUDA_EVENTS_CLOCK, HOST_CLOCK, RunHooks, measure, paired_speedup
+from runner.child.timing import CUDA_EVENTS_CLOCK, HOST_CLOCK, RunHooks, measure, paired_speedup
 
 STEP_SECONDS = 0.01
 HOOK_SECONDS = 0.2

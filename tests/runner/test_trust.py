@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from runner.trust import CpuWatch, judge, relative_spread
+from runner.child.trust import CpuWatch, judge, relative_spread
 
 
 def busy(seconds: float) -> None:

@@ -10,7 +10,7 @@ from core.config import ExperimentConfig, RunSettings
 from core.schema import VerificationCode
 from verifier.compare import tolerance_for
 from verifier.procedure import verify
-from runner.verification import make_run
+from runner.child.verification import make_run
 
 SEED = 1234
 
