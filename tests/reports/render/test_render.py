@@ -158,7 +158,7 @@ def test_reports_never_import_torch():
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'torch_xla', 'jax', 'torchax', 'numpy_not_needed')];"
         "print(bad); sys.exit(1 if bad else 0)"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -14,7 +14,7 @@ import pytest
 from core.results_file import read_results
 from runner.run.sweep import expected_durations, longest_first
 from tests.conftest import cli_command, cli_environment
-from tests.runner.test_claims import grandchild_pid
+from tests.runner.run.test_claims import grandchild_pid
 
 EAGER = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--repeat=2",
          "--warmup=1"]
