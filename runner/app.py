@@ -60,7 +60,6 @@ from runner.run.sweep import SweepReport, expected_durations, format_summary, ru
 log = logging.getLogger("experiment_runner")
 
 REPORT_COMMANDS = ("report", "compare", "score")
-EXIT_INTERRUPTED = 130  # 128 + SIGINT; SIGTERM gives 143 (runner/run/signals.py)
 #: The sweep stopped because its output could not be written (a full disk): sysexits' EX_IOERR.
 EXIT_OUTPUT_FAILED = 74
 

@@ -73,10 +73,6 @@ class Comparison:
         return self.geomean_ratio is not None and self.geomean_ratio > 1.0 + self.geomean_threshold
 
     @property
-    def geomean_improved(self) -> bool:
-        return self.geomean_ratio is not None and self.geomean_ratio < 1.0 - self.geomean_threshold
-
-    @property
     def regressed(self) -> bool:
         return bool(self.regressions) or self.geomean_regressed
 

@@ -126,6 +126,3 @@ class Engine:
         path = self._temp / "details.jsonl"
         path.write_bytes(b"".join(text + b"\n" for text in texts))
         eng.scan_into(self.con, path, "detail_lines")
-
-    def tmp_path(self, name: str) -> Path:
-        return self._temp / name

@@ -39,10 +39,6 @@ def fmt_bytes(value: Optional[int]) -> str:
     return f"{value / 2**20:.1f} MiB"
 
 
-def fmt_count(value: Optional[float], covered: int, total: int) -> str:
-    return "-" if value is None else f"{value} ({covered}/{total})"
-
-
 def _interval(row: Row) -> str:
     interval = row.record.interval
     if interval is None or len(row.record.per_iter_times) < 2:
