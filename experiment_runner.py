@@ -22,11 +22,11 @@ if __name__ == "__main__":
               "set up first: make setup (or use .venv/bin/python)", file=sys.stderr)
         sys.exit(EXIT_NOT_SET_UP)
     try:
-        # SIGTERM stops the runner like Ctrl-C from the very start (runner/signals.py).
-        from runner import signals
+        # SIGTERM stops the runner like Ctrl-C from the very start (runner/run/signals.py).
+        from runner.run import signals
 
         signals.install()
-        from runner.cli import main
+        from runner.app import main
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM while the runner is still starting
         sys.exit(128 + getattr(stop, "signum", 2))
     sys.exit(main())

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.sweep import median_iteration_time  # noqa: E402
+from runner.run.sweep import median_iteration_time  # noqa: E402
 
 
 def sweep(folder: Path, jobs: int, flags: list[str]) -> float:

@@ -157,7 +157,7 @@ _LOAD_CHILD = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from reports.load import load
+from reports.read.load import load
 start = time.perf_counter()
 cache = {cache!r}
 loaded = load([Path({path!r})], cache_dir=Path(cache) if cache else None)

@@ -262,9 +262,9 @@ def foreign_metrics(output: Path, line: dict) -> Optional[str]:
 
 def planned_fingerprints(commands: list[list[str]]) -> set[str]:
     from models import get_suite
-    from runner.cli import build_parser, matrix_request
-    from runner.matrix import build_plan
-    from runner.probe import probe_host
+    from runner.plan.parser import build_parser, matrix_request
+    from runner.plan.matrix import build_plan
+    from runner.plan.probe import probe_host
 
     host = probe_host()
     planned = set()
@@ -279,7 +279,7 @@ def planned_fingerprints(commands: list[list[str]]) -> set[str]:
 def runs_a_child(runner: Runner) -> bool:
     """Whether the runner is running an experiment's child right now."""
     try:
-        return any("runner.worker" in child.cmdline() for child in
+        return any("runner.child.worker" in child.cmdline() for child in
                    psutil.Process(runner.process.pid).children())
     except psutil.Error:
         return False

@@ -12,22 +12,22 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from reports.aggregate import DEFAULT_BASELINE, build_report
-from reports.cache import default_cache_dir
-from reports.compare import DEFAULT_ALPHA, DEFAULT_GEOMEAN_THRESHOLD, DEFAULT_THRESHOLD, Comparison, compare
-from reports.dashboard import build_payload
-from reports.columnar import Engine
+from reports.analyse.aggregate import DEFAULT_BASELINE, build_report
+from reports.read.cache import default_cache_dir
+from reports.analyse.compare import DEFAULT_ALPHA, DEFAULT_GEOMEAN_THRESHOLD, DEFAULT_THRESHOLD, Comparison, compare
+from reports.analyse.dashboard import build_payload
+from reports.read.columnar import Engine
 from reports.errors import ReportError
-from reports.history import compute_history
-from reports.load import Loaded, load, select_records
-from reports.plots import render_plots
-from reports.render_csv import render_csv
-from reports.render_html import render_html
-from reports.render_hud_csv import render_hud_csv
-from reports.render_markdown import render_markdown
-from reports.render_text import render_tables
-from reports.score import score
-from reports.tables import comparison_tables, report_tables, runs_table, score_tables, trend_table
+from reports.analyse.history import compute_history
+from reports.read.load import Loaded, load, select_records
+from reports.render.plots import render_plots
+from reports.render.render_csv import render_csv
+from reports.render.render_html import render_html
+from reports.render.render_hud_csv import render_hud_csv
+from reports.render.render_markdown import render_markdown
+from reports.render.render_text import render_tables
+from reports.analyse.score import score
+from reports.render.tables import comparison_tables, report_tables, runs_table, score_tables, trend_table
 
 EXIT_OK = 0
 EXIT_REGRESSED = 1

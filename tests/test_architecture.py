@@ -30,7 +30,7 @@ def test_an_upward_import_and_a_cycle_are_caught(tmp_path):
                         ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(PROJECT_ROOT / ".importlinter", tmp_path / ".importlinter")
     with open(tmp_path / "core" / "host.py", "a", encoding="utf-8") as upward:
-        upward.write("\nimport runner.matrix  # an upward arrow\n")
+        upward.write("\nimport runner.plan.matrix  # an upward arrow\n")
     with open(tmp_path / "verifier" / "tolerance.py", "a", encoding="utf-8") as cyclic:
         cyclic.write("\nimport verifier.compare  # compare imports tolerance: a cycle\n")
     completed = lint_imports(tmp_path)

@@ -189,7 +189,7 @@ ARGUMENTS = st.lists(st.tuples(st.sampled_from(FLAGS), VALUES), max_size=6)
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ARGUMENTS)
 def test_fuzzed_flags_give_a_plan_or_one_error_line(tmp_path, monkeypatch, capsys, arguments):
-    from runner import cli
+    from runner import app as cli
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(cli, "probe_host", lambda use_cache=True: HostCapabilities(

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from core.schema import timed_values
-from reports.load import load
+from reports.read.load import load
 from tests.conftest import PROJECT_ROOT, CliRun, cli_command, cli_environment
 
 PEER_TOOLS = PROJECT_ROOT.parent / "shared" / "reference" / "pytorch_xla_benchmarks"

@@ -20,8 +20,8 @@ import pytest
 
 from core.host import HostCapabilities
 from models import get_suite
-from runner.cli import build_parser, matrix_request
-from runner.matrix import build_plan
+from runner.plan.parser import build_parser, matrix_request
+from runner.plan.matrix import build_plan
 from tests.conftest import cli_command, cli_environment
 
 SEED_HOST = HostCapabilities(

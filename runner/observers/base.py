@@ -14,10 +14,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from core.config import ExperimentConfig, RunSettings
-from runner.timing import RunHooks
 
 if TYPE_CHECKING:
     from backends.base import PreparedModel, Stack
+
+
+class RunHooks:
+    """Called by the timing loop outside the timed regions; the defaults do nothing."""
+
+    def before_timed_run(self, index: int) -> None:
+        """Timed run `index` (0-based) is about to start."""
+
+    def after_timed_run(self, index: int) -> None:
+        """Timed run `index` (0-based) has ended and been measured."""
+
+    def timed_run_output(self, index: int, result: Any) -> None:
+        """The result of the last iteration of timed run `index`, after it was measured."""
+
+    def after_timed_runs(self, run_once: Callable[[], Any], device_inputs: list[Any]) -> None:
+        """All timed runs have ended; `run_once()` runs one more run like them, untimed."""
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,6 @@ log = logging.getLogger(__name__)
 
 MICROSECONDS = 1e6
 TABLE_ROWS = 100
-OP_FIELDS = ("self_cpu_time_s", "total_cpu_time_s", "self_cuda_time_s", "total_cuda_time_s",
-             "num_of_calls")
 
 
 def _device_times(event: Any) -> tuple[float, float]:

@@ -13,8 +13,7 @@ from typing import Any, Callable
 from backends.base import PreparedModel, Stack
 from core.config import ExperimentConfig, RunSettings
 from runner.observers import all_observers, inapplicable_notes
-from runner.observers.base import ObserverContext, RunObserver
-from runner.timing import RunHooks
+from runner.observers.base import ObserverContext, RunHooks, RunObserver
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ import pytest
 import backends
 from core.host import HostCapabilities
 from models import get_suite
-from runner import cli
+from runner import app as cli
 from core.config import ExperimentConfig
-from runner.matrix import MatrixRequest, build_plan
+from runner.plan.matrix import MatrixRequest, build_plan
 from tests.conftest import PROJECT_ROOT, cli_environment
 
 XLA_HOST = HostCapabilities(
@@ -110,7 +110,7 @@ def test_seed_example_matrix_gives_the_four_experiments_per_model(capsys, tmp_pa
 
 PARENT_IMPORTS = """
 import sys
-from runner import cli
+from runner import app as cli
 code = cli.main(["--accelerator=cpu", "--dry-run", "--test=eval", "--test=train",
                  "--output-dirname=" + sys.argv[1],
                  "--xla=PJRT", "--xla=None", "--dynamo=openxla", "--dynamo=None",

@@ -33,7 +33,7 @@ from backends.runtimes.torch_xla import XlaPreparedModel
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig, RunSettings
 from runner.observers.session import ExperimentObservers
-from runner.timing import measure
+from runner.child.timing import measure
 
 class Histogram(torch.nn.Module):
     def forward(self, x):

@@ -10,7 +10,7 @@ from core.schema import (
     has_timings,
     timed_values,
 )
-from runner.resume import recorded_fingerprints
+from runner.plan.resume import recorded_fingerprints
 
 MODEL = ModelConfig("builtin", "mlp")
 DEFAULT = ExperimentConfig("cpu", None, "inductor", None, "eval")

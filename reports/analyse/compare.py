@@ -1,0 +1,146 @@
+"""Compare two sets of results experiment by experiment, to gate changes in CI.
+
+An experiment regressed when its median time per iteration grew by more than the
+threshold (default 7%) and the growth is significant from the repeats (one-sided
+permutation test, p <= alpha), or when it passed in BASE and fails in NEW. The run as a
+whole regressed when the geometric mean of new/base medians grew by more than 1%.
+With fewer than 2 repeats on either side there is no test and the threshold alone decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from reports.read.load import Record
+from reports.stats import geomean, permutation_p_value
+
+DEFAULT_THRESHOLD = 0.07
+DEFAULT_GEOMEAN_THRESHOLD = 0.01
+DEFAULT_ALPHA = 0.05
+
+REGRESSED = "regressed"
+IMPROVED = "improved"
+UNCHANGED = "unchanged"
+NOISE = "within noise"
+#: A change beyond the threshold where either side's timings were flagged (contention or
+#: runs that vary too much, docs/timing.md): neither a regression nor an improvement.
+UNRELIABLE = "unreliable"
+NEWLY_FAILING = "newly failing"
+FIXED = "fixed"
+NOT_COMPARED = "not compared"
+
+
+@dataclass
+class Change:
+    """One experiment held by both sides."""
+
+    base: Record
+    new: Record
+    ratio: Optional[float] = None
+    p_value: Optional[float] = None
+    verdict: str = NOT_COMPARED
+    reason: str = ""
+
+    @property
+    def change(self) -> Optional[float]:
+        """Relative change of the median time (+0.10 = 10% slower)."""
+        return None if self.ratio is None else self.ratio - 1.0
+
+
+@dataclass
+class Comparison:
+    changes: list[Change]
+    only_base: list[Record]
+    only_new: list[Record]
+    geomean_ratio: Optional[float]
+    geomean_models: int
+    threshold: float
+    geomean_threshold: float
+    alpha: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Change]:
+        return [c for c in self.changes if c.verdict in (REGRESSED, NEWLY_FAILING)]
+
+    @property
+    def improvements(self) -> list[Change]:
+        return [c for c in self.changes if c.verdict in (IMPROVED, FIXED)]
+
+    @property
+    def geomean_regressed(self) -> bool:
+        return self.geomean_ratio is not None and self.geomean_ratio > 1.0 + self.geomean_threshold
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.regressions) or self.geomean_regressed
+
+
+def _judge(change: Change, threshold: float, alpha: float) -> None:
+    base, new = change.base, change.new
+    if base.passed and not new.passed:
+        change.verdict = NEWLY_FAILING
+        change.reason = new.error.strip().splitlines()[-1][:160] if new.error.strip() else (
+            f"status {new.status}, verification {new.verification_code}"
+        )
+        return
+    if not base.passed and new.passed:
+        change.verdict = FIXED
+        return
+    if not (base.passed and new.passed):
+        change.reason = "did not pass on either side"
+        return
+    change.ratio = new.median_time / base.median_time
+    change.p_value = permutation_p_value(base.per_iter_times, new.per_iter_times)
+    beyond = abs(change.ratio - 1.0) > threshold
+    significant = change.p_value is None or change.p_value <= alpha
+    if change.p_value is None:
+        change.reason = "fewer than 2 repeats: threshold only"
+    flagged = [side for side, record in (("base", base), ("new", new)) if record.unreliable]
+    if not beyond:
+        change.verdict = UNCHANGED
+    elif flagged:
+        change.verdict = UNRELIABLE
+        change.reason = "; ".join(
+            f"{side}: {record.unreliable_reason or 'flagged unreliable'}"
+            for side, record in (("base", base), ("new", new)) if record.unreliable)
+    elif not significant:
+        change.verdict = NOISE
+    else:
+        change.verdict = REGRESSED if change.ratio > 1.0 else IMPROVED
+
+
+def compare(
+    base: list[Record],
+    new: list[Record],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    geomean_threshold: float = DEFAULT_GEOMEAN_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+) -> Comparison:
+    """Match experiments by identity (`Record.key`: every identity field resolved, so lines
+    of any version match) and judge each change."""
+    base_by = {r.key: r for r in base}
+    new_by = {r.key: r for r in new}
+    changes = []
+    for fp, record in base_by.items():
+        if fp in new_by:
+            change = Change(base=record, new=new_by[fp])
+            _judge(change, threshold, alpha)
+            changes.append(change)
+    changes.sort(key=lambda c: (c.base.config, c.base.model_label))
+    ratios = [c.ratio for c in changes if c.ratio is not None]
+    comparison = Comparison(
+        changes=changes,
+        only_base=[r for fp, r in base_by.items() if fp not in new_by],
+        only_new=[r for fp, r in new_by.items() if fp not in base_by],
+        geomean_ratio=geomean(ratios),
+        geomean_models=len(ratios),
+        threshold=threshold,
+        geomean_threshold=geomean_threshold,
+        alpha=alpha,
+    )
+    if not changes:
+        comparison.notes.append("BASE and NEW hold no experiment in common")
+    return comparison

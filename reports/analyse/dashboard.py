@@ -1,0 +1,154 @@
+"""The dashboard's data: everything the HTML page draws, as one JSON-ready dict.
+
+The page (reports/render/render_html.py) embeds it and renders tables and charts from it with plain
+JavaScript, so that filters and sorting work offline.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from typing import Any, Optional
+
+from reports.analyse.aggregate import Report
+from reports.analyse.compare import Comparison, DEFAULT_GEOMEAN_THRESHOLD
+from reports.analyse.history import History
+from reports.read.load import ConfigKey, RunInfo
+
+MAX_CHANGES = 50
+VERSION_KEYS = ("torch", "torch_xla", "torchax", "jax", "triton", "torchvision", "transformers", "timm", "numpy")
+
+
+def _num(value: Optional[float]) -> Optional[float]:
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _iso(timestamp: float) -> str:
+    if not timestamp:
+        return ""
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _versions(environment: dict[str, Any]) -> dict[str, str]:
+    packages = environment.get("packages")
+    versions = {str(k): str(v) for k, v in packages.items()} if isinstance(packages, dict) else {}
+    for key in VERSION_KEYS:
+        if key not in versions and isinstance(environment.get(key), (str, int, float)):
+            versions[key] = str(environment[key])
+    if isinstance(environment.get("python"), str):
+        versions.setdefault("python", environment["python"])
+    return versions
+
+
+def _run_entry(run: RunInfo) -> dict[str, Any]:
+    environment = run.environments[0] if run.environments else {}
+    settings = environment.get("torch_settings")
+    return {
+        "id": run.run_id,
+        "label": run.label,
+        "first": _iso(run.first_timestamp),
+        "last": _iso(run.last_timestamp),
+        "lines": run.lines,
+        "commands": run.commands,
+        "versions": _versions(environment),
+        "host": str(environment.get("host", "")),
+        "platform": str(environment.get("platform", "")),
+        "settings": {str(k): str(v) for k, v in settings.items()} if isinstance(settings, dict) else {},
+        "devices": run.devices,
+        "files": run.files,
+        "environments": len(run.environments),
+    }
+
+
+def _config_entry(config: ConfigKey, baseline: str) -> dict[str, Any]:
+    return {
+        "label": config.label, "accelerator": config.accelerator, "stack": config.stack,
+        "test": config.test, "precision": config.precision, "mode": config.mode or "default",
+        "flags": config.xla_flags, "extras": config.extras, "baseline": config.stack == baseline,
+    }
+
+
+def build_payload(
+    title: str,
+    intro: list[str],
+    report: Report,
+    history: Optional[History] = None,
+    changes: Optional[Comparison] = None,
+    runs: Optional[list[RunInfo]] = None,
+) -> dict[str, Any]:
+    """The JSON-ready data of the dashboard."""
+    configs: list[ConfigKey] = []
+    index: dict[ConfigKey, int] = {}
+
+    def config_id(config: ConfigKey) -> int:
+        if config not in index:
+            index[config] = len(configs)
+            configs.append(config)
+        return index[config]
+
+    for summary in report.summaries:
+        config_id(summary.config)
+    rows = []
+    for row in report.rows:
+        r = row.record
+        rows.append({
+            "m": r.model_label, "s": r.suite, "c": config_id(r.config), "bs": r.batch_size,
+            "st": r.status, "v": r.verification_code, "med": _num(r.median_time),
+            "lo": _num(r.interval.low) if r.interval and len(r.per_iter_times) > 1 else None,
+            "hi": _num(r.interval.high) if r.interval and len(r.per_iter_times) > 1 else None,
+            "cov": _num(r.interval.coverage) if r.interval and len(r.per_iter_times) > 1 else None,
+            "n": len(r.per_iter_times), "sp": _num(row.speedup), "sm": row.speedup_method,
+            "spc": row.speedup_counts, "cold": _num(r.cold_start_time), "comp": _num(r.compile_time),
+            "ran": r.ran, "passed": r.passed, "ver": r.verified, "acc": r.accurate,
+            "mem": r.peak_memory, "mk": r.memory_kind or "", "cr": _num(row.compression_ratio),
+            "w": row.warnings, "run": r.run_id, "err": r.error, "unrel": r.unreliable,
+        })
+    payload: dict[str, Any] = {
+        "title": title,
+        "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "baseline": report.baseline,
+        "notes": list(intro) + list(report.notes),
+        "runs": [_run_entry(run) for run in (runs or [])],
+        "rows": rows,
+        "history": None,
+        "changes": None,
+    }
+    if history is not None and history.points:
+        payload["history"] = {
+            "threshold": history.threshold,
+            "alpha": history.alpha,
+            "geomeanThreshold": DEFAULT_GEOMEAN_THRESHOLD,
+            "points": [
+                [p.run, config_id(p.config), p.suite, p.counted, p.skipped, p.verified, p.accurate,
+                 p.failed, p.speedups, p.log_speedup, p.compiles, p.compile_sum, p.ratios, p.log_ratio]
+                for p in history.points
+            ],
+            "transitions": [
+                [t.run, config_id(t.config), t.suite, t.common, t.log_change, t.regressed, t.improved,
+                 t.noise, t.newly_failing, t.fixed]
+                for t in history.transitions
+            ],
+        }
+    if changes is not None and changes.changes:
+        ranked = sorted(
+            changes.changes,
+            key=lambda c: (c.verdict in ("newly failing", "fixed"),
+                           abs(math.log(c.ratio)) if c.ratio else 0.0),
+            reverse=True,
+        )[:MAX_CHANGES]
+        payload["changes"] = {
+            "baseRun": changes.changes[0].base.run_id,
+            "newRun": changes.changes[0].new.run_id,
+            "threshold": changes.threshold,
+            "alpha": changes.alpha,
+            "items": [
+                {"m": c.new.model_label, "s": c.new.suite, "c": config_id(c.new.config),
+                 "base": _num(c.base.median_time), "new": _num(c.new.median_time),
+                 "ratio": _num(c.ratio), "p": _num(c.p_value), "verdict": c.verdict, "note": c.reason}
+                for c in ranked
+            ],
+        }
+    payload["configs"] = [_config_entry(c, report.baseline) for c in configs]
+    return payload

@@ -1,0 +1,544 @@
+"""Results files as one DuckDB table of normalised lines: the reports' columnar engine.
+
+DuckDB's JSON reader parses each file (`read_ndjson`, typed columns, `records=true`) into a
+table with one row per non-blank line, in file order. A line that is not valid JSON, or not
+a JSON object, comes back as a row of NULLs; so does a valid object holding none of the keys
+read. Those rows, and the lines naming no model or experiment, are set aside. Meanwhile a
+thread indexes every newline of the file (numpy, one block at a time: `index_newlines`), so
+that their line numbers and texts (and, for the first line of each run, the command and
+environment: the provenance) are found without parsing anything else in Python.
+
+A file read for the cache keeps every normalised column. Read without it (`--no-cache`),
+only the columns every line needs are kept (`LINE_COLUMNS`: about a sixth less work over a
+million lines); the details of the few lines selected (`DETAIL_COLUMNS`: per-run times,
+error, dynamo figures...) are parsed again from their text by the same SQL
+(`reports.read.columnar.Engine.ensure_details`).
+
+Every figure is read tolerantly, as `core.schema` does: a whole-experiment figure from the
+line's `summary`, else from `metrics` (the layout before `summary`); values of the wrong
+type read as missing (numbers written as strings are read as numbers).
+
+`reports.read.cache` keeps the normalised rows of each file as Parquet, so that a later read only
+parses what was appended since; `reports.read.columnar.Engine` holds the connection and the
+`lines` view over every file read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+from core.fields import EXPERIMENT, MODEL, REPORTED, SCHEMA_VERSION as LINE_SCHEMA_VERSION, Field, identity_fields
+from core.results_file import BadLine
+from core.schema import VerificationCode
+from reports.errors import ReportError
+
+log = logging.getLogger(__name__)
+
+#: Bumped whenever the normalised columns change: older caches are rebuilt.
+SCHEMA_VERSION = 3
+#: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
+ID_STRIDE = 1 << 40
+MEMORY_LIMIT = "1200MB"
+
+_D, _V, _B = "DOUBLE", "VARCHAR", "BOOLEAN"
+_FIGURES = {
+    "cold_start_time": _D,
+    "compile_time_s": _D,
+    "peak_device_memory_bytes": _D,
+    "peak_host_memory_bytes": _D,
+    "eager_peak_device_memory_bytes": _D,
+    "dynamo_graph_count": _D,
+    "dynamo_unique_graphs": _D,
+    "dynamo_graph_breaks": _D,
+    "dynamo_graph_break_reasons": "MAP(VARCHAR, VARCHAR)",
+    "calls_captured": _D,
+    "dynamo_counters": "STRUCT(stats STRUCT(calls_captured DOUBLE))",
+}
+
+#: What DuckDB reads of each line (everything else is skipped by the parser's transform).
+def _field_type(spec: Field) -> str:
+    """How DuckDB reads a field of the table (core.fields): seeds as text (any size)."""
+    if spec.kind is bool:
+        return _B
+    if spec.kind is dict:
+        return "JSON"
+    if spec.kind is int:
+        return _V if spec.name == "seed" else _D
+    return _V
+
+
+READ_COLUMNS: dict[str, Any] = {
+    "schema_version": _D,
+    "model": {spec.key: _field_type(spec) for spec in identity_fields(MODEL)},
+    "experiment": {
+        **{spec.key: _field_type(spec) for spec in identity_fields(EXPERIMENT)},
+        # Lines with requested_batch_size hold the batch size used here.
+        "batch_size": _D, "accelerator_model": _V,
+    },
+    "seed": _V,
+    "metrics": {"per_iter_time": "DOUBLE[]", "error": _V, **_FIGURES},
+    "summary": {
+        **_FIGURES,
+        # How many entries lead the per-run lists for the cold-start run (core.schema).
+        "cold_start_entries": _D,
+        "paired_speedup": {"speedup": _D, "median": _D, "p_value": _D, "method": _V},
+        "unreliable": _B,
+        "unreliable_reasons": "VARCHAR[]",
+        "unreliable_reason": _V,
+    },
+    "status": _V,
+    "verification_code": _V,
+    "stack_label": _V,
+    "fingerprint": _V,
+    "run_id": _V,
+    "timestamp": _D,
+    "finished_at": _D,
+    "skip_reason": _V,
+    "batch_size_used": _D,
+}
+
+
+def _duck_type(spec: Any) -> str:
+    if isinstance(spec, dict):
+        return "STRUCT(" + ", ".join(f'"{name}" {_duck_type(sub)}' for name, sub in spec.items()) + ")"
+    return spec
+
+
+#: What only the details (`DETAIL_COLUMNS`) read: left out of a read without them.
+_DETAIL_READ = (
+    *(f"{side}.{name}" for side in ("metrics", "summary") for name in (
+        "peak_host_memory_bytes", "dynamo_graph_count", "dynamo_unique_graphs", "dynamo_graph_breaks",
+        "dynamo_graph_break_reasons", "calls_captured", "dynamo_counters")),
+    "metrics.eager_peak_device_memory_bytes",
+    "summary.paired_speedup.p_value", "summary.paired_speedup.method",
+    "summary.unreliable", "summary.unreliable_reasons", "summary.unreliable_reason",
+)
+
+
+def _without(spec: dict[str, Any], paths: Iterable[str]) -> dict[str, Any]:
+    """`spec` less the dotted paths."""
+    pruned = {name: (dict(sub) if isinstance(sub, dict) else sub) for name, sub in spec.items()}
+    for path in paths:
+        *parents, leaf = path.split(".")
+        node = pruned
+        for parent in parents:
+            node[parent] = dict(node[parent])
+            node = node[parent]
+        del node[leaf]
+    return pruned
+
+
+#: What DuckDB reads of each line when the details are not kept (the same top-level keys,
+#: so a line is set aside exactly as with every column).
+LINE_READ_COLUMNS = _without(READ_COLUMNS, _DETAIL_READ)
+
+
+def _columns_argument(columns: dict[str, Any]) -> str:
+    return "{" + ", ".join(f"'{name}': '{_duck_type(spec)}'" for name, spec in columns.items()) + "}"
+
+
+def _finite(expression: str) -> str:
+    return f"(CASE WHEN isfinite({expression}) THEN {expression} END)"
+
+
+def _positive(expression: str) -> str:
+    return f"(CASE WHEN isfinite({expression}) AND {expression} > 0 THEN {expression} END)"
+
+
+def _figure(name: str) -> str:
+    """summary.NAME, else metrics.NAME (core.schema.summary_value), finite numbers only."""
+    return f"COALESCE({_finite(f'summary.{name}')}, {_finite(f'metrics.{name}')})"
+
+
+#: The cold-start entries to leave out of the steady state (core.schema.timed_values).
+_COLD_ENTRIES = ("(CASE WHEN isfinite(summary.cold_start_entries) AND summary.cold_start_entries > 0 "
+                 "THEN CAST(summary.cold_start_entries AS BIGINT) ELSE 0 END)")
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _sql_literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (tuple, dict)):
+        return "'" + json.dumps(dict(value), sort_keys=True, separators=(",", ":")) + "'"
+    return _sql_text(str(value))
+
+
+#: Whether a line holds the requested batch size in `requested_batch_size` (the batch size
+#: used in `batch_size`): lines of version 2, and lines of version 1 written since the line
+#: had `finished_at`, which came in with it; older lines held the requested one in batch_size.
+_HAS_REQUESTED = f"(schema_version >= {LINE_SCHEMA_VERSION} OR finished_at IS NOT NULL)"
+
+
+def _value(spec: Field) -> str:
+    """The line's value of a field, NULL where the line lacks it."""
+    if spec.name == "batch_size":
+        return (f"(CASE WHEN {_HAS_REQUESTED} THEN experiment.{spec.key} "
+                f"ELSE experiment.batch_size END)")
+    if spec.name == "seed":
+        return "COALESCE(experiment.seed, seed)"
+    value = f"{spec.scope}.{spec.key}"
+    if spec.kind is dict:
+        return f"CAST({value} AS VARCHAR)"
+    return value
+
+
+def _resolved(spec: Field) -> str:
+    """A field's value as the line's identity has it (core.config.line_identity): the
+    value, else what lines lacking the field imply."""
+    if spec.required:
+        return _value(spec)
+    implied = spec.implied_value
+    if implied is None:
+        return _value(spec)
+    literal = _sql_text(str(implied)) if _field_type(spec) == _V else _sql_literal(implied)
+    return f"COALESCE({_value(spec)}, {literal})"
+
+
+def _label_part(spec: Field) -> str:
+    """name=value where a reported field differs from today's default (NULL elsewhere)."""
+    resolved = _resolved(spec)
+    if spec.kind is bool:
+        text = f"CASE WHEN {resolved} THEN 'True' ELSE 'False' END"
+    elif spec.kind is int:
+        text = f"CAST({resolved} AS VARCHAR)"
+    else:
+        text = resolved
+    default = (_sql_text(str(spec.default)) if _field_type(spec) == _V and spec.default is not None
+               else _sql_literal(spec.default))
+    return (f"CASE WHEN {resolved} IS DISTINCT FROM {default} "
+            f"THEN {_sql_text(spec.name + '=')} || {text} END")
+
+
+#: Every identity field: the experiment's key in the reports (lines of any version).
+_IDENTITY = (*identity_fields(MODEL), *identity_fields(EXPERIMENT))
+
+_ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS)
+
+
+_NOT_RUN_CODES = ", ".join(_sql_text(c.value) for c in (VerificationCode.VERIFIER_SKIPPED, VerificationCode.VERIFIER_DIDNT_RUN))
+
+#: The normalised columns, computed from the typed read in the same pass: (name, SQL).
+_NORMALISED_COLUMNS: list[tuple[str, str]] = [
+    ("kind", f"""CASE WHEN {_ALL_NULL} THEN 2
+         WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN 1
+         ELSE 0 END"""),
+    ("run", """COALESCE(run_id, '')"""),
+    ("ts", f"""COALESCE({_finite('"timestamp"')}, 0.0)"""),
+    ("fin", f"""COALESCE({_finite('finished_at')}, {_finite('"timestamp"')}, 0.0)"""),
+    ("suite", """COALESCE(model.suite_name, '')"""),
+    ("model", """model.model_name"""),
+    ("accelerator", """COALESCE(experiment.accelerator, '?')"""),
+    ("stack", """CASE WHEN stack_label IS NOT NULL AND stack_label <> '' THEN stack_label
+         WHEN experiment IS NULL THEN '?'
+         ELSE COALESCE(NULLIF(concat_ws('+', NULLIF(experiment.xla, ''), NULLIF(experiment.dynamo, ''),
+                                        NULLIF(experiment.torch_xla2, '')), ''), 'eager') END"""),
+    ("test", """COALESCE(experiment.test, '?')"""),
+    ("precision", """COALESCE(experiment.precision, 'fp32')"""),
+    ("xla_flags", """COALESCE(experiment.xla_flags, '')"""),
+    ("mode", """CASE WHEN experiment.mode IS NULL OR experiment.mode IN ('', 'default') THEN '' ELSE experiment.mode END"""),
+    ("extras", f"""concat_ws(' ', {', '.join(_label_part(spec) for spec in REPORTED)})"""),
+    ("bs", f"""TRY_CAST(COALESCE({_positive('batch_size_used')}, {_positive('experiment.batch_size')}) AS BIGINT)"""),
+    ("key", f"""hash({', '.join(f"COALESCE(CAST({_resolved(spec)} AS VARCHAR), '<null>')" for spec in _IDENTITY)})"""),
+    ("fp", """COALESCE(NULLIF(left(fingerprint, 12), ''), 'h' || left(printf('%016x', key), 11))"""),
+    ("status", """CASE WHEN status IN ('ok', 'failed', 'skipped') THEN status
+         WHEN status IS NOT NULL THEN 'failed'
+         WHEN metrics.error = 'SKIP' THEN 'skipped'
+         WHEN COALESCE(metrics.error, '') <> '' THEN 'failed'
+         ELSE 'ok' END"""),
+    ("code", f"""COALESCE(verification_code, {_sql_text(VerificationCode.VERIFIER_DIDNT_RUN.value)})"""),
+    ("times", """_times"""),
+    ("n_times", """COALESCE(len(_times), 0)"""),
+    ("med", """list_aggregate(_times, 'median')"""),
+    ("cold", f"""{_figure('cold_start_time')}"""),
+    ("compile_given", f"""{_figure('compile_time_s')}"""),
+    ("peak_dev", f"""COALESCE({_positive('summary.peak_device_memory_bytes')}, {_positive('metrics.peak_device_memory_bytes')})"""),
+    ("peak_host", f"""COALESCE({_positive('summary.peak_host_memory_bytes')}, {_positive('metrics.peak_host_memory_bytes')})"""),
+    ("eager_peak_dev", f"""{_positive('summary.eager_peak_device_memory_bytes')}"""),
+    ("error", """CASE WHEN trim(COALESCE(metrics.error, '')) NOT IN ('', 'SKIP')
+         THEN left(list_last(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> '')), 300)
+         ELSE '' END"""),
+    ("skip_reason", """COALESCE(skip_reason, CASE WHEN metrics.error = 'SKIP' THEN 'SKIP' END, '')"""),
+    ("accel_model", """COALESCE(experiment.accelerator_model, '')"""),
+    ("graph_count", f"""{_figure('dynamo_graph_count')}"""),
+    ("unique_graphs", f"""{_figure('dynamo_unique_graphs')}"""),
+    ("graph_breaks", f"""{_figure('dynamo_graph_breaks')}"""),
+    ("unique_graph_breaks", """COALESCE(cardinality(summary.dynamo_graph_break_reasons), cardinality(metrics.dynamo_graph_break_reasons))"""),
+    ("calls_captured", f"""COALESCE({_finite('summary.calls_captured')}, {_finite('summary.dynamo_counters.stats.calls_captured')},
+             {_finite('metrics.calls_captured')}, {_finite('metrics.dynamo_counters.stats.calls_captured')})"""),
+    ("paired", f"""COALESCE({_positive('summary.paired_speedup.speedup')}, {_positive('summary.paired_speedup.median')})"""),
+    ("paired_p", f"""{_finite('summary.paired_speedup.p_value')}"""),
+    ("paired_method", """COALESCE(summary.paired_speedup.method, '')"""),
+    ("unreliable", """COALESCE(summary.unreliable, false)"""),
+    ("unreliable_reason", """COALESCE(array_to_string(summary.unreliable_reasons, '; '), summary.unreliable_reason, '')"""),
+]
+
+#: The columns only a selected line needs (a record's details); every other column is
+#: needed for every line (selecting, grouping into runs, the history).
+DETAIL_COLUMNS = ("fp", "times", "peak_host", "error", "skip_reason", "graph_count", "unique_graphs",
+                  "graph_breaks", "unique_graph_breaks", "calls_captured", "paired_p", "paired_method",
+                  "unreliable", "unreliable_reason")
+#: Every normalised column (a file read with its details, or cached).
+NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
+#: The columns of every line (`kind` aside, which only sets lines aside).
+LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name != "kind")
+_LINE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS)
+
+
+#: Columns every reader of the `lines` view can rely on, besides fi, ord and id.
+DERIVED = """
+    (status = 'ok' AND med > 0) AS ran,
+    COALESCE(compile_given, CASE WHEN cold IS NOT NULL THEN
+        (CASE WHEN med IS NOT NULL THEN greatest(0.0, cold - med) ELSE cold END) END) AS compile
+"""
+
+
+@dataclass
+class Provenance:
+    """What one run's first line in a file says about how it was made."""
+
+    run: str
+    command: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "command": self.command, "environment": self.environment}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Provenance":
+        environment = data.get("environment")
+        return cls(str(data.get("run", "")), str(data.get("command") or ""),
+                   environment if isinstance(environment, dict) else {})
+
+
+@dataclass
+class FileScan:
+    """One results file as the engine holds it."""
+
+    path: Path
+    #: DuckDB relation (a table name or a read_parquet(...) call) with the usable rows.
+    relation: str
+    rows: int = 0
+    bad_lines: list[BadLine] = field(default_factory=list)
+    #: Line numbers of valid lines naming no model or experiment.
+    unusable: list[int] = field(default_factory=list)
+    provenance: dict[str, Provenance] = field(default_factory=dict)
+    from_cache: bool = False
+    #: Whether `relation` holds the `DETAIL_COLUMNS` too; if not, they are read again from
+    #: the lines' text, found with `index`.
+    details: bool = True
+    index: Optional["NewlineIndex"] = None
+
+
+def connect(temp_dir: Path, threads: Optional[int] = None):
+    """A DuckDB connection for the reports (bounded memory, spills to temp_dir)."""
+    try:
+        import duckdb
+    except ImportError as error:
+        raise ReportError("the reports need DuckDB: pip install -e '.[reports]'") from error
+
+    con = duckdb.connect(config={
+        "threads": threads or max(1, os.cpu_count() or 1),
+        "memory_limit": MEMORY_LIMIT,
+        "temp_directory": str(temp_dir),
+        "preserve_insertion_order": True,
+    })
+    con.execute("SET enable_progress_bar = false")  # it would write to the terminal
+    return con
+
+
+def expand_paths(paths: Iterable[Path]) -> list[Path]:
+    """Files as given; a folder stands for every *.jsonl file under it (sorted)."""
+    files: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            if not found:
+                raise ReportError(f"folder {str(path)!r} holds no *.jsonl results file")
+            files.extend(found)
+        elif not path.exists():
+            raise ReportError(f"results file {str(path)!r} does not exist")
+        elif not path.is_file():
+            # A device or a pipe may never end (report /dev/zero): regular files only.
+            raise ReportError(f"results file {str(path)!r} is not a regular file")
+        else:
+            files.append(path)
+    seen: set[str] = set()
+    unique = []
+    for path in files:
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            unique.append(path)
+    return unique
+
+
+def scan_into(con, source: Path, table: str, details: bool = True) -> int:
+    """Parse `source` into TEMP table `table` (every non-blank line, in order); its row count.
+
+    Without `details`, the table holds `kind` and `LINE_COLUMNS` only (about a sixth less
+    work over every line); a selected line's details are then read again from its text
+    (`reports.read.columnar.Engine.ensure_details`).
+    """
+    columns, select = (READ_COLUMNS, NORMALISED) if details else (LINE_READ_COLUMNS, _LINE_NORMALISED)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, "
+        f"list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
+        f"len(metrics.per_iter_time)), lambda x: isfinite(x)) AS _times FROM read_ndjson("
+        f"{_sql_text(str(source))}, format='newline_delimited', records=true, ignore_errors=true, "
+        f"columns={_columns_argument(columns)}))"
+    )
+    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def set_aside(con, table: str) -> tuple[list[int], list[int], dict[str, int]]:
+    """(ordinals of unreadable rows, of rows naming no model, first ordinal of each run)."""
+    unreadable = [r[0] for r in con.execute(f"SELECT rowid FROM {table} WHERE kind = 2 ORDER BY rowid").fetchall()]
+    nameless = [r[0] for r in con.execute(f"SELECT rowid FROM {table} WHERE kind = 1 ORDER BY rowid").fetchall()]
+    runs = dict(con.execute(f"SELECT run, min(rowid) FROM {table} WHERE kind = 0 GROUP BY run").fetchall())
+    return unreadable, nameless, runs
+
+
+#: Bytes that may open a blank line: ASCII whitespace, as bytes.strip() removes it.
+_BLANK_BYTES = b" \t\r\n\x0b\x0c"
+_BLOCK = 1 << 24
+
+
+@dataclass
+class NewlineIndex:
+    """Where a file's lines end: every newline's offset, and the starts of lines that may
+    be blank (those opening with whitespace)."""
+
+    ends: Any  # numpy int64 array
+    suspects: list[int]
+
+    @property
+    def lines(self) -> int:
+        """The number of newlines read."""
+        return len(self.ends)
+
+
+def index_newlines(path: Path, stop: Optional[threading.Event] = None) -> NewlineIndex:
+    """The file's newlines (and the starts of lines that may be blank).
+
+    numpy finds the newlines of each block (one block in memory, never mapping the file):
+    first the 8-byte words holding one, then the bytes within them. `stop` ends it early.
+    """
+    import numpy as np
+
+    block_size = max(8, _BLOCK - _BLOCK % 8)
+    buffer = bytearray(block_size)
+    view = np.frombuffer(buffer, dtype=np.uint8)
+    is_newline = np.zeros(block_size, dtype=bool)
+    word_has_newline = np.zeros(block_size // 8, dtype=bool)
+    opens_blank = np.zeros(256, dtype=bool)
+    opens_blank[list(_BLANK_BYTES)] = True
+    found: list[Any] = []
+    suspects: list[int] = []
+    base, at_line_start = 0, True
+    with open(path, "rb", buffering=0) as raw:
+        while stop is None or not stop.is_set():
+            size = raw.readinto(buffer)
+            if not size:
+                break
+            block = view[:size]
+            words = -(-size // 8)
+            np.equal(block, 10, out=is_newline[:size])
+            is_newline[size:words * 8] = False
+            np.not_equal(is_newline[:words * 8].view(np.uint64), 0, out=word_has_newline[:words])
+            hits = np.flatnonzero(word_has_newline[:words])
+            rows, columns = np.nonzero(is_newline[:words * 8].reshape(-1, 8)[hits])
+            newlines = hits[rows] * 8 + columns
+            starts = newlines[newlines < size - 1] + 1
+            if at_line_start:
+                starts = np.concatenate((np.zeros(1, dtype=starts.dtype), starts))
+            suspects.extend((starts[opens_blank[block[starts]]] + base).tolist())
+            found.append(newlines + base)
+            at_line_start = bool(block[size - 1] == 10)
+            base += size
+    return NewlineIndex(np.concatenate(found) if found else np.zeros(0, dtype=np.int64), suspects)
+
+
+def lines_at(path: Path, index: NewlineIndex, ordinals: Sequence[int]) -> dict[int, tuple[int, bytes]]:
+    """Line number (1-based) and text of the given ordinals, with the file's index.
+
+    An ordinal counts the non-blank lines, as DuckDB's reader numbers its rows; blank and
+    whitespace-only lines count for line numbers only. Only the lines wanted are read.
+    """
+    found: dict[int, tuple[int, bytes]] = {}
+    ends = index.ends
+    with open(path, "rb") as raw:
+        blank = []
+        for start in index.suspects:
+            raw.seek(start)
+            if not raw.readline().strip():
+                blank.append(int(ends.searchsorted(start)))  # its index: the newlines before it
+        shift, position = 0, 0
+        for ordinal in sorted(set(ordinals)):
+            while position < len(blank) and blank[position] <= ordinal + shift:
+                shift += 1
+                position += 1
+            line = ordinal + shift
+            if line > len(ends):
+                break  # past the last line
+            raw.seek(int(ends[line - 1]) + 1 if line > 0 else 0)
+            if line < len(ends):
+                text = raw.read(int(ends[line]) - raw.tell())
+            else:
+                text = raw.readline()  # the unterminated last line, if any
+                if not text.strip():
+                    break
+                text = text.rstrip(b"\n")
+            found[ordinal] = (line + 1, text)
+    return found
+
+
+def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list[int],
+             nameless: list[int], line_offset: int = 0) -> tuple[list[BadLine], list[int]]:
+    """Bad lines (with their reason) and the line numbers of lines naming no model."""
+    bad: list[BadLine] = []
+    unusable: list[int] = []
+    for ordinal in unreadable:
+        lineno, text = located.get(ordinal, (0, b""))
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            reason = str(error).split(":", 1)[0] if isinstance(error, UnicodeDecodeError) else str(error)
+            bad.append(BadLine(str(path), lineno + line_offset, reason[:200] or "invalid JSON"))
+            continue
+        if not isinstance(value, dict):
+            bad.append(BadLine(str(path), lineno + line_offset, "not a JSON object"))
+        else:
+            unusable.append(lineno + line_offset)
+    unusable.extend(located.get(o, (0, b""))[0] + line_offset for o in nameless)
+    return bad, sorted(unusable)
+
+
+def provenance_of(located: dict[int, tuple[int, bytes]], runs: dict[str, int]) -> dict[str, Provenance]:
+    found: dict[str, Provenance] = {}
+    for run, ordinal in runs.items():
+        text = located.get(ordinal, (0, b""))[1]
+        try:
+            line = json.loads(text)
+        except ValueError:
+            line = {}
+        if not isinstance(line, dict):
+            line = {}
+        environment = line.get("environment")
+        found[run] = Provenance(run, str(line.get("command") or ""),
+                                environment if isinstance(environment, dict) else {})
+    return found

@@ -1,0 +1,344 @@
+"""Read results files into normalised records, one per experiment.
+
+The files are read by the columnar engine (`reports.read.engine`, DuckDB); what is selected from
+them (each experiment's latest line, or the lines of one run) comes back as `Record`s whose
+fields are always present (None where the line had nothing usable). Only the selected lines
+ever become Python objects, so a year of nightly runs loads in seconds.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from core.fields import REPORTED
+from core.results_file import BadLine
+from core.schema import VERIFICATION_FAILED, Status, VerificationCode
+from reports.read.columnar import Engine
+from reports.read.engine import FileScan
+from reports.errors import ReportError
+from reports.stats import Interval, median_interval
+
+log = logging.getLogger(__name__)
+
+#: Label parts (core.fields) that the eager baseline of a configuration does not share.
+_NOT_SHARED_WITH_BASELINE = frozenset(spec.name for spec in REPORTED if not spec.baseline_shares)
+#: Codes with a verdict on the stack's output (the others: not verified).
+VERDICT_CODES = frozenset({VerificationCode.PASS.value, *VERIFICATION_FAILED})
+
+
+@dataclass(frozen=True, order=True)
+class ConfigKey:
+    """What groups experiments into one configuration (a column of the dashboard).
+
+    The batch size is not part of it: it is the model's (the line's batch size used), shown
+    per experiment and matched against the baseline's.
+    """
+
+    accelerator: str
+    stack: str
+    test: str
+    precision: str
+    xla_flags: str = ""
+    extras: str = ""
+    mode: str = ""
+
+    @property
+    def label(self) -> str:
+        """Readable name, e.g. 'cpu inductor eval fp32' (+ mode, flags, extras)."""
+        parts = [self.accelerator, self.stack, self.test, self.precision]
+        if self.mode:
+            parts.append(f"mode={self.mode}")
+        if self.xla_flags:
+            parts.append(f"flags={self.xla_flags}")
+        if self.extras:
+            parts.append(self.extras)
+        return " ".join(parts)
+
+    def baseline_key(self, baseline_stack: str) -> "ConfigKey":
+        """The key of the configuration this one is compared against: the label's parts the
+        baseline does not share (a compiler's own switches, core.fields) left out."""
+        shared = " ".join(part for part in self.extras.split(" ")
+                          if part.split("=", 1)[0] not in _NOT_SHARED_WITH_BASELINE)
+        return ConfigKey(self.accelerator, baseline_stack, self.test, self.precision, "", shared, "")
+
+
+@dataclass
+class Record:
+    """One experiment (model x configuration) as the report sees it."""
+
+    suite: str
+    model: str
+    config: ConfigKey
+    fingerprint: str
+    status: str
+    verification_code: str
+    run_id: str
+    timestamp: float
+    per_iter_times: list[float] = field(default_factory=list)
+    median_time: Optional[float] = None
+    interval: Optional[Interval] = None
+    cold_start_time: Optional[float] = None
+    compile_time: Optional[float] = None
+    peak_memory: Optional[int] = None
+    memory_kind: Optional[str] = None
+    error: str = ""
+    skip_reason: str = ""
+    accelerator_model: str = ""
+    batch_size: Optional[int] = None
+    #: The experiment's identity in the reports: every identity field resolved (lines of
+    #: any version), from reports.engine.
+    key: int = 0
+    eager_peak_device_memory: Optional[int] = None
+    graph_count: Optional[float] = None
+    unique_graphs: Optional[float] = None
+    graph_breaks: Optional[float] = None
+    unique_graph_breaks: Optional[int] = None
+    calls_captured: Optional[float] = None
+    paired_speedup: Optional[float] = None
+    paired_p_value: Optional[float] = None
+    paired_method: str = ""
+    unreliable: bool = False
+    unreliable_reason: str = ""
+
+    @property
+    def model_label(self) -> str:
+        return f"{self.suite}/{self.model}" if self.suite else self.model
+
+    @property
+    def ran(self) -> bool:
+        """The experiment ran to the end and has timings."""
+        return self.status == Status.OK and self.median_time is not None and self.median_time > 0
+
+    @property
+    def verification_failed(self) -> bool:
+        return self.verification_code in VERIFICATION_FAILED
+
+    @property
+    def passed(self) -> bool:
+        """Ran, and was not found wrong by the verifier (if the verifier ran)."""
+        return self.ran and not self.verification_failed
+
+    @property
+    def verified(self) -> bool:
+        """Ran and the verifier gave a verdict (PASS, FAIL or EXCEPTION_RAISED)."""
+        return self.status == Status.OK and self.verification_code in VERDICT_CODES
+
+    @property
+    def accurate(self) -> bool:
+        """Passes the HUD's accuracy check: ran, verified, PASS."""
+        return self.status == Status.OK and self.verification_code == VerificationCode.PASS
+
+
+@dataclass
+class RunInfo:
+    """One runner invocation seen in the files."""
+
+    run_id: str
+    lines: int
+    first_timestamp: float
+    last_timestamp: float
+    commands: list[str] = field(default_factory=list)
+    environments: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The run id with its date, e.g. 'a1b2c3d4e5f6 (2025-01-31 02:00)'."""
+        name = self.run_id or "(no run id)"
+        return f"{name} ({format_time(self.first_timestamp)})" if self.first_timestamp else name
+
+
+@dataclass
+class Loaded:
+    """What loading found: the records and everything that was set aside."""
+
+    records: list[Record]
+    bad_lines: list[BadLine]
+    runs: list[RunInfo]
+    total_lines: int
+    superseded: int
+    unusable: list[str]
+    #: The engine's file indices these records came from (for further queries).
+    files: list[int] = field(default_factory=list)
+    run: Optional[str] = None
+
+
+def format_time(timestamp: float) -> str:
+    if not timestamp:
+        return "-"
+    return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+_RECORD_COLUMNS = (
+    "suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status, "
+    "code, run, fin, times, med, cold, compile, peak_dev, peak_host, eager_peak_dev, error, "
+    "skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks, "
+    "calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, id, n_times"
+)
+
+
+def _int(value: Optional[float]) -> Optional[int]:
+    return None if value is None else int(value)
+
+
+def record_from_row(row: tuple) -> Record:
+    (suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status,
+     code, run, fin, times, med, cold, compile_time, peak_dev, peak_host, eager_peak_dev, error,
+     skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks,
+     calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, _id, _n) = row
+    times = list(times or [])
+    if peak_dev is not None:
+        peak, kind = int(peak_dev), "device"
+    elif peak_host is not None:
+        peak, kind = int(peak_host), "host"
+    else:
+        peak, kind = None, None
+    return Record(
+        suite=suite, model=model,
+        config=ConfigKey(accelerator, stack, test, precision, xla_flags, extras, mode),
+        fingerprint=fp, status=status, verification_code=code, run_id=run, timestamp=fin,
+        per_iter_times=times, median_time=med, interval=median_interval(times),
+        cold_start_time=cold, compile_time=compile_time, peak_memory=peak, memory_kind=kind,
+        error=error, skip_reason=skip_reason, accelerator_model=accel_model, batch_size=bs,
+        key=key, eager_peak_device_memory=_int(eager_peak_dev), graph_count=graph_count,
+        unique_graphs=unique_graphs, graph_breaks=graph_breaks,
+        unique_graph_breaks=unique_graph_breaks, calls_captured=calls_captured,
+        paired_speedup=paired, paired_p_value=paired_p, paired_method=paired_method,
+        unreliable=bool(unreliable), unreliable_reason=unreliable_reason,
+    )
+
+
+def _scope(files: Sequence[int], run: Optional[str]) -> tuple[str, list[Any]]:
+    where = f"fi IN ({', '.join(str(int(f)) for f in files)})"
+    params: list[Any] = []
+    if run is not None:
+        where += " AND run = ?"
+        params.append(run)
+    return where, params
+
+
+def runs_of(engine: Engine, files: Sequence[int]) -> list[RunInfo]:
+    """The runs in the given files, oldest first (by their last line)."""
+    where, params = _scope(files, None)
+    rows = engine.con.execute(
+        f"SELECT run, count(*), min(ts), max(fin), list(DISTINCT fi ORDER BY fi), "
+        f"list(DISTINCT accel_model ORDER BY accel_model) FILTER (WHERE accel_model <> '') "
+        f"FROM lines WHERE {where} GROUP BY run ORDER BY max(fin), run", params).fetchall()
+    runs = []
+    for run, count, first, last, indices, devices in rows:
+        info = RunInfo(run, count, first or 0.0, last or 0.0, devices=list(devices or []))
+        for index in indices:
+            scan = engine.files[index]
+            info.files.append(str(scan.path))
+            provenance = scan.provenance.get(run)
+            if provenance is not None:
+                if provenance.command and provenance.command not in info.commands:
+                    info.commands.append(provenance.command)
+                if provenance.environment and provenance.environment not in info.environments:
+                    info.environments.append(provenance.environment)
+        runs.append(info)
+    return runs
+
+
+def select_run(run: str, runs: list[RunInfo]) -> str:
+    """The run id that `run` names: an exact id, a unique prefix, or 'latest'."""
+    named = [r for r in runs if r.run_id]
+    if not named:
+        raise ReportError(f"--run {run!r}: the results hold no run ids")
+    if run == "latest":
+        return named[-1].run_id
+    exact = [r.run_id for r in named if r.run_id == run]
+    if exact:
+        return exact[0]
+    prefixed = [r.run_id for r in named if r.run_id.startswith(run)]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    known = ", ".join(r.run_id for r in named[-10:])
+    if prefixed:
+        raise ReportError(f"--run {run!r} is ambiguous: it starts {len(prefixed)} run ids ({', '.join(prefixed[:5])})")
+    raise ReportError(f"--run {run!r} matches no run in the results; runs there: {known}")
+
+
+def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = None) -> tuple[list[Record], int]:
+    """Each experiment's latest line (within `run` if given) as records; and how many
+    usable lines that scope holds.
+
+    A latest line from --verify-only (status ok, no timings) lends its verification code to
+    the experiment's latest timed line instead.
+    """
+    where, params = _scope(files, run)
+    order = "[ts, fin, fi::DOUBLE, ord::DOUBLE]"
+    con = engine.con
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE picks AS SELECT key, count(*) AS n, max_by(id, {order}) AS pick, "
+        f"max_by(id, {order}) FILTER (WHERE n_times > 0) AS timed FROM lines WHERE {where} GROUP BY key",
+        params)
+    usable = con.execute("SELECT COALESCE(sum(n), 0) FROM picks").fetchone()[0]
+    engine.ensure_details(i for pair in con.execute("SELECT pick, timed FROM picks").fetchall() for i in pair)
+    rows = con.execute(
+        f"SELECT {_RECORD_COLUMNS}, picks.timed FROM lines JOIN details USING (id) "
+        f"JOIN (SELECT pick, timed FROM picks) AS picks ON id = picks.pick").fetchall()
+    records: list[Record] = []
+    lend: dict[int, str] = {}
+    for row in rows:
+        *line, timed = row
+        identifier, n_times, status, code = line[-2], line[-1], line[11], line[12]
+        if n_times == 0 and status == Status.OK and timed is not None and timed != identifier:
+            lend[timed] = code
+            continue
+        records.append(record_from_row(tuple(line)))
+    if lend:
+        con.execute("CREATE OR REPLACE TEMP TABLE lent(id BIGINT, lent_code VARCHAR)")
+        con.executemany("INSERT INTO lent VALUES (?, ?)", list(lend.items()))
+        for row in con.execute(
+                f"SELECT {_RECORD_COLUMNS}, lent_code FROM lines JOIN details USING (id) JOIN lent USING (id)").fetchall():
+            *line, code = row
+            record = record_from_row(tuple(line))
+            record.verification_code = code
+            records.append(record)
+    records.sort(key=lambda r: (r.config, r.model_label, r.batch_size or 0))
+    return records, int(usable)
+
+
+def load_from(engine: Engine, scans: Sequence[FileScan], run: Optional[str] = None) -> Loaded:
+    """Records of files already added to `engine`."""
+    files = [engine.files.index(scan) for scan in scans]
+    runs = runs_of(engine, files)
+    chosen = select_run(run, runs) if run is not None else None
+    records, usable = select_records(engine, files, chosen)
+    bad = [b for scan in scans for b in scan.bad_lines]
+    unusable = [f"{scan.path} line {n} names no model or experiment" for scan in scans for n in scan.unusable]
+    if unusable:
+        log.warning("%d results lines name no model or experiment and were skipped", len(unusable))
+    return Loaded(
+        records=records,
+        bad_lines=bad,
+        runs=runs,
+        total_lines=sum(scan.rows for scan in scans),
+        superseded=usable - len(records),
+        unusable=unusable,
+        files=files,
+        run=chosen,
+    )
+
+
+def load(paths: Sequence[Path], run: Optional[str] = None, *, engine: Optional[Engine] = None,
+         cache_dir: Optional[Path] = None) -> Loaded:
+    """Records of the given results files (or folders of them), one per experiment.
+
+    Without `run`, each experiment's latest line (by timestamp, then finish time, then file
+    order) wins; with `run`, only that run's lines are used. Pass an `engine` to keep
+    querying the files afterwards (history, dashboard); without one, a private engine is
+    opened and closed (and `cache_dir` says where its cache is; None: no cache).
+    """
+    if not paths:
+        raise ReportError("no results file given")
+    if engine is not None:
+        return load_from(engine, engine.add(paths), run)
+    with Engine(cache_dir) as private:
+        return load_from(private, private.add(paths), run)

@@ -1,0 +1,50 @@
+"""CSV: one row per model and configuration, raw numbers (seconds, bytes)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Optional
+
+from reports.analyse.aggregate import Report
+
+CSV_FIELDS = [
+    "suite", "model", "configuration", "accelerator", "stack", "test", "precision", "mode", "batch_size",
+    "xla_flags", "extras", "status", "verification_code", "repeats", "median_time_s",
+    "interval_low_s", "interval_high_s", "interval_coverage", "baseline", "baseline_median_time_s",
+    "speedup", "speedup_method", "cold_start_time_s", "compile_time_s", "peak_memory_bytes", "memory_kind",
+    "compression_ratio", "unreliable", "run_id", "fingerprint", "warnings", "error",
+]
+
+
+def _num(value: Optional[float]) -> str:
+    return "" if value is None else repr(value)
+
+
+def render_csv(report: Report) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in report.rows:
+        r = row.record
+        c = r.config
+        writer.writerow({
+            "suite": r.suite, "model": r.model, "configuration": c.label,
+            "accelerator": c.accelerator, "stack": c.stack, "test": c.test,
+            "precision": c.precision, "mode": c.mode or "default",
+            "batch_size": "" if r.batch_size is None else str(r.batch_size), "xla_flags": c.xla_flags,
+            "extras": c.extras, "status": r.status, "verification_code": r.verification_code,
+            "repeats": len(r.per_iter_times), "median_time_s": _num(r.median_time),
+            "interval_low_s": _num(r.interval.low if r.interval else None),
+            "interval_high_s": _num(r.interval.high if r.interval else None),
+            "interval_coverage": _num(r.interval.coverage if r.interval else None),
+            "baseline": report.baseline,
+            "baseline_median_time_s": _num(row.baseline.median_time if row.baseline else None),
+            "speedup": _num(row.speedup), "speedup_method": row.speedup_method, "cold_start_time_s": _num(r.cold_start_time),
+            "compile_time_s": _num(r.compile_time),
+            "peak_memory_bytes": "" if r.peak_memory is None else str(r.peak_memory),
+            "memory_kind": r.memory_kind or "", "compression_ratio": _num(row.compression_ratio), "unreliable": "yes" if r.unreliable else "",
+            "run_id": r.run_id, "fingerprint": r.fingerprint, "warnings": "; ".join(row.warnings),
+            "error": r.error,
+        })
+    return out.getvalue()

@@ -1,0 +1,212 @@
+"""The report as plain tables of strings, shared by the text, Markdown and HTML renderers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from reports.analyse.aggregate import ConfigSummary, Report, Row
+from reports.analyse.compare import DEFAULT_GEOMEAN_THRESHOLD, Comparison
+from reports.analyse.history import History, geomean_change
+from reports.read.load import ConfigKey, RunInfo, format_time
+from reports.analyse.score import Score
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    # Per row: a CSS class for the HTML renderer ('' for none).
+    row_classes: Optional[list[str]] = None
+
+
+def fmt_time(seconds: Optional[float]) -> str:
+    """Seconds as ms with 3 significant digits, '-' for None."""
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def fmt_ratio(value: Optional[float], suffix: str = "x") -> str:
+    return "-" if value is None else f"{value:.2f}{suffix}"
+
+
+def fmt_bytes(value: Optional[int]) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 2**20:.1f} MiB"
+
+
+def _interval(row: Row) -> str:
+    interval = row.record.interval
+    if interval is None or len(row.record.per_iter_times) < 2:
+        return "-"
+    return f"{fmt_time(interval.low)} .. {fmt_time(interval.high)} ({interval.coverage:.0%})"
+
+
+ROW_HEADERS = [
+    "model", "configuration", "batch", "status", "verification", "median/iter", "interval",
+    "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "warnings",
+]
+
+
+def row_cells(row: Row) -> list[str]:
+    record = row.record
+    memory = fmt_bytes(record.peak_memory)
+    if record.memory_kind:
+        memory += f" ({record.memory_kind})"
+    return [
+        record.model_label,
+        record.config.label,
+        "-" if record.batch_size is None else str(record.batch_size),
+        record.status,
+        record.verification_code,
+        fmt_time(record.median_time),
+        _interval(row),
+        str(len(record.per_iter_times)),
+        fmt_ratio(row.speedup) + (" (paired)" if row.speedup_method == "paired" else ""),
+        fmt_time(record.cold_start_time),
+        fmt_time(record.compile_time),
+        memory if record.peak_memory else "-",
+        fmt_ratio(row.compression_ratio),
+        "; ".join(row.warnings),
+    ]
+
+
+def _covered(value: Optional[float], text: str, covered: int, total: int) -> str:
+    return "-" if value is None else f"{text} ({covered}/{total})"
+
+
+def pass_rate_cell(summary: ConfigSummary) -> str:
+    """'100% (3/3)' over the verified experiments; 'not verified' when none was."""
+    rate = summary.pass_rate
+    return "not verified" if rate is None else f"{rate:.0%} ({summary.accurate}/{summary.judged})"
+
+
+def compression_cell(summary: ConfigSummary) -> str:
+    counted = summary.counted
+    if summary.compression_ratio is None:
+        return summary.memory_note or "-"
+    return f"{fmt_ratio(summary.compression_ratio)} ({summary.compression_models}/{counted})"
+
+
+def summary_cells(summary: ConfigSummary) -> list[str]:
+    counted = summary.counted
+    return [
+        summary.config.label,
+        pass_rate_cell(summary),
+        str(summary.unverified),
+        _covered(summary.geomean_speedup, fmt_ratio(summary.geomean_speedup), summary.speedup_models, counted),
+        _covered(summary.mean_compile_time, fmt_time(summary.mean_compile_time), summary.compile_models, counted),
+        compression_cell(summary),
+        str(summary.skipped),
+    ]
+
+
+SUMMARY_HEADERS = ["configuration", "pass rate (verified)", "unverified", "geomean speedup", "mean compile",
+                   "mem compression", "skipped"]
+
+
+def report_tables(report: Report) -> list[Table]:
+    summary = Table(
+        title=f"Configurations (speedup and memory against {report.baseline})",
+        headers=SUMMARY_HEADERS,
+        rows=[summary_cells(s) for s in report.summaries],
+    )
+    rows = Table(
+        title="Experiments",
+        headers=ROW_HEADERS,
+        rows=[row_cells(r) for r in report.rows],
+        row_classes=["warn" if r.warnings else "" for r in report.rows],
+    )
+    warnings = Table(
+        title="Warnings",
+        headers=["model", "configuration", "warning"],
+        rows=[[row.record.model_label, row.record.config.label, text] for row, text in report.warnings],
+    )
+    return [summary, rows, warnings]
+
+
+def comparison_tables(comparison: Comparison) -> list[Table]:
+    rows = []
+    for change in comparison.changes:
+        rows.append([
+            change.base.model_label,
+            change.base.config.label,
+            fmt_time(change.base.median_time),
+            fmt_time(change.new.median_time),
+            "-" if change.change is None else f"{change.change:+.1%}",
+            "-" if change.p_value is None else f"{change.p_value:.3f}",
+            change.verdict,
+            change.reason,
+        ])
+    return [Table(
+        title="Changes (NEW against BASE)",
+        headers=["model", "configuration", "base median", "new median", "change", "p", "verdict", "note"],
+        rows=rows,
+    )]
+
+
+def score_tables(result: Score) -> list[Table]:
+    return [Table(
+        title=f"Left out of the score ({len(result.left_out)})",
+        headers=["experiment", "reason"],
+        rows=[[item.experiment, item.reason] for item in result.left_out],
+    )]
+
+
+def runs_table(runs: list[RunInfo], limit: int = 12) -> Table:
+    """Provenance: the latest runs, newest first."""
+    rows = []
+    for run in list(reversed(runs))[:limit]:
+        environment = run.environments[0] if run.environments else {}
+        packages = environment.get("packages") if isinstance(environment.get("packages"), dict) else {}
+        torch = packages.get("torch") or environment.get("torch") or "-"
+        rows.append([
+            run.run_id or "(no run id)", format_time(run.first_timestamp), str(run.lines),
+            ", ".join(run.devices) or "-", f"torch {torch}", str(environment.get("host", "-")),
+            " | ".join(run.commands) or "-",
+        ])
+    title = f"Runs ({len(runs)}, newest first" + (f", latest {limit} shown)" if len(runs) > limit else ")")
+    return Table(title=title, headers=["run", "started (UTC)", "lines", "devices", "versions", "host", "command"],
+                 rows=rows)
+
+
+def trend_table(history: History, last: int = 6) -> Table:
+    """Geometric mean speedup per configuration over the latest runs, with each run's verdict."""
+    runs = history.runs
+    shown = list(range(max(0, len(runs) - last), len(runs)))
+    by_point: dict[tuple[int, ConfigKey], list[float]] = {}
+    for p in history.points:
+        entry = by_point.setdefault((p.run, p.config), [0, 0.0])
+        entry[0] += p.speedups
+        entry[1] += p.log_speedup
+    by_step: dict[tuple[int, ConfigKey], list] = {}
+    for t in history.transitions:
+        by_step.setdefault((t.run, t.config), []).append(t)
+    rows = []
+    for config in history.configs():
+        cells = [config.label]
+        for run in shown:
+            n, total = by_point.get((run, config), (0, 0.0))
+            value = fmt_ratio(math.exp(total / n)) if n else "-"
+            steps = by_step.get((run, config), [])
+            change = geomean_change(steps)
+            flags = []
+            if change is not None and change > 1 + DEFAULT_GEOMEAN_THRESHOLD:
+                flags.append(f"time {change - 1:+.1%}")
+            elif change is not None and change < 1 - DEFAULT_GEOMEAN_THRESHOLD:
+                flags.append(f"time {change - 1:+.1%}")
+            regressed = sum(t.regressed + t.newly_failing for t in steps)
+            improved = sum(t.improved + t.fixed for t in steps)
+            if regressed:
+                flags.append(f"{regressed} regressed")
+            if improved:
+                flags.append(f"{improved} improved")
+            cells.append(value + (f" ({', '.join(flags)})" if flags else ""))
+        rows.append(cells)
+    headers = ["configuration"] + [f"{runs[i].run_id[:8] or '-'} {format_time(runs[i].first_timestamp)[:10]}" for i in shown]
+    return Table(title=f"Trend: geometric mean speedup over the latest {len(shown)} runs "
+                       f"(time change against each model's previous run)", headers=headers, rows=rows)

@@ -1,0 +1,260 @@
+"""The timing loop (child side): warm-up apart, then timed runs that end synchronized.
+
+The first warm-up iteration is the cold start (compilation included). The first
+`iterations_per_run` warm-up iterations also form the cold-start run, which leads every
+per-run list of the results line (`TimingResult.metrics`), as the first run does in
+PyTorch/XLA's runner; `summary.cold_start_entries` says so, and our readers leave it out
+of the steady state (core.schema.timed_values).
+
+With a reference (eager on the same module: paired timing), the reference's runs are
+interleaved with the stack's (A B A B ...) on the same inputs, so drift reaches both alike.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from backends.base import DeviceTimer, PreparedModel
+from core.config import RunSettings
+from core.fields import DEFAULT_SEED
+from core.schema import COLD_START_ENTRIES
+from models.base import BenchmarkModel
+from runner.child.trust import CpuWatch
+from runner.observers.base import RunHooks
+
+HOST_CLOCK = "host"
+CUDA_EVENTS_CLOCK = "cuda_events"
+
+
+@dataclass
+class ColdRun:
+    """The first warm-up iterations as one run: host seconds, iterations, stack metrics."""
+
+    total_time: float
+    iterations: int
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TimingResult:
+    """Times in seconds: warm-up iterations, the cold-start run, then one value per timed run.
+
+    `reference_*` hold the eager runs interleaved with the stack's (paired timing).
+    """
+
+    warmup_times: list[float] = field(default_factory=list)
+    total_time: list[float] = field(default_factory=list)
+    run_metrics: dict[str, list[Any]] = field(default_factory=dict)
+    cold_run: Optional[ColdRun] = None
+    reference_warmup_times: list[float] = field(default_factory=list)
+    reference_total_time: list[float] = field(default_factory=list)
+    peak_device_memory: Optional[int] = None
+    reference_peak_device_memory: Optional[int] = None
+    iterations_per_run: int = 1
+    #: What timed the runs: the host clock, or CUDA events (--pure-wall-time).
+    clock: str = HOST_CLOCK
+    last_result: Any = None
+
+    @property
+    def per_iter_time(self) -> list[float]:
+        """The timed runs only, per iteration."""
+        return [t / self.iterations_per_run for t in self.total_time]
+
+    @property
+    def reference_per_iter_time(self) -> list[float]:
+        return [t / self.iterations_per_run for t in self.reference_total_time]
+
+    def metrics(self) -> dict[str, list[Any]]:
+        """Per-run lists as the line holds them: the cold-start run first (when there was a
+        warm-up), then the timed runs. A stack metric missing from one run reads None."""
+        cold = self.cold_run
+        lead_total = [cold.total_time] if cold else []
+        lead_per_iter = [cold.total_time / cold.iterations] if cold else []
+        metrics: dict[str, list[Any]] = {
+            "total_time": lead_total + list(self.total_time),
+            "per_iter_time": lead_per_iter + self.per_iter_time,
+        }
+        if self.reference_total_time:
+            reference_cold = self.reference_warmup_times[:1] if cold else []
+            metrics["eager_total_time"] = reference_cold + list(self.reference_total_time)
+            metrics["eager_per_iter_time"] = reference_cold + self.reference_per_iter_time
+            lead_speedup = ([reference_cold[0] / lead_per_iter[0]]
+                            if reference_cold and lead_per_iter else [])
+            metrics["paired_speedup"] = lead_speedup + [
+                eager / compiled for eager, compiled in zip(self.reference_total_time,
+                                                           self.total_time)]
+        names = list(dict.fromkeys([*(cold.metrics if cold else {}), *self.run_metrics]))
+        for name in names:
+            lead = [cold.metrics.get(name)] if cold else []
+            timed = self.run_metrics.get(name) or [None] * len(self.total_time)
+            metrics[name] = lead + list(timed)
+        return metrics
+
+    def summary(self) -> dict[str, Any]:
+        """Figures of the whole measurement: warm-up, cold start, compile time, how the
+        lists start, peak device memory and the paired speedup."""
+        summary: dict[str, Any] = {
+            "warmup_times": list(self.warmup_times),
+            COLD_START_ENTRIES: 1 if self.cold_run else 0,
+            "timing_clock": self.clock,
+        }
+        steady = statistics.median(self.per_iter_time) if self.total_time else None
+        if self.warmup_times:
+            summary["cold_start_time"] = self.warmup_times[0]
+            if steady is not None:
+                # The dashboard's compilation latency: the cold start (fresh compile cache)
+                # less a steady-state iteration.
+                summary["compile_time_s"] = max(self.warmup_times[0] - steady, 0.0)
+        if self.peak_device_memory is not None:
+            summary["peak_device_memory_bytes"] = self.peak_device_memory
+        if self.reference_total_time and self.total_time:
+            summary["paired_speedup"] = paired_speedup(self.reference_per_iter_time,
+                                                       self.per_iter_time)
+            if self.reference_peak_device_memory is not None:
+                summary["eager_peak_device_memory_bytes"] = self.reference_peak_device_memory
+        return summary
+
+
+def paired_speedup(eager: list[float], compiled: list[float]) -> dict[str, Any]:
+    """Speedup of interleaved runs as PyTorch's harness reports it (median eager over
+    median compiled), the median of the per-pair ratios, and Welch's t-test p-value that
+    the two samples have the same mean."""
+    result: dict[str, Any] = {
+        "method": "paired",
+        "pairs": len(compiled),
+        "speedup": statistics.median(eager) / statistics.median(compiled),
+        "median_of_pairs": statistics.median(e / c for e, c in zip(eager, compiled)),
+        "eager_median_per_iter_time": statistics.median(eager),
+        "p_value": None,
+    }
+    if len(compiled) >= 2:
+        from scipy import stats
+
+        p_value = float(stats.ttest_ind(eager, compiled, equal_var=False).pvalue)
+        result["p_value"] = p_value if math.isfinite(p_value) else None
+    return result
+
+
+def input_seeds(settings: RunSettings, seed: int = DEFAULT_SEED) -> list[int]:
+    """One seed per distinct input set, from the experiment's: several only with
+    --randomize-input."""
+    count = settings.iterations_per_run if settings.randomize_input else 1
+    return [seed + offset for offset in range(count)]
+
+
+def _iteration(prepared: PreparedModel, device_inputs: Any) -> Any:
+    result = prepared.step(device_inputs)
+    if prepared.sync_every_iteration:
+        prepared.sync_iteration()
+    return result
+
+
+def _run(prepared: PreparedModel, inputs: list[Any], iterations: int,
+         timer: Optional[DeviceTimer] = None) -> Any:
+    """One run: `iterations` iterations, then the stack's synchronization. With a device
+    timer, each iteration is bracketed by its events."""
+    result = None
+    for index in range(iterations):
+        result = None  # one iteration's outputs alive at a time
+        if timer is not None:
+            timer.begin()
+        result = _iteration(prepared, inputs[index % len(inputs)])
+        if timer is not None:
+            timer.end()
+    prepared.sync_run(result)
+    return result
+
+
+def warm_up(prepared: PreparedModel, inputs: list[Any], count: int,
+            cold_iterations: int = 0) -> tuple[list[float], Optional[ColdRun]]:
+    """`count` synchronized iterations, each timed (the first is the cold start). The first
+    `cold_iterations` of them form the cold-start run, with the stack's per-run metrics."""
+    times: list[float] = []
+    cold = None
+    if cold_iterations:
+        prepared.begin_timed_run()
+    for index in range(count):
+        result = None  # the last iteration's outputs must not count in this one's memory
+        start = time.perf_counter()
+        result = _iteration(prepared, inputs[index % len(inputs)])
+        prepared.sync_run(result)
+        times.append(time.perf_counter() - start)
+        if index + 1 == cold_iterations:
+            cold = ColdRun(sum(times), cold_iterations, dict(prepared.end_timed_run()))
+    return times, cold
+
+
+def timed_run(prepared: PreparedModel, inputs: list[Any], iterations: int,
+              timer: Optional[DeviceTimer] = None) -> tuple[float, Any]:
+    """One run timed by the host clock, or by the device timer when there is one."""
+    start = time.perf_counter()
+    result = _run(prepared, inputs, iterations, timer)
+    elapsed = time.perf_counter() - start
+    return (timer.seconds() if timer is not None else elapsed), result
+
+
+def measure(
+    prepared: PreparedModel,
+    bench: BenchmarkModel,
+    settings: RunSettings,
+    hooks: Optional[RunHooks] = None,
+    reference: Optional[PreparedModel] = None,
+    watch: Optional[CpuWatch] = None,
+    seed: int = DEFAULT_SEED,
+) -> TimingResult:
+    """Warm up (the first iteration is the cold start), then time `repeat` runs.
+
+    The stack's per-run metrics are collected for the cold-start run too (the first
+    `iterations_per_run` warm-up iterations). With a `reference` (eager on the same module),
+    each timed run of the stack follows a timed run of the reference on the same inputs;
+    the reference warms up first, so the stack's cold start holds its compilation and not
+    the device's start-up. With --pure-wall-time, a stack that offers a device timer (CUDA)
+    has each timed run's iterations timed between device events. `hooks` see each timed run
+    of the stack after it is measured, then may run untimed runs of their own. `watch`
+    spans the timed runs.
+    """
+    hooks = hooks or RunHooks()
+    seeds = input_seeds(settings, seed)
+    inputs = [prepared.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
+    iterations = settings.iterations_per_run
+    timing = TimingResult(iterations_per_run=iterations)
+    timer = prepared.device_timer() if settings.pure_wall_time else None
+    reference_timer = None
+    if timer is not None:
+        timing.clock = CUDA_EVENTS_CLOCK
+    if reference is not None:
+        reference_inputs = [reference.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
+        reference_timer = reference.device_timer() if settings.pure_wall_time else None
+        reference.reset_peak_device_memory()
+        timing.reference_warmup_times, _ = warm_up(reference, reference_inputs,
+                                                   max(settings.warmup, 1))
+        timing.reference_peak_device_memory = reference.peak_device_memory_bytes()
+    prepared.reset_peak_device_memory()
+    timing.warmup_times, timing.cold_run = warm_up(
+        prepared, inputs, settings.warmup, min(iterations, settings.warmup))
+    timing.peak_device_memory = prepared.peak_device_memory_bytes()
+    if watch is not None:
+        watch.start()
+    result = None
+    for run_index in range(settings.repeat):
+        if reference is not None:
+            elapsed, _ = timed_run(reference, reference_inputs, iterations, reference_timer)
+            timing.reference_total_time.append(elapsed)
+        hooks.before_timed_run(run_index)
+        prepared.begin_timed_run()
+        result = None
+        elapsed, result = timed_run(prepared, inputs, iterations, timer)
+        timing.total_time.append(elapsed)
+        for name, value in prepared.end_timed_run().items():
+            timing.run_metrics.setdefault(name, []).append(value)
+        hooks.after_timed_run(run_index)
+        hooks.timed_run_output(run_index, result)
+    if watch is not None:
+        watch.stop()
+    timing.last_result = result
+    hooks.after_timed_runs(lambda: _run(prepared, inputs, iterations), inputs)
+    return timing

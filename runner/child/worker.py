@@ -1,0 +1,222 @@
+"""The child process: load one model, prepare it on its stack, time or verify it.
+
+Run as `python -m runner.child.worker FOLDER`. FOLDER is the child's own folder: the parent wrote
+`spec.json` (a `ChildSpec`) there, and the child writes `result.json` (a `ChildResult`)
+there, atomically; its dumps go there too. The parent alone turns the result into a line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import resource
+import socket
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from core.contract import (
+    RESULT_FILE,
+    SPEC_FILE,
+    ChildError,
+    ChildResult,
+    ChildSpec,
+    Role,
+    read_message,
+    write_message,
+)
+from core.schema import Status, Verdict
+from runner.common.lifetime import die_with_parent
+from runner.common.packages import installed_packages
+
+log = logging.getLogger("runner.child.worker")
+
+#: Exit status when the result cannot be written (runner.run.executor.CHILD_OUTPUT_FAILED).
+EXIT_OUTPUT_FAILED = 74
+
+#: Variables recorded with every line, so a reader can trust and reproduce it.
+RECORDED_VARIABLES = ("PJRT_DEVICE", "XLA_FLAGS", "JAX_PLATFORMS", "XLA_DISABLE_FUNCTIONALIZATION",
+                      "CUDA_VISIBLE_DEVICES")
+
+
+class ModelCannotRun(Exception):
+    """The model does not support this configuration: a skip, not a failure."""
+
+
+def environment_record() -> dict[str, Any]:
+    """What a reader needs to trust and reproduce a line."""
+    packages = installed_packages()
+    record: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "packages": packages,
+        "torch": packages.get("torch"),
+    }
+    for name in ("torch_xla", "torchax", "jax"):
+        if name in packages:
+            record[name] = packages[name]
+    record["variables"] = {name: os.environ[name] for name in RECORDED_VARIABLES
+                           if name in os.environ}
+    return record
+
+
+def run_child(spec: ChildSpec, result: ChildResult) -> None:
+    """Load and prepare, then time or verify as the spec's role says, filling `result`."""
+    import torch
+
+    import backends
+    from backends.runtimes.precision import apply_numerics
+    from models import get_suite
+
+    model, experiment = spec.model, spec.experiment
+    torch.set_num_threads(thread_count(spec))
+    torch.manual_seed(experiment.seed)
+    apply_numerics(experiment)
+    suite = get_suite(model.suite_name, reduced=model.reduced, torchbench_dir=model.torchbench_dir)
+    try:
+        bench = suite.load(model.model_name, experiment.test, experiment.batch_size,
+                           seed=experiment.seed)
+    except NotImplementedError as error:
+        raise ModelCannotRun(f"{model.model_name} does not implement {experiment.test}: "
+                             f"{error}") from error
+    stack = backends.get_stack(experiment.stack)
+    result.batch_size_used = bench.batch_size
+    result.environment["torch_settings"] = torch_settings()
+    if spec.role is Role.VERIFY:
+        # Verification runs in a child of its own (see executor), never after timing: a
+        # stack like torchax changes the process so that eager references would break.
+        result.verdict = verification_verdict(spec, suite, stack, bench.nondeterministic_reason)
+        return
+    time_experiment(spec, stack, bench, result)
+
+
+def thread_count(spec: ChildSpec) -> int:
+    """--threads, else one thread per core of the child's CPU set."""
+    return spec.settings.threads or len(spec.cpu_set) or len(os.sched_getaffinity(0))
+
+
+def pairs_with_eager(spec: ChildSpec, stack) -> bool:
+    """Paired timing: asked for, and the stack can share a process with eager (and is not
+    eager itself)."""
+    reference = stack.reference_experiment(spec.experiment)
+    return (spec.settings.paired and stack.capabilities.shares_process_with_eager
+            and reference.stack != stack.name)
+
+
+def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
+    import backends
+    from runner.observers.session import ExperimentObservers
+    from runner.child.timing import HOST_CLOCK, measure
+    from runner.child.trust import CpuWatch, judge
+
+    observers = ExperimentObservers(stack, spec.experiment, spec.settings, Path(spec.folder))
+    result.notes = observers.notes
+    for note in observers.notes:
+        log.warning("%s", note)
+    log.info("preparing %s on %s", spec.model.model_name, stack.name)
+    reference = None
+    if pairs_with_eager(spec, stack):
+        eager = stack.reference_experiment(spec.experiment)
+        reference = backends.get_stack(eager.stack).prepare(bench, eager, spec.settings)
+    prepared = stack.prepare(bench, spec.experiment, spec.settings)
+    observers.attach(prepared)
+    watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
+    timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch,
+                     seed=spec.experiment.seed)
+    if spec.settings.pure_wall_time and timing.clock == HOST_CLOCK:
+        note = (f"--pure-wall-time does not apply to the {stack.name} stack on "
+                f"{spec.experiment.accelerator}: its work does not run on CUDA streams that "
+                "events could time; the host clock timed it")
+        log.warning("%s", note)
+        result.notes.append(note)
+    result.metrics.update(timing.metrics())
+    result.summary.update(timing.summary())
+    result.summary.update(prepared.final_metrics())
+    per_run, whole = observers.metrics(), observers.summary()
+    result.metrics.update(per_run)
+    result.summary.update(whole)
+    verdict = judge(timing.per_iter_time, watch.window)
+    result.summary["cpu"] = watch.window.to_dict() if watch.window else None
+    result.summary.update(timing_variation=verdict.variation, unreliable=verdict.unreliable,
+                          unreliable_reasons=verdict.reasons)
+    for reason in verdict.reasons:
+        log.warning("unreliable timings: %s", reason)
+    result.accelerator_model = prepared.accelerator_model()
+    result.environment["torch_settings"] = torch_settings()  # as the stack left them
+
+
+def verification_verdict(spec: ChildSpec, suite, stack, nondeterministic_reason) -> Verdict:
+    """The verifier's verdict; a crash of the verifier itself is reported as its reason."""
+    from runner.child.verification import verify_experiment
+
+    try:
+        return verify_experiment(spec.model, spec.experiment, spec.settings, suite, stack,
+                                 nondeterministic_reason)
+    except Exception as error:
+        log.exception("the verifier could not run")
+        return Verdict.didnt_run(f"the verifier could not run: {type(error).__name__}: {error}")
+
+
+def torch_settings() -> dict[str, Any]:
+    """Numerics switches that change what a matmul computes."""
+    import torch
+
+    settings = {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "fp16_bf16_reduction_math_sdp": torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed(),
+        "num_threads": torch.get_num_threads(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)),
+    }
+    if "torch_xla" in sys.modules:
+        import torch_xla.backends
+
+        settings["xla_matmul_precision"] = torch_xla.backends.get_mat_mul_precision()
+    if "jax" in sys.modules:
+        settings["jax_default_matmul_precision"] = sys.modules["jax"].config.jax_default_matmul_precision
+    return settings
+
+
+def max_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def pin(cores: tuple[int, ...]) -> None:
+    """Run on `cores` only (before torch starts its thread pools)."""
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cores)
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent()
+    folder = Path(argv[0])
+    spec = read_message(folder / SPEC_FILE, ChildSpec)
+    pin(spec.cpu_set)
+    logging.basicConfig(level=spec.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    result = ChildResult(environment=environment_record())
+    try:
+        run_child(spec, result)
+        result.status = Status.OK
+    except ModelCannotRun as skip:
+        result.status = Status.SKIPPED
+        result.skip_reason = str(skip)
+    except BaseException as error:  # everything the child hits is reported, not lost
+        result.status = Status.FAILED
+        result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc())
+    result.summary["child_max_rss_bytes"] = max_rss_bytes()
+    try:
+        write_message(folder / RESULT_FILE, result)
+    except OSError as error:  # a full disk: the parent stops the sweep with this line
+        print(f"cannot write {folder / RESULT_FILE}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_OUTPUT_FAILED
+    return 0 if result.status is Status.OK else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

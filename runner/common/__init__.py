@@ -1,0 +1,1 @@
+"""What every process of the runner shares: parent, fork servers and children."""

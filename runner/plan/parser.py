@@ -1,0 +1,363 @@
+"""The command line's flags: the parser, its argument types, and what the parsed flags ask
+for (the MatrixRequest, the RunSettings, the memory limit, the TorchBench folder).
+
+A flag value the runner cannot use raises UsageError (argparse's own errors are one line too);
+runner/app.py turns both into a message naming the flag and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+import psutil
+
+from core.config import RunSettings
+from core.fields import flag_dest, flagged_fields, value_parser
+from models import suite_names
+from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
+from runner import observers
+from runner.plan.matrix import MatrixRequest
+
+#: --start-method: children forked from a preloaded server (runner/run/forkserver_client.py),
+#: or fresh interpreters.
+START_METHODS = ("forkserver", "spawn")
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+XRT_REMOVED = ("XRT was removed from PyTorch/XLA (2.1 was the last release with it); "
+               "PJRT is its only runtime: use --xla=PJRT")
+
+
+KEEP_ON_CUDA_REASON = (
+    "--keep-model-data-on-cuda cannot apply: it hands CUDA tensors to PyTorch/XLA's dynamo "
+    "bridge, which needs XLA:CUDA, removed from torch_xla after 2.8; on CUDA run "
+    "--torch-xla2 (torchax on JAX's CUDA plugin) or --dynamo=inductor")
+
+
+TORCHBENCH_DIR_ENV = "TORCHBENCH_DIR"
+
+
+EXIT_BAD_INPUT = 2
+
+
+#: A bare child (Python and torch, no model) holds about 700 MiB; a lower limit kills them all.
+MIN_MEMORY_LIMIT_MB = 768
+
+
+class UsageError(ValueError):
+    """A flag value the runner cannot use."""
+
+
+def number_parser(cast, kind: str, minimum: float, inclusive: bool = True,
+                  maximum: Optional[float] = None):
+    """An argparse type: a finite number of `cast`'s kind at least (or above) `minimum`
+    and at most `maximum` (nan and inf are refused)."""
+
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if value < minimum or (not inclusive and value == minimum):
+            bound = "at least" if inclusive else "above"
+            raise argparse.ArgumentTypeError(f"{text!r} must be {bound} {minimum:g}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at most {maximum}")
+        return value
+
+    return parse
+
+
+positive_int = number_parser(int, "an integer", 1)
+non_negative_int = number_parser(int, "an integer", 0)
+positive_float = number_parser(float, "a number", 0, inclusive=False)
+#: Seconds since the epoch, up to the end of year 9999 (what a date can show).
+LAST_TIMESTAMP = 253402300799.0
+timestamp_float = number_parser(float, "a number of seconds since the epoch", 0,
+                                maximum=LAST_TIMESTAMP)
+
+
+def xla_mode(text: str) -> Optional[str]:
+    """--xla: XRT is refused with the reason (the table checks the rest)."""
+    if text.strip().upper() == "XRT":
+        raise argparse.ArgumentTypeError(f"--xla XRT: {XRT_REMOVED}")
+    return text
+
+
+#: Field values whose text needs more than the table says (core.fields).
+FLAG_PARSERS = {"xla": xla_mode}
+
+
+def add_field_flags(group) -> None:
+    """One flag per flagged field of the table (core.fields), its value checked there: a
+    dimension is repeatable, a bool field is a switch."""
+    for spec in flagged_fields():
+        options: dict = {"dest": flag_dest(spec), "help": spec.help}
+        if spec.kind is bool:
+            options["action"] = "store_false" if spec.negated_switch else "store_true"
+            options["default"] = spec.default
+            options["help"] = spec.help
+        else:
+            options["type"] = value_parser(spec, FLAG_PARSERS.get(spec.name))
+            if spec.choices is not None:
+                options["metavar"] = "{" + ",".join(
+                    "None" if choice is None else str(choice) for choice in spec.choices) + "}"
+            if spec.dimension:
+                options["action"] = "append"
+                options["help"] = "(repeatable) " + spec.help
+            else:
+                options["default"] = spec.default
+        group.add_argument(*spec.flags, **options)
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse whose errors are one line naming the flag and value (no usage block)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(
+        prog="experiment-runner",
+        description=(
+            "Benchmark PyTorch models across eager, torch.compile, PyTorch/XLA and torchax. "
+            "Flags marked (repeatable) form a dimension of the experiment matrix; a dimension "
+            "left unset takes every value valid here. Subcommands: report, compare, score "
+            "(run 'experiment-runner report --help')."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--suite-name", default="builtin",
+                      help=f"model suite: {', '.join(suite_names())}")
+    what.add_argument("--torchbench-dir",
+                      help="TorchBench checkout for --suite-name=torchbench "
+                           f"(default: ${TORCHBENCH_DIR_ENV} or an importable torchbenchmark)")
+    add_field_flags(what)
+    what.add_argument("--filter", "-k", action="append", default=[],
+                      help="(repeatable) case-insensitive regex; run models matching any")
+    what.add_argument("--exclude", "-x", action="append", default=[],
+                      help="(repeatable) case-insensitive regex; skip models matching any")
+    what.add_argument("--filter-by-tier", action="append", type=positive_int, default=[],
+                      metavar="TIER", help="(repeatable) also run the models of this TorchBench "
+                                           "tier (1-3, as PyTorch/XLA's runner defines them)")
+    what.add_argument("--exclude-by-tier", action="append", type=positive_int, default=[],
+                      metavar="TIER", help="(repeatable) skip the models of this TorchBench tier")
+    what.add_argument("--total-partitions", type=positive_int, default=1,
+                      help="cut the suite's model list into this many contiguous partitions "
+                           "(as PyTorch/XLA's runner: the last one takes the remainder)")
+    what.add_argument("--partition-id", type=non_negative_int, default=0,
+                      help="which partition of the model list to run (0-based)")
+    what.add_argument("--model-config", metavar="JSON",
+                      help="with --experiment-config: run exactly this one experiment "
+                           "(--dry-run prints both for every planned experiment)")
+    what.add_argument("--experiment-config", metavar="JSON",
+                      help="with --model-config: the configuration of the one experiment; "
+                           "PyTorch/XLA's keys (accelerator, xla, dynamo, torch_xla2, test, ...) "
+                           "or ours")
+    what.add_argument("--no-skip", action="store_true",
+                      help="run models the suite marks as unable to run a test, instead of "
+                           "recording them as skipped")
+    what.add_argument("--keep-model-data-on-cuda", "--xla-take-cuda-model-and-data",
+                      action="store_true",
+                      help="PyTorch/XLA's flag; refused here: " + KEEP_ON_CUDA_REASON.split(": ", 1)[1])
+
+    how = parser.add_argument_group("how to measure")
+    how.add_argument("--repeat", type=positive_int, default=10, help="timed runs per experiment")
+    how.add_argument("--iterations-per-run", type=positive_int, default=1,
+                     help="iterations in each timed run")
+    how.add_argument("--warmup", type=non_negative_int, default=3,
+                     help="warm-up iterations before timing; the first is the cold start")
+    how.add_argument("--randomize-input", action="store_true",
+                     help="a different seeded input for each iteration of a run")
+    how.add_argument("--threads", type=positive_int,
+                     help="threads of the child's torch (default: one per core the child is "
+                          "pinned to)")
+    how.add_argument("--no-paired-timing", action="store_true",
+                     help="time compiled stacks in a child of their own instead of "
+                          "interleaved with eager in the same child (docs/timing.md)")
+    how.add_argument("--verify", action="store_true",
+                     help="check each experiment's result against eager (and fp64) and record "
+                          "a verification code")
+    how.add_argument("--verify-only", action="store_true",
+                     help="verify without timing")
+    how.add_argument("--verify-iterations", type=positive_int, default=1,
+                     help="iterations run before the results are compared")
+    how.add_argument("--pure-wall-time", action="store_true",
+                     help="time each iteration of the timed runs between CUDA events, not by "
+                          "the host clock (stacks whose work runs on CUDA streams: eager and "
+                          "dynamo on cuda; elsewhere a note says the host clock timed it)")
+
+    observe = parser.add_argument_group(
+        "observability",
+        "what is collected besides the timings; files go to the experiment's folder under "
+        "--output-dirname (docs/observability.md). A flag that does not apply to a stack adds "
+        "a note to its line.")
+    observers.add_flags(observe)
+
+    output = parser.add_argument_group("output and control")
+    output.add_argument("--output-dirname", default="./output", help="results folder")
+    output.add_argument("--output-basename", default="results.jsonl", help="results file name")
+    output.add_argument("--no-resume", action="store_true",
+                        help="start a new results file; the old one is kept as a backup")
+    output.add_argument("--dry-run", action="store_true",
+                        help="print the experiments that would run, run nothing")
+    output.add_argument("--list-models", action="store_true",
+                        help="print the suite's models and default batch sizes")
+    output.add_argument("--list-stacks", action="store_true",
+                        help="print the registered stacks with their capabilities")
+    output.add_argument("--subprocess-timeout", type=positive_float, default=1800.0,
+                        help="seconds before a child and its whole process tree are killed")
+    output.add_argument("--memory-limit-mb", type=positive_int,
+                        help="kill a child whose process tree holds more resident memory "
+                             "(default: 90%% of this machine's memory, shared by the --jobs)")
+    output.add_argument("--print-subprocess", action="store_true",
+                        help="show the children's output as they run")
+    output.add_argument("--no-progress", action="store_true", help="no progress bar")
+    output.add_argument("--progress-bar", action="store_true",
+                        help="PyTorch/XLA's switch for the progress bar, shown here by default "
+                             "(--no-progress hides it, even with this flag)")
+    output.add_argument("--timestamp", type=timestamp_float,
+                        help="seconds since the epoch recorded as every line's timestamp "
+                             "(default: when the sweep starts)")
+    output.add_argument("--log-level", default="info", choices=LOG_LEVELS, help="logging level")
+    output.add_argument("--no-probe-cache", action="store_true",
+                        help="ask a probe child what this machine can run, even when an answer "
+                             "younger than a day is cached for the same interpreter, packages "
+                             "and devices")
+    scale = parser.add_argument_group(
+        "running side by side",
+        "One experiment per slot at a time; each slot has its own share of the cores, and "
+        "one GPU when the plan has CUDA experiments. Every line goes to the one results "
+        "file; experiments start longest first by the durations already recorded. With "
+        "--executor=ray, a Ray cluster runs them instead (docs/scaling.md).")
+    scale.add_argument("--jobs", "-j", type=positive_int, default=1,
+                       help="experiments run at a time (with CUDA experiments: one per GPU, the "
+                            "first N the runner sees)")
+    scale.add_argument("--start-method", choices=START_METHODS, default=default_start_method(),
+                       help="forkserver (default on Linux): children fork from a server that "
+                            "imported the stack's libraries once; spawn: a fresh interpreter "
+                            "per child")
+    scale.add_argument("--devices", type=device_list, default=[],
+                       help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them), "
+                            "one job each")
+    scale.add_argument("--executor", choices=("local", "ray"), default="local",
+                       help="local: on this machine, as --jobs/--devices say; ray: each "
+                            "experiment a task of a Ray cluster, which places it (needs the "
+                            "ray extra; docs/scaling.md)")
+    scale.add_argument("--ray-address",
+                       help="with --executor=ray: the cluster ray.init joins (auto, or the "
+                            "head's HOST:PORT); default: start a Ray instance on this machine, "
+                            "bound to 127.0.0.1")
+    scale.add_argument("--ray-cpus-per-task", type=positive_float,
+                       help="with --executor=ray: CPUs each experiment's task requests "
+                            "(default 1; a CUDA task also takes 1 GPU, a TPU task 1 TPU)")
+    scale.add_argument("--ray-tasks", type=positive_int,
+                       help="with --executor=ray: experiments in flight at a time (default: "
+                            "as many as the cluster's CPUs, or GPUs, hold)")
+    scale.add_argument("--retries", type=non_negative_int, default=0,
+                       help="with --executor=ray: times Ray runs an experiment again whose node "
+                            "or worker was lost, before its line records the loss")
+    return parser
+
+
+def default_start_method() -> str:
+    return "forkserver" if sys.platform.startswith("linux") else "spawn"
+
+
+def device_list(text: str) -> list[str]:
+    devices = [device.strip() for device in text.split(",")]
+    if not text.strip() or any(not device for device in devices):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of devices (e.g. 0,1,2,3)")
+    return devices
+
+
+def reduced_models() -> bool:
+    """EXPERIMENT_RUNNER_SMALL_MODELS, read once by the parent (children get it in their spec)."""
+    try:
+        return parse_reduced_setting(os.environ.get(SMALL_MODELS_ENV, ""))
+    except ValueError as error:
+        raise UsageError(f"{SMALL_MODELS_ENV}: {error}") from None
+
+
+def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -> MatrixRequest:
+    """The matrix the flags ask for: each flagged field of the table (core.fields) is a
+    dimension (its values, deduplicated; None when not given) or a value."""
+    dimensions, values = {}, {}
+    for spec in flagged_fields():
+        given = getattr(args, flag_dest(spec))
+        if spec.dimension:
+            if given is not None:
+                dimensions[spec.name] = tuple(dict.fromkeys(given))
+        else:
+            values[spec.name] = given
+    return MatrixRequest(
+        dimensions=dimensions,
+        values=values,
+        filters=tuple(args.filter),
+        excludes=tuple(args.exclude),
+        filter_tiers=tuple(args.filter_by_tier),
+        exclude_tiers=tuple(args.exclude_by_tier),
+        total_partitions=args.total_partitions,
+        partition_id=args.partition_id,
+        reduced=reduced_models(),
+        torchbench_dir=torchbench,
+    )
+
+
+def run_settings(args: argparse.Namespace) -> RunSettings:
+    return RunSettings(
+        repeat=args.repeat,
+        iterations_per_run=args.iterations_per_run,
+        warmup=args.warmup,
+        randomize_input=args.randomize_input,
+        verify=args.verify or args.verify_only,
+        verify_only=args.verify_only,
+        verify_iterations=args.verify_iterations,
+        threads=args.threads,
+        paired=not args.no_paired_timing,
+        pure_wall_time=args.pure_wall_time,
+        observe=observers.options_from(args),
+    )
+
+
+def default_memory_limit(jobs: int = 1) -> int:
+    """90% of the machine, shared by the jobs that run at a time."""
+    return int(psutil.virtual_memory().total * 0.9 / jobs)
+
+
+def memory_limit_bytes(args: argparse.Namespace, jobs: int = 1) -> int:
+    """--memory-limit-mb in bytes (default: 90% of the machine over the jobs); UsageError
+    below what any child needs."""
+    if not args.memory_limit_mb:
+        return default_memory_limit(jobs)
+    if args.memory_limit_mb < MIN_MEMORY_LIMIT_MB:
+        raise UsageError(
+            f"--memory-limit-mb {args.memory_limit_mb} is below the {MIN_MEMORY_LIMIT_MB} MiB "
+            "a child needs (Python with torch alone holds about 700 MiB): every child would "
+            "be killed")
+    return args.memory_limit_mb * 2**20
+
+
+def torchbench_dir(args: argparse.Namespace) -> Optional[str]:
+    """--torchbench-dir, else $TORCHBENCH_DIR, resolved; None when neither is given."""
+    given, source = args.torchbench_dir, "--torchbench-dir"
+    if not given and os.environ.get(TORCHBENCH_DIR_ENV):
+        given, source = os.environ[TORCHBENCH_DIR_ENV], TORCHBENCH_DIR_ENV
+    if not given:
+        return None
+    path = Path(given).expanduser().resolve()
+    if not path.is_dir():
+        raise UsageError(f"{source} {given!r} is not a folder")
+    return str(path)

@@ -1,0 +1,183 @@
+"""Run one experiment in isolated children and turn whatever happened into a results line.
+
+The executor composes the parts: the child's folder and environment (runner/run/child_env.py),
+its supervision (runner/run/supervision.py: timeouts, memory limit, whole-tree kills, the
+output pump) and the line made of its outcome (runner/run/lines.py). Each child gets a fresh
+interpreter, or a fork of a preloaded server (runner/run/forkserver_client.py); compile
+caches go to a fresh folder under the runner's scratch root (runner/run/scratch.py).
+
+A write the parent cannot make (the child's folder, spec or log: a full disk, a file-size
+limit, an unusable output folder) raises OSError naming the file; the sweep stops there:
+nothing can be recorded on a full disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import backends
+from core.config import RunSettings
+from core.contract import RESULT_FILE, SPEC_FILE, ChildSpec, Role, write_message
+from core.schema import ResultLine
+from runner.plan.matrix import PlannedExperiment
+from runner.plan.slots import Slot
+from runner.run.child_env import child_cores, child_environment, child_folder
+from runner.run.forkserver_client import ForkedChild, ForkServer, ForkServerError, ForkServers, names_own_folder
+from runner.run.guard import ProcessGuard
+from runner.run.lines import SweepInfo, line_from_outcome, new_line, skipped_line, verdict_of
+from runner.run.scratch import ScratchRoot
+from runner.run.supervision import ChildOutcome, ExperimentCancelled, Supervisor, spawn_worker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """How children are run and watched."""
+
+    output_dir: Path
+    timeout_seconds: float = 1800.0
+    memory_limit_bytes: Optional[int] = None
+    print_subprocess: bool = False
+    log_level: str = "WARNING"
+    #: Cores the children are pinned to; () means this process's own CPU set.
+    cpu_set: tuple[int, ...] = ()
+    #: "spawn": a fresh interpreter per child; "forkserver": children forked from a server
+    #: that preloaded the stack's libraries (runner/run/forkserver_client.py).
+    start_method: str = "spawn"
+
+
+class ExperimentExecutor:
+    """Runs planned experiments one at a time, each in children of its own."""
+
+    def __init__(self, options: ExecutorOptions, settings: RunSettings, sweep: SweepInfo,
+                 guard: Optional[ProcessGuard] = None,
+                 scratch: Optional[ScratchRoot] = None) -> None:
+        self.options = options
+        self.settings = settings
+        self.sweep = sweep
+        self.guard = guard
+        self.scratch = scratch or ScratchRoot()
+        self._notes_logged: set[str] = set()
+        self._cancelled = threading.Event()
+        self._supervisor = Supervisor(options.timeout_seconds, options.memory_limit_bytes,
+                                      options.print_subprocess, guard, self._cancelled)
+        self._servers = ForkServers(on_start=self._watch_server)
+        self._fork_failure_told = False
+
+    def start(self) -> None:
+        """Start the guard and make the scratch root it removes however the runner ends."""
+        if self.guard is not None:
+            self.guard.start()
+            self.guard.remove_on_exit(self.scratch.create())
+
+    def close(self) -> None:
+        """Stop the fork servers (their children are killed with them), remove the scratch
+        root and end the guard."""
+        self._servers.close()
+        self.scratch.remove()
+        if self.guard is not None:
+            self.guard.close()
+
+    def _watch_server(self, server: ForkServer) -> None:
+        if self.guard is not None:
+            self.guard.watch(server.pid)
+
+    def cancel(self) -> None:
+        """Kill the children that run now and refuse to start more (thread-safe)."""
+        self._cancelled.set()
+
+    def child_folder(self, planned: PlannedExperiment, role: Role) -> Path:
+        """The child's own folder, absolute: <experiment id>/<run id>/<role>."""
+        return child_folder(self.options.output_dir, self.sweep.run_id, planned, role)
+
+    def child_environment(self, planned: PlannedExperiment, role: Role, folder: Path,
+                          scratch: Path, slot: Optional[Slot] = None) -> dict[str, str]:
+        """The runner's environment less its own variables, plus what the stack (and, for
+        timing, the observers) declare."""
+        return child_environment(planned, role, folder, scratch, self.settings, self.guard, slot)
+
+    def run_child(self, planned: PlannedExperiment, role: Role,
+                  slot: Optional[Slot] = None) -> ChildOutcome:
+        """Start a child in its own folder (on `slot`'s cores and GPU when given), watch it,
+        and collect its result and output."""
+        if self._cancelled.is_set():
+            raise ExperimentCancelled("the sweep was stopped")
+        folder = self.child_folder(planned, role)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / RESULT_FILE).unlink(missing_ok=True)
+        spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
+                         self.options.log_level, child_cores(slot, self.options.cpu_set))
+        write_message(folder / SPEC_FILE, spec)
+        scratch = self.scratch.new_folder()
+        return self._supervisor.run(folder, scratch, lambda: self._start(
+            planned, folder, self.child_environment(planned, role, folder, scratch, slot)))
+
+    def _start(self, planned: PlannedExperiment, folder: Path,
+               environment: dict[str, str]) -> "subprocess.Popen | ForkedChild":
+        """Start `runner.child.worker` for `folder`: forked from a preloaded server, or spawned."""
+        if self.options.start_method == "forkserver" and not names_own_folder(
+                environment, [str(folder)]):
+            stack = backends.get_stack(planned.experiment.stack)
+            try:
+                server = self._servers.server_for(
+                    stack.preload, environment, cuda=planned.experiment.accelerator == "cuda")
+                return server.start("runner.child.worker", [str(folder)], environment, str(folder))
+            except ForkServerError as error:
+                if not self._fork_failure_told:
+                    self._fork_failure_told = True
+                    log.warning("%s; such children start as fresh interpreters instead", error)
+        return spawn_worker(folder, environment)
+
+    def run(self, planned: PlannedExperiment, slot: Optional[Slot] = None) -> ResultLine:
+        """Run one experiment (on `slot` when given) and return its results line (never
+        raises for the child; raises ExperimentCancelled when the sweep is stopped).
+
+        Timing and verification run in separate children: verification needs eager
+        references in a process that no other stack has touched.
+        """
+        if self.settings.verify_only:
+            outcome = self.run_child(planned, Role.VERIFY, slot)
+            self._log_child_notes(outcome)
+            line = self.line_from_outcome(planned, outcome)
+            line.artifacts = {Role.VERIFY.value: self._relative(outcome.folder)}
+            return line
+        outcome = self.run_child(planned, Role.TIME, slot)
+        self._log_child_notes(outcome)
+        line = self.line_from_outcome(planned, outcome)
+        line.artifacts = {Role.TIME.value: self._relative(outcome.folder)}
+        if self.settings.verify:
+            verification = self.run_child(planned, Role.VERIFY, slot)
+            line.apply_verdict(verdict_of(verification))
+            line.artifacts[Role.VERIFY.value] = self._relative(verification.folder)
+        return line
+
+    def _relative(self, folder: Path) -> str:
+        try:
+            return str(folder.relative_to(self.options.output_dir.resolve()))
+        except ValueError:
+            return str(folder)
+
+    def _log_child_notes(self, outcome: ChildOutcome) -> None:
+        """Warn about each distinct note of the children once per sweep."""
+        for note in outcome.result.notes if outcome.result else ():
+            if note not in self._notes_logged:
+                self._notes_logged.add(note)
+                log.warning("%s", note)
+
+    def new_line(self, planned: PlannedExperiment, **fields) -> ResultLine:
+        """A line for `planned` with this sweep's identity and timestamp."""
+        return new_line(self.settings, self.sweep, planned, **fields)
+
+    def skipped_line(self, planned: PlannedExperiment, reason: str) -> ResultLine:
+        """The line of an experiment its suite says cannot run."""
+        return skipped_line(self.settings, self.sweep, planned, reason)
+
+    def line_from_outcome(self, planned: PlannedExperiment, outcome: ChildOutcome) -> ResultLine:
+        """The results line for a child's outcome, success or any kind of failure."""
+        return line_from_outcome(self.settings, self.sweep, planned, outcome)

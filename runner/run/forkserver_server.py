@@ -1,0 +1,221 @@
+"""The fork server's side: preload a stack family's libraries, then fork one child per request.
+
+Run by the runner (runner/run/forkserver_client.py) as
+`python -m runner.run.forkserver_server FD MODULES`: FD is its end of a SOCK_SEQPACKET socket,
+MODULES the comma-separated modules it imports before it forks. Each forked child takes its
+own session, output pipe, folder and environment, and runs `MODULE.main(argv)` as a spawned
+interpreter would; the server reaps it and tells the runner its exit status.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import traceback
+from typing import Any, Sequence
+
+from runner.common.lifetime import die_with_parent
+
+#: The runner's own modules a server imports too (no import-time side effects): all a
+#: child imports before it loads its model, so that no child pays for them.
+PROJECT_MODULES = ("runner.child.worker", "runner.common.packages", "runner.child.timing",
+                   "runner.child.trust", "runner.observers.session", "backends",
+                   "backends.runtimes.precision", "models", "core.contract")
+MAX_MESSAGE_BYTES = 1 << 20
+#: torch.cuda.is_available() through NVML while a server imports: inductor asks it at import
+#: time, and the CUDA runtime's answer would start the driver, which no forked child may
+#: inherit (torch then refuses CUDA in every child: "Cannot re-initialize CUDA in forked
+#: subprocess").
+NVML_CHECK_VARIABLE = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+def _preload(modules: Sequence[str]) -> None:
+    previous = os.environ.get(NVML_CHECK_VARIABLE)
+    os.environ[NVML_CHECK_VARIABLE] = "1"
+    try:
+        for name in list(modules) + list(PROJECT_MODULES):
+            importlib.import_module(name)
+        import backends
+        import models
+        from runner.common.packages import installed_packages
+
+        # The registries' plug-in modules: imported by discovery, which children repeat.
+        backends.all_stacks()
+        models.suite_names()
+        installed_packages()
+    finally:
+        if previous is None:
+            os.environ.pop(NVML_CHECK_VARIABLE, None)
+        else:
+            os.environ[NVML_CHECK_VARIABLE] = previous
+
+
+def children_may_use_cuda() -> bool:
+    """Whether a child forked now could use CUDA: False once this process has started the
+    CUDA driver (torch marks every forked child as a bad fork then). Forks a probe."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return True
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def _state() -> dict[str, Any]:
+    """What this process holds: the checks that nothing device- or compiler-bound was made."""
+    state: dict[str, Any] = {"pid": os.getpid(),
+                             "threads": len(os.listdir("/proc/self/task"))
+                             if os.path.isdir("/proc/self/task") else None,
+                             "modules": sorted(name for name in ("torch", "torch_xla", "jax",
+                                                                 "torchax", "torch._dynamo")
+                                               if name in sys.modules)}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        state["cuda_initialized"] = bool(torch.cuda.is_initialized())
+        state["cuda_fork_safe"] = children_may_use_cuda()
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    if dynamo is not None:
+        state["dynamo_frames_compiled"] = sum(dict(dynamo.counters.get("frames", {})).values())
+    torch_xla = sys.modules.get("torch_xla")
+    if torch_xla is not None:
+        state["xla_runtime_initialized"] = bool(torch_xla._XLAC._xla_runtime_is_initialized())
+    jax_bridge = sys.modules.get("jax._src.xla_bridge")
+    if jax_bridge is not None:
+        state["jax_backends_initialized"] = bool(getattr(jax_bridge, "_backends", None))
+    return state
+
+
+def _send_message(sock: socket.socket, message: dict[str, Any]) -> None:
+    try:
+        sock.send(json.dumps(message).encode("utf-8"))
+    except OSError:
+        pass  # the runner is gone; the loop ends when it reads end of file
+
+
+def _run_forked_child(request: dict[str, Any], output_fd: int, closing: Sequence[int]) -> None:
+    """In the forked child: become what a spawned worker would be, run it, never return."""
+    code = 1
+    try:
+        os.setsid()
+        for fd in closing:
+            os.close(fd)
+        signal.set_wakeup_fd(-1)
+        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(number, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["environment"])
+        sys.argv = [request["module"], *request["argv"]]
+        module = importlib.import_module(request["module"])
+        code = module.main(request["argv"])
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()  # what a normal interpreter exit would run (XLA's shutdown)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code if isinstance(code, int) else 1)
+
+
+def serve(sock: socket.socket, modules: Sequence[str]) -> int:
+    die_with_parent()
+    try:
+        _preload(modules)
+    except BaseException as error:
+        _send_message(sock, {"error": f"{type(error).__name__}: {error}"})
+        return 1
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ready = _state()
+    ready["ready"] = True
+    _send_message(sock, ready)
+    children: set[int] = set()
+    selector = selectors.DefaultSelector()
+    selector.register(sock, selectors.EVENT_READ)
+    selector.register(wake_read, selectors.EVENT_READ)
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj == wake_read:
+                try:
+                    while os.read(wake_read, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                _reap(sock, children)
+                continue
+            try:
+                data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 4)
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                for pid in children:
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                return 0
+            request = json.loads(data)
+            if request.get("op") == "status":
+                _send_message(sock, _state())
+                continue
+            try:
+                pid = os.fork()
+            except OSError as error:
+                for fd in fds:
+                    os.close(fd)
+                _send_message(sock, {"error": f"fork failed: {error.strerror or error}"})
+                continue
+            if pid == 0:
+                selector.close()
+                _run_forked_child(request, fds[0], [sock.fileno(), wake_read, wake_write])
+            for fd in fds:
+                os.close(fd)
+            children.add(pid)
+            _send_message(sock, {"op": "forked", "pid": pid})
+            _reap(sock, children)
+
+
+def _reap(sock: socket.socket, children: set[int]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+        _send_message(sock, {"op": "exit", "pid": pid,
+                             "returncode": os.waitstatus_to_exitcode(status)})
+
+
+def main(argv: list[str]) -> int:
+    sock = socket.socket(fileno=int(argv[0]))
+    modules = [name for name in argv[1].split(",") if name] if len(argv) > 1 else []
+    return serve(sock, modules)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,214 @@
+"""Run a plan: one child per experiment, one line per experiment, a progress bar.
+
+Several runners may share the results file: each experiment is claimed first
+(runner/run/claims.py), skipped when the results hold it already, waited for when another
+live runner runs it, and taken over when that runner is gone. A runner ends when every
+experiment of its plan is recorded, by itself or by others.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional
+
+from tqdm import tqdm
+
+from core.schema import Status, stack_label_of, timed_values
+from models.base import Suite
+from runner.run.claims import Claims, ClaimStatus
+from runner.run.dispatch import Dispatcher
+from runner.plan.matrix import Plan, PlannedExperiment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepReport:
+    """The lines this sweep wrote, in order, and what other runners did meanwhile."""
+
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    #: Experiments of the plan that other runners recorded while this one ran.
+    recorded_elsewhere: int = 0
+    #: Lines left out because another runner recorded the experiment first.
+    left_out: int = 0
+    #: Claims of runners that were gone, taken over by this one.
+    taken_over: int = 0
+
+
+def run_plan(
+    plan: Plan,
+    suite: Suite,
+    dispatcher: Dispatcher,
+    claims: Claims,
+    report: SweepReport,
+    show_progress: bool = True,
+    no_skip: bool = False,
+    durations: Optional[Mapping[str, float]] = None,
+) -> SweepReport:
+    """Run every planned experiment no other runner records, up to the dispatcher's capacity
+    at a time, appending each line as soon as it exists.
+
+    Experiments start longest first by `durations` (seconds per experiment key, from
+    earlier runs; see `expected_durations`), those never timed before the others.
+    `report` is filled as lines are written, so a caller that catches KeyboardInterrupt
+    still knows what was finished.
+    """
+    pending = longest_first(plan.experiments, durations or {})
+    in_flight: dict[Future, PlannedExperiment] = {}
+    waiting_told = False
+    with claims, tqdm(
+        total=len(pending), unit="exp", disable=not show_progress, dynamic_ncols=True
+    ) as bar:
+        try:
+            while pending or in_flight:
+                busy = []
+                while pending and len(in_flight) < dispatcher.capacity:
+                    planned = pending.pop(0)
+                    status, _ = claims.claim(planned.fingerprint)
+                    if status is ClaimStatus.BUSY:
+                        busy.append(planned)
+                        continue
+                    if status is ClaimStatus.CLAIMED:
+                        future = _start(planned, suite, dispatcher, claims, report, no_skip)
+                        if future is not None:
+                            in_flight[future] = planned
+                            bar.set_postfix_str(describe(planned), refresh=True)
+                            continue
+                    bar.update(1)
+                if in_flight:
+                    done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        _record(in_flight.pop(future), future.result(), claims, report)
+                        bar.update(1)
+                if busy and not waiting_told:
+                    log.info("%d experiment(s) are being run by other runners; waiting for "
+                             "them", len(busy))
+                    waiting_told = True
+                if busy and not pending and not in_flight:
+                    claims.wait()
+                pending = busy + pending
+        except BaseException:
+            dispatcher.cancel()
+            raise
+        finally:
+            dispatcher.close()
+            for future, planned in in_flight.items():
+                _record_if_finished(planned, future, claims, report)
+    report.recorded_elsewhere = claims.counts.recorded_elsewhere
+    report.left_out = claims.counts.left_out
+    report.taken_over = claims.counts.taken_over
+    return report
+
+
+def _start(planned: PlannedExperiment, suite: Suite, dispatcher: Dispatcher, claims: Claims,
+           report: SweepReport, no_skip: bool) -> Optional[Future]:
+    """Dispatch a claimed experiment, or record its skipped line (then None)."""
+    try:
+        reason = None if no_skip else suite.skip_reason(planned.model.model_name,
+                                                        planned.experiment.test)
+        if not reason:
+            return dispatcher.submit(planned)
+        line = dispatcher.skipped_line(planned, reason)
+    except BaseException:
+        claims.release(planned.fingerprint)
+        raise
+    _record(planned, line, claims, report)
+    return None
+
+
+def _record(planned: PlannedExperiment, line: dict[str, Any], claims: Claims,
+            report: SweepReport) -> None:
+    try:
+        written = claims.record(planned.fingerprint, line)
+    finally:
+        claims.release(planned.fingerprint)
+    if not written:
+        return
+    report.lines.append(line)
+    if line["status"] == Status.FAILED.value:
+        log.warning("%s failed: %s", describe(planned),
+                    line["metrics"].get("error", "").splitlines()[0:1])
+
+
+def _record_if_finished(planned: PlannedExperiment, future: Future, claims: Claims,
+                        report: SweepReport) -> None:
+    """After a stop: keep the line of an experiment that finished meanwhile; release the
+    claim of one that did not."""
+    if future.done() and not future.cancelled() and future.exception() is None:
+        _record(planned, future.result(), claims, report)
+    else:
+        claims.release(planned.fingerprint)
+
+
+def duration_key(model_name: str, stack_label: str, experiment: Mapping[str, Any]) -> str:
+    """What makes two experiments take about as long: model, stack, test, precision,
+    accelerator and batch size."""
+    return "|".join(str(part) for part in (
+        model_name, stack_label, experiment.get("test"), experiment.get("precision"),
+        experiment.get("accelerator"), experiment.get("batch_size")))
+
+
+def planned_duration_key(planned: PlannedExperiment) -> str:
+    return duration_key(planned.model.model_name, planned.label, planned.experiment.to_dict())
+
+
+def expected_durations(lines: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The median wall time of each experiment key in earlier lines (skipped ones left out)."""
+    seen: dict[str, list[float]] = {}
+    for line in lines:
+        wall = (line.get("summary") or {}).get("wall_time")
+        if line.get("status") == Status.SKIPPED.value or not isinstance(wall, (int, float)):
+            continue
+        key = duration_key((line.get("model") or {}).get("model_name", ""), stack_label_of(line),
+                           line.get("experiment") or {})
+        seen.setdefault(key, []).append(float(wall))
+    return {key: statistics.median(walls) for key, walls in seen.items()}
+
+
+def longest_first(experiments: Iterable[PlannedExperiment],
+                  durations: Mapping[str, float]) -> list[PlannedExperiment]:
+    """Never-timed experiments first (plan order), then the others, longest first: the
+    longest-processing-time rule, which keeps every slot busy until the end."""
+    # Stable sort: never-timed ones (infinitely long) first, ties in plan order.
+    return sorted(experiments, key=lambda planned: -durations.get(
+        planned_duration_key(planned), float("inf")))
+
+
+def describe(planned: PlannedExperiment) -> str:
+    experiment = planned.experiment
+    text = f"{planned.model.model_name} {experiment.accelerator} {planned.label} {experiment.test}"
+    if experiment.precision != "fp32":
+        text += f" {experiment.precision}"
+    return text
+
+
+def median_iteration_time(line: dict[str, Any]) -> Optional[float]:
+    """The median of the timed runs (the cold-start entry left out)."""
+    times = timed_values(line, "per_iter_time")
+    return statistics.median(times) if times else None
+
+
+def format_summary(lines: list[dict[str, Any]]) -> str:
+    """A short table: every experiment's status and median time per iteration."""
+    rows = [("model", "accelerator", "stack", "test", "precision", "status", "median/iter", "verification")]
+    for line in lines:
+        experiment = line.get("experiment", {})
+        median = median_iteration_time(line)
+        label = stack_label_of(line)
+        rows.append((
+            line.get("model", {}).get("model_name", "?"),
+            str(experiment.get("accelerator")),
+            label,
+            str(experiment.get("test")),
+            str(experiment.get("precision")),
+            line.get("status", "?"),
+            f"{median * 1e3:.3f} ms" if median is not None else "-",
+            line.get("verification_code", "?"),
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    )

@@ -1,0 +1,114 @@
+import math
+
+import pytest
+
+from reports.cli import compare_main, score_main
+from reports.analyse.compare import IMPROVED, NEWLY_FAILING, NOISE, REGRESSED, UNCHANGED, UNRELIABLE, compare
+from reports.read.load import load
+from reports.analyse.score import score
+from tests.reports.conftest import craft_line
+
+BASE = {"mlp": [1.00, 1.02, 0.98, 1.01], "cnn": [2.0, 2.04, 1.98, 2.02], "transformer_block": [3.0, 3.1, 2.9, 3.05]}
+
+
+def _lines(times_by_model, stack="inductor", **kwargs):
+    return [craft_line(m, stack, times=t, **kwargs) for m, t in times_by_model.items()]
+
+
+def _scaled(factors):
+    return {m: [v * factors.get(m, 1.0) for v in t] for m, t in BASE.items()}
+
+
+def test_compare_flags_a_significant_regression_and_exits_1(write_results, capsys):
+    base = write_results(_lines(BASE))
+    new = write_results(_lines(_scaled({"mlp": 1.20, "cnn": 0.80})))
+    result = compare(load([base]).records, load([new]).records)
+    verdicts = {c.base.model: c.verdict for c in result.changes}
+    assert verdicts == {"mlp": REGRESSED, "cnn": IMPROVED, "transformer_block": UNCHANGED}
+    assert {c.base.model: c.ratio for c in result.changes}["mlp"] == pytest.approx(1.2)
+    assert result.geomean_ratio == pytest.approx((1.2 * 0.8) ** (1 / 3))
+    assert compare_main([str(base), str(new)]) == 1
+    assert "regressed" in capsys.readouterr().out
+
+
+def test_compare_exits_0_without_regression(write_results):
+    base = write_results(_lines(BASE))
+    same = write_results(_lines(_scaled({"mlp": 1.03, "cnn": 0.9})))
+    assert compare_main([str(base), str(same)]) == 0
+
+
+def test_compare_overlapping_repeats_are_noise_not_regression(write_results):
+    base = write_results(_lines({"mlp": [1.0, 2.0, 1.1, 1.9]}))
+    new = write_results(_lines({"mlp": [1.1, 2.2, 1.3, 2.1]}))  # median +13% but overlapping
+    result = compare(load([base]).records, load([new]).records, geomean_threshold=0.5)
+    assert result.changes[0].ratio > 1.07
+    assert result.changes[0].verdict == NOISE
+    assert not result.regressed
+
+
+def test_compare_geomean_regression_alone_fails(write_results):
+    base = write_results(_lines(BASE))
+    new = write_results(_lines(_scaled({m: 1.05 for m in BASE})))  # 5% each: under 7%, over 1%
+    result = compare(load([base]).records, load([new]).records)
+    assert not result.regressions and result.geomean_regressed
+    assert compare_main([str(base), str(new)]) == 1
+    assert compare_main([str(base), str(new), "--geomean-threshold", "6%"]) == 0
+
+
+def test_compare_newly_failing_is_a_regression(write_results):
+    base = write_results(_lines(BASE))
+    new_lines = _lines({m: t for m, t in BASE.items() if m != "cnn"})
+    new_lines.append(craft_line("cnn", "inductor", status="failed", code="VERIFIER_DIDNT_RUN", error="RuntimeError: oom"))
+    new = write_results(new_lines)
+    result = compare(load([base]).records, load([new]).records)
+    failing = [c for c in result.regressions if c.verdict == NEWLY_FAILING]
+    assert [c.base.model for c in failing] == ["cnn"] and "oom" in failing[0].reason
+    assert compare_main([str(base), str(new)]) == 1
+
+
+def test_score_of_the_reference_is_1000(write_results, capsys):
+    ref = write_results(_lines(BASE))
+    assert score(load([ref]).records, load([ref]).records).score == 1000.0
+    assert score_main([str(ref), "--reference", str(ref)]) == 0
+    assert "score: 1000.0" in capsys.readouterr().out
+
+
+def test_score_is_1000_times_geomean_and_lists_what_was_left_out(write_results):
+    factors = {"mlp": 0.5, "cnn": 1.25}
+    ref_lines = _lines(BASE) + [craft_line("mlp", "eager", times=[9.0])]
+    ref = write_results(ref_lines)
+    new_lines = _lines({m: t for m, t in _scaled(factors).items() if m != "transformer_block"})
+    new_lines.append(craft_line("transformer_block", "inductor", status="failed", code="VERIFIER_DIDNT_RUN", error="boom"))
+    new_lines.append(craft_line("cnn", "PJRT", times=[1.0]))
+    new = write_results(new_lines)
+    result = score(load([new]).records, load([ref]).records)
+    expected = 1000 * math.exp(sum(math.log(1 / f) for f in factors.values()) / len(factors))
+    assert result.score == pytest.approx(expected)
+    assert result.experiments == 2
+    reasons = {item.experiment.split(" ")[0] + " " + item.experiment.split("[")[1].split()[1]: item.reason for item in result.left_out}
+    assert reasons["builtin/transformer_block inductor"].startswith("failed in the measured run")
+    assert reasons["builtin/mlp eager"] == "only in the reference"
+    assert reasons["builtin/cnn PJRT"] == "not in the reference"
+
+
+def test_score_with_nothing_in_common_is_an_error(write_results, capsys):
+    ref = write_results(_lines({"mlp": [1.0]}))
+    new = write_results(_lines({"cnn": [1.0]}))
+    assert score_main([str(new), "--reference", str(ref)]) == 2
+    assert "nothing to score" in capsys.readouterr().err
+
+
+def test_a_change_between_flagged_lines_is_unreliable_not_a_regression(write_results, capsys):
+    base = write_results(_lines(BASE))
+    slower = _lines(_scaled({"mlp": 1.20}))
+    for line in slower:
+        line["summary"].update(unreliable=True, unreliable_reasons=[
+            "contention: other processes used 54% of the 2 core(s) this child was pinned to"])
+    new = write_results(slower)
+    result = compare(load([base]).records, load([new]).records)
+    mlp = next(c for c in result.changes if c.base.model == "mlp")
+    assert mlp.verdict == UNRELIABLE and mlp.reason.startswith("new: contention")
+    assert not result.regressions
+    assert {c.verdict for c in result.changes if c.base.model != "mlp"} == {UNCHANGED}
+    compare_main([str(base), str(new)])
+    assert "unreliable" in capsys.readouterr().out

@@ -1,0 +1,186 @@
+"""The timing loop's hooks run outside the timed regions (a fake stack, no torch)."""
+
+import time
+
+import pytest
+
+from backends.base import DeviceTimer, PreparedModel
+from models.base import BenchmarkModel, ModelInputs
+from core.config import RunSettings
+from core.schema import timed_values
+from runner.child.timing import CUDA_EVENTS_CLOCK, HOST_CLOCK, RunHooks, measure, paired_speedup
+
+STEP_SECONDS = 0.01
+HOOK_SECONDS = 0.2
+
+
+class CountingModel(PreparedModel):
+    def __init__(self):
+        self.steps = 0
+        self.events = []
+
+    def inputs_to_device(self, inputs):
+        return inputs
+
+    def step(self, device_inputs):
+        time.sleep(STEP_SECONDS)
+        self.steps += 1
+        return self.steps
+
+    def sync_run(self, last_result):
+        self.events.append(("sync", last_result))
+
+    def begin_timed_run(self):
+        self.events.append(("begin",))
+        self.steps_at_begin = self.steps
+
+    def end_timed_run(self):
+        return {"steps_in_run": self.steps - self.steps_at_begin}
+
+
+class SlowHooks(RunHooks):
+    def __init__(self, prepared):
+        self.prepared = prepared
+        self.calls = []
+
+    def before_timed_run(self, index):
+        self.calls.append(("before", index))
+        time.sleep(HOOK_SECONDS)
+
+    def after_timed_run(self, index):
+        self.calls.append(("after", index))
+        time.sleep(HOOK_SECONDS)
+
+    def timed_run_output(self, index, result):
+        self.calls.append(("output", index, result))
+
+    def after_timed_runs(self, run_once, device_inputs):
+        steps = self.prepared.steps
+        self.calls.append(("profiled", run_once(), len(device_inputs)))
+        assert self.prepared.steps == steps + 2  # one more run of iterations_per_run
+
+
+def bench():
+    return BenchmarkModel("fake", None, lambda seed: ModelInputs((seed,), {}), None, 1)
+
+
+def test_hooks_are_called_in_order_and_never_timed():
+    prepared = CountingModel()
+    hooks = SlowHooks(prepared)
+    settings = RunSettings(repeat=3, warmup=1, iterations_per_run=2)
+    timing = measure(prepared, bench(), settings, hooks)
+    assert hooks.calls == [("before", 0), ("after", 0), ("output", 0, 3),
+                           ("before", 1), ("after", 1), ("output", 1, 5),
+                           ("before", 2), ("after", 2), ("output", 2, 7), ("profiled", 9, 1)]
+    assert len(timing.total_time) == 3
+    assert all(t < HOOK_SECONDS for t in timing.total_time)
+    assert timing.last_result == 7  # the profiled run does not replace the timed result
+
+
+def test_measure_without_hooks():
+    timing = measure(CountingModel(), bench(), RunSettings(repeat=2, warmup=0))
+    assert len(timing.per_iter_time) == 2 and timing.warmup_times == []
+
+
+class SleepingModel(PreparedModel):
+    """A fake stack whose iterations take `seconds`; records the order of its steps."""
+
+    def __init__(self, name, seconds, log):
+        self.name, self.seconds, self.log = name, seconds, log
+
+    def inputs_to_device(self, inputs):
+        return inputs
+
+    def step(self, device_inputs):
+        time.sleep(self.seconds)
+        self.log.append(self.name)
+        return self.name
+
+    def sync_run(self, last_result):
+        pass
+
+
+def test_paired_timing_interleaves_eager_and_the_stack():
+    log = []
+    eager, compiled = SleepingModel("eager", 0.02, log), SleepingModel("compiled", 0.01, log)
+    settings = RunSettings(repeat=4, warmup=2)
+    timing = measure(compiled, bench(), settings, reference=eager)
+    # The reference warms up first, then the stack (its first warm-up is the cold start),
+    # then the timed runs alternate: A B A B ...
+    assert log[:4] == ["eager", "eager", "compiled", "compiled"]
+    assert log[4:] == ["eager", "compiled"] * 4
+    metrics, summary = timing.metrics(), timing.summary()
+    # Every per-run list starts with the cold-start run, then the 4 timed runs.
+    assert summary["cold_start_entries"] == 1
+    assert len(metrics["eager_per_iter_time"]) == len(metrics["per_iter_time"]) == 5
+    assert len(metrics["paired_speedup"]) == 5
+    paired = summary["paired_speedup"]
+    assert paired["method"] == "paired" and paired["pairs"] == 4
+    assert 1.5 < paired["speedup"] < 2.5 and 1.5 < paired["median_of_pairs"] < 2.5
+    assert 0 <= paired["p_value"] < 0.05
+    assert summary["cold_start_time"] == timing.warmup_times[0]
+
+
+def test_paired_speedup_is_the_ratio_of_medians_as_the_harness_reports_it():
+    result = paired_speedup([2.0, 2.0, 8.0], [1.0, 4.0, 1.0])
+    assert result["speedup"] == 2.0 / 1.0
+    assert result["median_of_pairs"] == 2.0
+
+
+def line_of(timing):
+    return {"metrics": timing.metrics(), "summary": timing.summary()}
+
+
+def test_the_cold_start_run_leads_every_per_run_list():
+    prepared = CountingModel()
+    settings = RunSettings(repeat=3, warmup=2, iterations_per_run=2)
+    timing = measure(prepared, bench(), settings)
+    metrics, summary = timing.metrics(), timing.summary()
+    # The first two warm-up iterations form the cold-start run, as PyTorch/XLA's first run.
+    assert metrics["total_time"][0] == pytest.approx(sum(timing.warmup_times))
+    assert metrics["per_iter_time"][0] == pytest.approx(sum(timing.warmup_times) / 2)
+    assert metrics["total_time"][1:] == timing.total_time and len(metrics["total_time"]) == 4
+    assert metrics["steps_in_run"] == [2, 2, 2, 2]  # the stack's metrics of the cold run too
+    assert summary["cold_start_entries"] == 1 and summary["timing_clock"] == HOST_CLOCK
+    assert summary["cold_start_time"] == timing.warmup_times[0]
+    assert timed_values(line_of(timing), "per_iter_time") == timing.per_iter_time
+
+
+def test_a_short_warmup_is_a_shorter_cold_run_and_none_is_no_cold_run():
+    timing = measure(CountingModel(), bench(), RunSettings(repeat=2, warmup=1, iterations_per_run=3))
+    assert timing.metrics()["per_iter_time"][0] == pytest.approx(timing.warmup_times[0])
+    assert timing.metrics()["steps_in_run"] == [1, 3, 3]
+    timing = measure(CountingModel(), bench(), RunSettings(repeat=2, warmup=0))
+    assert timing.metrics()["total_time"] == timing.total_time
+    assert timing.summary()["cold_start_entries"] == 0 and "cold_start_time" not in timing.summary()
+    assert timed_values(line_of(timing), "total_time") == timing.total_time
+
+
+class FakeTimer(DeviceTimer):
+    def __init__(self):
+        self.spans = 0
+
+    def begin(self):
+        self.spans += 1
+
+    def end(self):
+        pass
+
+    def seconds(self):
+        spans, self.spans = self.spans, 0
+        return 0.5 * spans
+
+
+class TimedModel(CountingModel):
+    def device_timer(self):
+        return FakeTimer()
+
+
+def test_pure_wall_time_uses_the_device_timer_where_there_is_one():
+    settings = RunSettings(repeat=2, warmup=1, iterations_per_run=2, pure_wall_time=True)
+    timing = measure(TimedModel(), bench(), settings)
+    assert timing.total_time == [1.0, 1.0] and timing.per_iter_time == [0.5, 0.5]
+    assert timing.clock == CUDA_EVENTS_CLOCK
+    assert timing.metrics()["total_time"][0] == pytest.approx(timing.warmup_times[0])
+    host = measure(CountingModel(), bench(), settings)
+    assert host.clock == HOST_CLOCK and host.total_time[0] < 0.5

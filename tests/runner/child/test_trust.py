@@ -1,0 +1,76 @@
+"""Trust in timings: contention on the child's cores and run-to-run variation."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from runner.child.trust import CpuWatch, judge, relative_spread
+
+
+def busy(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+def work(seconds: float) -> None:
+    busy(seconds)
+
+
+def use_cpu(seconds: float) -> None:
+    """Spin until this process has had `seconds` of CPU (however loaded the machine is)."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_variation_is_judged_only_with_enough_runs():
+    assert relative_spread([1.0, 2.0]) is None
+    assert relative_spread([1.0, 1.0, 1.0]) == 0.0
+    steady = judge([1.0, 1.01, 0.99, 1.0], None)
+    assert not steady.unreliable and steady.reasons == []
+    noisy = judge([1.0, 2.0, 1.0, 3.0], None)
+    assert noisy.unreliable and "vary by" in noisy.reasons[0]
+
+
+def test_a_core_that_another_process_keeps_busy_is_flagged():
+    core = sorted(os.sched_getaffinity(0))[0]
+    context = multiprocessing.get_context("spawn")
+    hog = context.Process(target=busy, args=(5.0,))
+    hog.start()
+    try:
+        os.sched_setaffinity(hog.pid, [core])
+        time.sleep(0.3)
+        loaded = CpuWatch(threads=1, cores=[core])
+        loaded.start()
+        time.sleep(0.5)
+        busy_window = loaded.stop()
+    finally:
+        hog.terminate()
+        hog.join()
+    assert busy_window.others_fraction > 0.5, busy_window.to_dict()
+    verdict = judge([1.0, 1.0, 1.0], busy_window)
+    assert verdict.unreliable and verdict.reasons[0].startswith("contention: other processes used")
+
+
+def test_a_short_window_is_judged_by_an_idle_probe():
+    watch = CpuWatch(threads=1)
+    watch.start()
+    window = watch.stop()
+    assert window.probe is not None
+    assert window.to_dict()["others_measured"] == "idle probe after the timed runs"
+
+
+@pytest.mark.parametrize("cores", [[0]])
+def test_the_window_records_what_a_reader_needs(cores):
+    watch = CpuWatch(threads=3, cores=cores)
+    watch.start()
+    use_cpu(0.3)
+    record = watch.stop().to_dict()
+    assert record["cores"] == cores and record["threads"] == 3
+    assert record["wall_s"] >= 0.3 and record["process_cpu_s"] > 0.15
+    assert len(record["load_average_before"]) == 3 and record["others_measured"] == "timed runs"

@@ -1,0 +1,61 @@
+"""Slots: disjoint core shares, one GPU each, and clear refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.plan.slots import CUDA_VISIBLE_DEVICES, Slot, SlotError, plan_slots, split_cores, visible_gpus
+
+
+def test_core_shares_are_disjoint_contiguous_and_cover_every_core():
+    shares = split_cores([7, 0, 1, 2, 3, 4, 5, 6, 8, 9], 4)
+    assert shares == [(0, 1, 2), (3, 4, 5), (6, 7), (8, 9)]
+    assert sorted(core for share in shares for core in share) == list(range(10))
+
+
+def test_more_jobs_than_cores_is_refused_with_the_numbers():
+    with pytest.raises(SlotError, match=r"--jobs=3 needs at least 3 cores.*has 2 \(0,1\)"):
+        split_cores([0, 1], 3)
+
+
+def test_one_job_keeps_all_cores_and_the_runners_own_gpu_view():
+    assert plan_slots(1, [], uses_cuda=True, gpus=["0", "1"], cores=[0, 1, 2, 3]) == [Slot(0)]
+    assert Slot(0).environment() == {}
+
+
+def test_cuda_jobs_get_one_gpu_each_and_their_share_of_cores():
+    slots = plan_slots(2, [], uses_cuda=True, gpus=["0", "1", "2"], cores=range(8))
+    assert [(slot.cpu_set, slot.cuda_device) for slot in slots] == [
+        ((0, 1, 2, 3), "0"), ((4, 5, 6, 7), "1")]
+    assert slots[1].environment() == {CUDA_VISIBLE_DEVICES: "1"}
+
+
+def test_cpu_jobs_leave_the_gpu_view_alone():
+    slots = plan_slots(2, [], uses_cuda=False, gpus=[], cores=[0, 1])
+    assert [slot.cuda_device for slot in slots] == [None, None]
+    assert [slot.cpu_set for slot in slots] == [(0,), (1,)]
+
+
+def test_more_cuda_jobs_than_gpus_is_refused():
+    with pytest.raises(SlotError, match=r"--jobs=3 runs one CUDA experiment per GPU.*sees 2 GPU"):
+        plan_slots(3, [], uses_cuda=True, gpus=["0", "1"], cores=range(8))
+
+
+def test_devices_name_the_gpus_and_set_the_job_count():
+    slots = plan_slots(1, ["3", "1"], uses_cuda=True, gpus=["0"], cores=range(4))
+    assert [(slot.cpu_set, slot.cuda_device) for slot in slots] == [((0, 1), "3"), ((2, 3), "1")]
+
+
+@pytest.mark.parametrize("jobs, devices, message", [
+    (3, ["0", "1"], "--jobs=3 and --devices=0,1 disagree"),
+    (1, ["0", "0"], "names a device twice"),
+])
+def test_contradictory_device_requests_are_refused(jobs, devices, message):
+    with pytest.raises(SlotError, match=message):
+        plan_slots(jobs, devices, uses_cuda=True, gpus=["0", "1"], cores=range(4))
+
+
+def test_visible_gpus_follow_the_runners_own_cuda_visible_devices():
+    assert visible_gpus(2, {CUDA_VISIBLE_DEVICES: "5, 7"}) == ["5", "7"]
+    assert visible_gpus(3, {}) == ["0", "1", "2"]
+    assert visible_gpus(0, {}) == []

@@ -1,0 +1,112 @@
+"""Every deliberate failure model, in real children, through the real CLI."""
+
+import re
+from pathlib import Path
+
+import psutil
+import pytest
+
+from core.config import ExperimentConfig, ModelConfig, RunSettings
+from core.contract import Role
+from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
+from runner.plan.matrix import PlannedExperiment
+
+SWEEP = SweepInfo(run_id="sweep-1")
+EAGER = ExperimentConfig("cpu", None, None, None, "eval", stack="eager")
+FAULTS = ["raises", "segfault", "exit", "signal", "hang", "memory_hog"]
+
+
+@pytest.fixture(scope="module")
+def fault_sweep(tmp_path_factory):
+    from tests.conftest import CliRun, cli_command, cli_environment
+    import subprocess
+
+    output = tmp_path_factory.mktemp("faults") / "output"
+    command = cli_command(
+        output, "--suite-name=faults", "--accelerator=cpu", "--xla=None", "--dynamo=None",
+        "--test=eval", "--repeat=1", "--warmup=1", "--subprocess-timeout=25",
+        "--memory-limit-mb=1200",
+    )
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                               env=cli_environment())
+    run = CliRun(completed.returncode, completed.stdout, completed.stderr, output)
+    return run, {line["model"]["model_name"]: line for line in run.lines()}
+
+
+def test_every_fault_gives_exactly_one_failed_line_and_the_sweep_goes_on(fault_sweep):
+    run, lines = fault_sweep
+    assert run.returncode == 0, run.stderr
+    assert len(run.lines()) == len(FAULTS)
+    assert sorted(lines) == sorted(FAULTS)
+    for line in lines.values():
+        assert line["status"] == "failed"
+        assert line["verification_code"] == "VERIFIER_DIDNT_RUN"
+        assert 0 < len(line["metrics"]["error"]) <= 4000
+
+
+@pytest.mark.parametrize("model, expected", [
+    ("raises", r"raised RuntimeError: the raises model fails on purpose"),
+    ("segfault", r"killed by SIGSEGV \(segmentation fault\)"),
+    ("exit", r"exited with status 3 without a result"),
+    ("signal", r"killed by SIGTERM"),
+    ("hang", r"past the timeout of 25 s; its whole process tree was killed"),
+    ("memory_hog", r"over the memory limit of 1200 MiB"),
+])
+def test_the_error_says_what_happened(fault_sweep, model, expected):
+    _, lines = fault_sweep
+    assert re.search(expected, lines[model]["metrics"]["error"]), lines[model]["metrics"]["error"]
+
+
+def test_the_error_carries_the_tail_of_the_childs_output(fault_sweep):
+    _, lines = fault_sweep
+    assert "last output of the child" in lines["hang"]["metrics"]["error"]
+    assert "fault-model grandchild pid" in lines["hang"]["metrics"]["error"]
+    assert "traceback" in lines["raises"]["metrics"]["error"]
+
+
+def test_the_hung_childs_grandchild_is_killed_too(fault_sweep):
+    run, lines = fault_sweep
+    log = (run.output_dir / lines["hang"]["artifacts"]["time"] / "child.log").read_text()
+    pid = int(re.search(r"fault-model grandchild pid (\d+)", log).group(1))
+    alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    assert not alive
+
+
+@pytest.mark.parametrize("model_name", [
+    "../../escape", "/etc/passwd", "..", ".", "a/../../b", "~root", "x\x00y", "C:\\evil",
+])
+def test_a_model_name_cannot_escape_the_output_folder(tmp_path, model_name):
+    output = tmp_path / "output"
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=output), RunSettings(), SWEEP)
+    planned = PlannedExperiment(ModelConfig("builtin", model_name), EAGER, "eager")
+    directory = executor.child_folder(planned, Role.TIME)
+    assert directory.is_absolute()
+    assert directory.parent.parent.parent == output.resolve()
+    experiment_folder = directory.parent.parent.name
+    assert experiment_folder not in (".", "..") and "/" not in experiment_folder
+
+
+def test_a_relative_output_folder_is_made_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=Path("output")), RunSettings(), SWEEP)
+    planned = PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager")
+    assert executor.child_folder(planned, Role.VERIFY) == (
+        tmp_path.resolve() / "output" / planned.experiment_id / "sweep-1" / "verify")
+
+
+def test_the_child_environment_holds_no_runner_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPERIMENT_RUNNER_SMALL_MODELS", "1")
+    monkeypatch.setenv("EXPERIMENT_RUNNER_DEBUG_STACKS", "1")
+    settings = RunSettings(observe={"dump_hlo": True})
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path), settings, SWEEP)
+    lazy = PlannedExperiment(ModelConfig("builtin", "mlp"),
+                             ExperimentConfig("cpu", "PJRT", None, None, "eval", stack="xla_lazy"),
+                             "PJRT")
+    timing = executor.child_environment(lazy, Role.TIME, tmp_path / "t", tmp_path)
+    verifying = executor.child_environment(lazy, Role.VERIFY, tmp_path / "v", tmp_path)
+    for environment in (timing, verifying):
+        assert not [name for name in environment if name.startswith("EXPERIMENT_RUNNER_")]
+        assert environment["PJRT_DEVICE"] == "CPU"
+    # Only the timing child dumps HLO, into its own folder.
+    assert timing["XLA_FLAGS"] == f"--xla_dump_to={(tmp_path / 't').resolve() / 'hlo'}"
+    assert "XLA_FLAGS" not in verifying

@@ -1,0 +1,238 @@
+"""Fork servers: preloaded once, children as isolated as fresh interpreters."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from runner.run.supervision import kill_tree
+from runner.run.forkserver_client import (ForkServer, ForkServerError, ForkServers, names_own_folder,
+                               server_key)
+from tests.conftest import PROJECT_ROOT
+
+PROBE = "tests.fixtures.fork_probe"
+CUDA_POISON = "tests.fixtures.cuda_poison"
+
+
+def environment(**extra: str) -> dict[str, str]:
+    variables = dict(os.environ)
+    variables["PYTHONPATH"] = str(PROJECT_ROOT)
+    variables["PYTHONUNBUFFERED"] = "1"
+    variables.update(extra)
+    return variables
+
+
+@pytest.fixture(scope="module")
+def server():
+    server = ForkServer(["torch"], environment())
+    yield server
+    server.close()
+
+
+def run_probe(server, tmp_path, *argv, **variables):
+    child = server.start(PROBE, list(argv), environment(**variables), str(tmp_path))
+    output = child.stdout.read().decode()
+    return child.wait(timeout=120), output
+
+
+def probe_state(output: str) -> dict:
+    return json.loads(next(line for line in output.splitlines() if line.startswith("{")))
+
+
+def test_the_server_preloads_torch_without_a_device_context_or_dynamo(server):
+    state = server.status()
+    assert state["modules"] == ["torch"]
+    assert state["cuda_initialized"] is False
+    assert state["cuda_fork_safe"] is True
+    assert "torch._dynamo" not in state["modules"]
+    assert state["pid"] == server.pid
+
+
+def test_a_child_gets_its_own_session_folder_and_environment(server, tmp_path):
+    code, output = run_probe(server, tmp_path, "x", FORK_PROBE="seen", CUDA_VISIBLE_DEVICES="3")
+    assert code == 0
+    state = probe_state(output)
+    assert state["pgid"] == state["pid"] != server.pid
+    assert state["cwd"] == str(tmp_path)
+    assert state["variables"]["FORK_PROBE"] == "seen"
+    assert state["variables"]["CUDA_VISIBLE_DEVICES"] == "3"
+    assert state["argv"] == ["x"]
+    assert state["cuda_bad_fork"] is False
+
+
+def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server, tmp_path):
+    for name in ("first", "second"):
+        cache = tmp_path / name / "inductor"
+        (tmp_path / name).mkdir()
+        code, output = run_probe(server, tmp_path / name, "compile",
+                                 TORCHINDUCTOR_CACHE_DIR=str(cache))
+        assert code == 0, output
+        state = probe_state(output)
+        assert state["compiled"] == [3.0, 3.0, 3.0]
+        assert state["frames_ok"] == 1  # counted from zero in each child
+        assert state["inductor_cache_dir"] == str(cache)
+        assert cache.is_dir()
+    assert server.status()["cuda_initialized"] is False
+    assert "torch._dynamo" not in server.status()["modules"]
+
+
+def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_afresh(tmp_path):
+    from backends import get_stack
+
+    preloaded = ForkServer(get_stack("dynamo").preload, environment())
+    try:
+        state = preloaded.status()
+        assert "torch._dynamo" in state["modules"]
+        assert state["dynamo_frames_compiled"] == 0 and state["cuda_initialized"] is False
+        for name in ("first", "second"):
+            (tmp_path / name).mkdir()
+            cache = tmp_path / name / "inductor"
+            code, output = run_probe(preloaded, tmp_path / name, "compile",
+                                     TORCHINDUCTOR_CACHE_DIR=str(cache))
+            assert code == 0, output
+            assert probe_state(output)["frames_ok"] == 1
+            assert probe_state(output)["inductor_cache_dir"] == str(cache)
+            assert any(cache.iterdir())
+        assert preloaded.status()["dynamo_frames_compiled"] == 0
+    finally:
+        preloaded.close()
+
+
+def test_a_compiler_family_server_says_truly_whether_its_children_could_use_cuda(tmp_path):
+    """Inductor asks torch.cuda.is_available() at import: through the CUDA runtime that
+    starts the driver, and torch then refuses CUDA in every forked child. The server asks
+    through NVML instead where the machine has it (GPU machines), and reports what its
+    children would see either way; the executor spawns CUDA children when they could not."""
+    from backends import get_stack
+
+    preloaded = ForkServer(get_stack("dynamo").preload, environment())
+    try:
+        code, output = run_probe(preloaded, tmp_path, "x")
+        assert code == 0, output
+        assert preloaded.status()["cuda_fork_safe"] is not probe_state(output)["cuda_bad_fork"]
+        assert preloaded.info["cuda_fork_safe"] is preloaded.status()["cuda_fork_safe"]
+    finally:
+        preloaded.close()
+
+
+def test_cuda_experiments_fork_only_from_a_server_whose_children_can_use_cuda(tmp_path):
+    servers = ForkServers()
+    try:
+        assert servers.server_for(["torch"], environment(), cuda=True).info["cuda_fork_safe"]
+        with pytest.raises(ForkServerError, match="could not use CUDA"):
+            servers.server_for(["torch", CUDA_POISON], environment(), cuda=True)
+        poisoned = servers.server_for(["torch", CUDA_POISON], environment())  # CPU children
+        assert poisoned.info["cuda_fork_safe"] is False
+        code, output = run_probe(poisoned, tmp_path, "x")
+        assert code == 0 and probe_state(output)["cuda_bad_fork"] is True
+    finally:
+        servers.close()
+
+
+@pytest.mark.parametrize("stack_name, library, untouched", [
+    ("xla_lazy", "torch_xla", "xla_runtime_initialized"),
+    ("torchax", "jax", "jax_backends_initialized"),
+])
+def test_an_xla_family_server_holds_no_xla_client_or_device(stack_name, library, untouched):
+    from backends import get_stack
+
+    preloaded = ForkServer(get_stack(stack_name).preload,
+                           environment(PJRT_DEVICE="CPU", JAX_PLATFORMS="cpu"))
+    try:
+        state = preloaded.status()
+        assert library in state["modules"]
+        assert state[untouched] is False
+        assert state["cuda_initialized"] is False
+        assert state.get("dynamo_frames_compiled", 0) == 0  # torch_xla imports dynamo
+    finally:
+        preloaded.close()
+
+
+def test_exit_statuses_come_back_as_from_a_spawned_child(server, tmp_path):
+    assert run_probe(server, tmp_path, "3")[0] == 3
+    code, output = run_probe(server, tmp_path, "fail")
+    assert code == 1
+    assert "RuntimeError: the probe was asked to fail" in output
+
+
+def test_a_killed_child_reports_the_signal(server, tmp_path):
+    child = server.start(PROBE, ["sleep"], environment(), str(tmp_path))
+    child.stdout.readline()
+    assert child.poll() is None
+    kill_tree(child.pid)
+    assert child.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_closing_the_server_kills_its_children(tmp_path):
+    server = ForkServer(["torch"], environment())
+    child = server.start(PROBE, ["sleep"], environment(), str(tmp_path))
+    child.stdout.readline()
+    server.close()
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(child.pid) and time.monotonic() < deadline:
+        if psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.1)
+    assert not psutil.pid_exists(child.pid) or psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE
+    assert child.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_a_server_that_cannot_preload_says_which_module():
+    with pytest.raises(ForkServerError, match="could not preload.*no_such_module_here"):
+        ForkServer(["no_such_module_here"], environment())
+
+
+def test_per_child_variables_share_a_server_and_other_differences_do_not():
+    base = environment()
+    same = server_key(["torch"], {**base, "TORCHINDUCTOR_CACHE_DIR": "/a", "CUDA_VISIBLE_DEVICES": "1"})
+    assert same == server_key(["torch"], {**base, "TORCHINDUCTOR_CACHE_DIR": "/b"})
+    assert server_key(["torch"], {**base, "PJRT_DEVICE": "CPU"}) != server_key(["torch"], base)
+    assert server_key(["torch", "torch_xla"], base) != server_key(["torch"], base)
+
+
+def test_a_child_whose_environment_names_its_own_folder_is_not_forked():
+    folder = "/runs/exp/run/time"
+    assert names_own_folder({"XLA_FLAGS": f"--xla_dump_to={folder}/hlo"}, [folder])
+    assert not names_own_folder({"TORCHINDUCTOR_CACHE_DIR": f"{folder}/x"}, [folder])
+
+
+def test_servers_are_reused_per_environment_and_restarted_when_gone(tmp_path):
+    started = []
+    servers = ForkServers(on_start=started.append)
+    try:
+        first = servers.server_for(["torch"], environment(TORCHINDUCTOR_CACHE_DIR="/a"))
+        assert servers.server_for(["torch"], environment(TORCHINDUCTOR_CACHE_DIR="/b")) is first
+        os.kill(first.pid, signal.SIGKILL)
+        first.process.wait()
+        deadline = time.monotonic() + 10
+        while first.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = servers.server_for(["torch"], environment())
+        assert second is not first and second.alive()
+        assert started == [first, second]
+    finally:
+        servers.close()
+
+
+def warmup_counters(line):
+    """Dynamo's counters after the warm-up (compilation, cache misses and all)."""
+    return line["summary"]["dynamo_counters"][0]
+
+
+def test_forked_and_spawned_children_give_the_same_dynamo_counters(run_cli, tmp_path):
+    args = ["--accelerator=cpu", "--xla=None", "--dynamo=inductor", "--test=eval", "-k", "^mlp$",
+            "--repeat=1", "--warmup=1", "--collect-dynamo-counters"]
+    lines = {}
+    for method in ("spawn", "forkserver"):
+        run = run_cli(*args, f"--start-method={method}", output_dir=tmp_path / method)
+        assert run.returncode == 0, run.stderr
+        (lines[method],) = run.lines()
+        assert lines[method]["status"] == "ok"
+    # The same compilation from zero: a fresh dynamo state, and a compile cache that misses.
+    assert warmup_counters(lines["forkserver"]) == warmup_counters(lines["spawn"])
+    assert warmup_counters(lines["forkserver"])["stats"]["unique_graphs"] >= 1
