@@ -288,6 +288,10 @@ FIELDS: tuple[Field, ...] = (
        baseline_shares=False, applies=lambda e: e["dynamo"] is not None and e["torch_xla2"] is None,
        help="compile with torch.compile(fullgraph=True), so that a model dynamo splits into "
             "several graphs fails (dynamo stacks)"),
+    _f("freezing", EXPERIMENT, bool, default=False, flags=("--freezing",), since=SCHEMA_VERSION,
+       baseline_shares=False, applies=lambda e: e["dynamo"] == "inductor" and e["test"] == "eval",
+       help="inductor's freezing: weights folded into the compiled graph as constants "
+            "(inference with dynamo=inductor; PyTorch's harness --freezing)"),
     _f("stack_options", EXPERIMENT, dict, default=(), baseline_shares=False,
        help="options of the stack that change its results (debug stacks set them)"),
     _f("seed", EXPERIMENT, int, default=DEFAULT_SEED, minimum=SEED_RANGE[0],

@@ -18,16 +18,26 @@ XLA_ONLY_DYNAMO_BACKENDS = ("openxla", "openxla_eval")
 
 
 def compile_arguments(experiment: ExperimentConfig) -> dict[str, Any]:
-    """torch.compile's keyword arguments for the experiment's backend and mode."""
+    """torch.compile's keyword arguments for the experiment's backend, mode and switches."""
     arguments: dict[str, Any] = {"backend": experiment.dynamo}
     if experiment.fullgraph:
         arguments["fullgraph"] = True
+    options = {}
+    if experiment.freezing:
+        options["freezing"] = True
     if experiment.mode == "cudagraphs":
-        arguments["options"] = {"triton.cudagraphs": True}
+        options["triton.cudagraphs"] = True
     elif experiment.mode == "dynamic":
         arguments["dynamic"] = True
     elif experiment.mode == "max-autotune":
         arguments["mode"] = "max-autotune-no-cudagraphs"
+    if options and "mode" in arguments:
+        # torch.compile takes a mode or options, not both: the mode's options join ours.
+        from torch._inductor import list_mode_options
+
+        options = {**list_mode_options(arguments.pop("mode")), **options}
+    if options:
+        arguments["options"] = options
     return arguments
 
 
