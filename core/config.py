@@ -19,26 +19,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from core.fields import (  # noqa: F401  (re-exported: the configs' vocabulary)
-    ACCELERATORS,
+from core.fields import (
     DEFAULT_SEED,
     EXPERIMENT,
-    INDUCTOR_MODES,
-    MATMUL_PRECISIONS,
     MODEL,
-    PRECISIONS,
     REQUIRED,
-    SCHEMA_VERSION,
-    SEED_RANGE,
-    TESTS,
-    TORCH_XLA2_MODES,
-    XLA_MODES,
-    FieldError,
     field_named,
     fields_of,
     line_values,
-    line_version,
-    none_if_none_string,
     resolved_identity,
 )
 

@@ -20,7 +20,6 @@ readers take the steady state from `timed_values`, which leaves those entries ou
 from __future__ import annotations
 
 import enum
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional

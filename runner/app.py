@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import backends
-from core.config import ACCELERATORS
+from core.fields import ACCELERATORS
 from core.results_file import ResultsFile, ResultsFileError, ResultsRead
 from models import (
     SuiteUnavailableError,

@@ -11,7 +11,8 @@ from typing import Any, Optional
 
 from backends.availability import native_accelerator_reason, unregistered_dynamo_reason
 from backends.base import DYNAMO_GRAPHS, TORCH_PROFILER, Capabilities, PreparedModel, Stack
-from core.config import DEFAULT_MODE, INDUCTOR_MODES, ExperimentConfig, RunSettings
+from core.config import DEFAULT_MODE, ExperimentConfig, RunSettings
+from core.fields import INDUCTOR_MODES
 from core.host import HostCapabilities
 
 XLA_ONLY_DYNAMO_BACKENDS = ("openxla", "openxla_eval")

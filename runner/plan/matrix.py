@@ -21,17 +21,25 @@ from typing import Any, Mapping, Optional, Sequence
 
 import backends
 from core.config import (
-    ACCELERATORS,
     DEFAULT_DYNAMO,
-    TESTS,
-    XLA_MODES,
     ExperimentConfig,
     ModelConfig,
     experiment_id,
     experiment_identity_dict,
     fingerprint,
 )
-from core.fields import EXPERIMENT, MODEL, Field, FieldError, field_named, fields_of, parse_config
+from core.fields import (
+    ACCELERATORS,
+    EXPERIMENT,
+    MODEL,
+    TESTS,
+    XLA_MODES,
+    Field,
+    FieldError,
+    field_named,
+    fields_of,
+    parse_config,
+)
 from core.host import HostCapabilities
 from models.base import Suite
 

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import psutil
 
