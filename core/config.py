@@ -24,13 +24,11 @@ from core.fields import (
     EXPERIMENT,
     MODEL,
     REQUIRED,
-    field_named,
     fields_of,
     line_values,
     resolved_identity,
 )
 
-DEFAULT_MATMUL_PRECISION = field_named(EXPERIMENT, "matmul_precision").default
 #: torch.set_float32_matmul_precision's name for each (older lines may hold "medium").
 TORCH_MATMUL_PRECISIONS = {"default": "medium", "medium": "medium", "high": "high",
                            "highest": "highest"}
@@ -227,14 +225,6 @@ def line_identity(line: Mapping[str, Any]) -> dict[str, Any]:
             "experiment": resolved_identity(EXPERIMENT, experiment_values)}
 
 
-def seed_of_line(line: Mapping[str, Any]) -> Optional[int]:
-    """The seed a line was measured with (lines without one: the default); None when the
-    recorded value is not an integer."""
-    experiment = line.get("experiment")
-    seed = experiment.get("seed") if isinstance(experiment, Mapping) else None
-    if seed is None:
-        seed = line.get("seed", DEFAULT_SEED)
-    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def fingerprint_of_line(line: Mapping[str, Any]) -> Optional[str]:

@@ -6,11 +6,11 @@ schema version it came in with the value that older lines imply. From this table
 
 - the typed configs (`core.config.ModelConfig`, `core.config.ExperimentConfig`: their
   dataclass fields) and their validation (`Field.check`);
-- the command line's arguments (`runner` builds them with `Field.flag_spec`);
+- the command line's arguments (`runner/plan/parser.py`: `add_field_flags`, `value_parser`);
 - the parsing of `--model-config` and `--experiment-config` (`parse_config`);
 - the fingerprint (every identity field with its resolved value: `resolved_identity`);
-- the reports' grouping and configuration labels (`reports` reads `REPORTED` and
-  `Field.label_text`).
+- the reports' experiment identity, grouping and configuration labels (`reports/read/engine.py`
+  builds its SQL from the identity fields and `REPORTED`).
 
 Adding an identity switch is one entry here (its `since` the current `SCHEMA_VERSION`, its
 `implied` value what lines written before it measured), plus the code that uses it.
@@ -210,11 +210,6 @@ class Field:
             return dict(value)
         return value
 
-    def label_text(self, value: Any) -> str:
-        """How a value shows in a configuration's label: name=value."""
-        if self.kind is dict:
-            return f"{self.name}=" + ",".join(f"{k}:{v}" for k, v in dict(value).items())
-        return f"{self.name}={value}"
 
 
 def _f(name: str, scope: str, kind: type, **spec: Any) -> Field:
@@ -353,10 +348,6 @@ def parse_config(scope: str, data: Any, source: str, ignored: Sequence[str] = ()
     return check_values(scope, {k: v for k, v in data.items() if k in known}, source)
 
 
-def line_version(line: Mapping[str, Any]) -> int:
-    """The schema version a line says it has (UNVERSIONED when it says none)."""
-    version = line.get("schema_version", UNVERSIONED)
-    return version if isinstance(version, int) and not isinstance(version, bool) else UNVERSIONED
 
 
 def resolved_identity(scope: str, values: Mapping[str, Any]) -> dict[str, Any]:
