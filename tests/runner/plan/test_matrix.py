@@ -173,13 +173,29 @@ def test_filter_by_single_graph_compiles_fullgraph_only_where_dynamo_compiles():
 
 def test_the_dry_runs_configs_plan_exactly_that_experiment_again():
     request = MatrixRequest.of(accelerator=("cpu",), xla=(None,), dynamo=(None, "inductor"),
-                            test=("eval", "train"), batch_size=(4,))
+                               test=("eval", "train"), batch_size=(4,), seed=5, fullgraph=True)
     plan = build_plan(get_suite("builtin"), request, HOST)
     for planned in plan.experiments:
         model, experiment = config_json(planned)
         assert json.loads(experiment)["keep_model_data_on_cuda"] is False
+        assert json.loads(experiment)["seed"] == planned.experiment.seed == 5
         (again,) = single_plan(get_suite("builtin"), model, experiment, MatrixRequest.of(), HOST).experiments
         assert again.fingerprint == planned.fingerprint and again.label == planned.label
+        assert again.experiment_id == planned.experiment_id
+
+
+def test_one_experiment_takes_the_command_lines_values_where_its_config_is_silent():
+    experiment = '{"accelerator": "cpu", "dynamo": "inductor", "test": "eval"}'
+    request = MatrixRequest.of(seed=9, matmul_precision="highest", fullgraph=True)
+    (planned,) = single_plan(get_suite("builtin"), '{"model_name": "mlp"}', experiment, request,
+                             HOST).experiments
+    assert (planned.experiment.seed, planned.experiment.matmul_precision,
+            planned.experiment.fullgraph) == (9, "highest", True)
+    named = '{"accelerator": "cpu", "dynamo": null, "test": "eval", "seed": 3, "fullgraph": true}'
+    (planned,) = single_plan(get_suite("builtin"), '{"model_name": "mlp"}', named, request,
+                             HOST).experiments
+    # The config's own values win; a switch that does not apply to eager stays off.
+    assert (planned.experiment.seed, planned.experiment.fullgraph) == (3, False)
 
 
 def test_peer_configs_run_one_experiment_and_bad_ones_say_why():
