@@ -52,7 +52,7 @@ class Stack(ABC):
     capabilities: Capabilities = Capabilities()
     #: Among stacks that all handle a combination, the highest priority owns it.
     priority: int = 0
-    #: What a fork server for this stack's children imports once (runner/forkserver.py):
+    #: What a fork server for this stack's children imports once (runner/run/forkserver_server.py):
     #: libraries only, never anything that makes a device context or compiler state.
     preload: tuple[str, ...] = ("torch",)
 

@@ -30,7 +30,7 @@ def cpu_model_name() -> str:
 
 @dataclass(frozen=True)
 class HostCapabilities:
-    """What the probe child found on this machine (see runner/probe.py)."""
+    """What the probe child found on this machine (see runner/plan/probe.py)."""
 
     python: str = ""
     torch_version: Optional[str] = None
