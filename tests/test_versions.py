@@ -5,6 +5,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from core.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint
 from core.results_file import ResultsFile
 from core.schema import ResultLine, Status, VerificationCode
@@ -146,3 +148,22 @@ def test_resuming_a_results_file_of_the_previous_version_reruns_nothing_it_holds
         matmul_precision="highest", fullgraph=True, filters=("^mlp$",)), host, recorded)
     assert (len(first.experiments), len(first.already_recorded)) == (0, 4)
     assert (len(second.experiments), len(second.already_recorded)) == (0, 1)
+
+
+@pytest.mark.e2e
+def test_the_runner_resumes_a_results_file_of_the_previous_version(run_cli, tmp_path):
+    """The two commands that wrote the fixture (its lines' `command`), run again over it by
+    the real runner: nothing to run."""
+    import shlex
+    import shutil
+
+    output = tmp_path / "output"
+    output.mkdir()
+    shutil.copy(FIXTURE, output / "results.jsonl")
+    commands = list(dict.fromkeys(json.loads(text)["command"] for text in FIXTURE.open()))
+    expected = ["0 experiment(s) would run; 4 already recorded",
+                "0 experiment(s) would run; 1 already recorded"]
+    for command, summary in zip(commands, expected):
+        run = run_cli("--dry-run", *shlex.split(command)[1:], output_dir=output)
+        assert run.returncode == 0, run.stderr
+        assert summary in run.stdout, run.stdout
