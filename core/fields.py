@@ -375,38 +375,8 @@ def line_values(scope: str, data: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def flag_dest(spec: Field) -> str:
-    """The argparse destination of a field's flag (the field's name)."""
-    return spec.name
 
 
 def flagged_fields() -> tuple[Field, ...]:
     """Fields with a command-line flag, in declaration order."""
     return tuple(f for f in FIELDS if f.flags)
-
-
-def value_parser(spec: Field, parse: Optional[Callable[[str], Any]] = None) -> Callable[[str], Any]:
-    """An argparse `type` for one value of the field's flag: text to the checked value."""
-    import argparse
-
-    flag = spec.flags[0] if spec.flags else spec.name
-
-    def convert(text: str) -> Any:
-        if parse is not None:
-            value = parse(text)
-        elif spec.kind is int:
-            if spec.optional and none_if_none_string(text) is None:
-                value = None
-            else:
-                try:
-                    value = int(text)
-                except ValueError:
-                    raise argparse.ArgumentTypeError(f"{flag} {text!r} is not an integer") from None
-        else:
-            value = text
-        try:
-            return spec.check(value, flag)
-        except FieldError as error:
-            raise argparse.ArgumentTypeError(str(error)) from None
-
-    return convert

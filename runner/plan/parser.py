@@ -12,12 +12,12 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import psutil
 
 from core.config import RunSettings
-from core.fields import flag_dest, flagged_fields, value_parser
+from core.fields import Field, FieldError, flagged_fields, none_if_none_string
 from models import suite_names
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
 from runner import observers
@@ -93,6 +93,31 @@ def xla_mode(text: str) -> Optional[str]:
     return text
 
 
+def value_parser(spec: Field, parse: Optional[Callable[[str], Any]] = None) -> Callable[[str], Any]:
+    """An argparse `type` for one value of the field's flag: text to the checked value."""
+    flag = spec.flags[0] if spec.flags else spec.name
+
+    def convert(text: str) -> Any:
+        if parse is not None:
+            value = parse(text)
+        elif spec.kind is int:
+            if spec.optional and none_if_none_string(text) is None:
+                value = None
+            else:
+                try:
+                    value = int(text)
+                except ValueError:
+                    raise argparse.ArgumentTypeError(f"{flag} {text!r} is not an integer") from None
+        else:
+            value = text
+        try:
+            return spec.check(value, flag)
+        except FieldError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
+
+
 #: Field values whose text needs more than the table says (core.fields).
 FLAG_PARSERS = {"xla": xla_mode}
 
@@ -101,7 +126,7 @@ def add_field_flags(group) -> None:
     """One flag per flagged field of the table (core.fields), its value checked there: a
     dimension is repeatable, a bool field is a switch."""
     for spec in flagged_fields():
-        options: dict = {"dest": flag_dest(spec), "help": spec.help}
+        options: dict = {"dest": spec.name, "help": spec.help}
         if spec.kind is bool:
             options["action"] = "store_false" if spec.negated_switch else "store_true"
             options["default"] = spec.default
@@ -296,7 +321,7 @@ def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -
     dimension (its values, deduplicated; None when not given) or a value."""
     dimensions, values = {}, {}
     for spec in flagged_fields():
-        given = getattr(args, flag_dest(spec))
+        given = getattr(args, spec.name)
         if spec.dimension:
             if given is not None:
                 dimensions[spec.name] = tuple(dict.fromkeys(given))
