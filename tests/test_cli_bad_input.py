@@ -29,6 +29,7 @@ def one_error_line(run, *named):
         assert value in lines[0], lines[0]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, named", [
     (["--subprocess-timeout=nan"], ["--subprocess-timeout", "'nan' is not a finite number"]),
     (["--subprocess-timeout=inf"], ["'inf' is not a finite number"]),
@@ -48,6 +49,7 @@ def test_a_bad_flag_is_one_line_naming_it(run_cli, args, named):
     one_error_line(run_cli(*DRY, *args), *named)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("variable, value, named", [
     ("EXPERIMENT_RUNNER_SMALL_MODELS", "maybe", "EXPERIMENT_RUNNER_SMALL_MODELS: 'maybe'"),
     ("TORCHBENCH_DIR", "/no/such/folder", "TORCHBENCH_DIR '/no/such/folder' is not a folder"),
@@ -69,6 +71,7 @@ def recorded_line(**overrides):
     return line
 
 
+@pytest.mark.e2e
 def test_results_lines_of_the_wrong_types_are_read_not_fatal(run_cli, tmp_path):
     output = tmp_path / "output"
     output.mkdir()
@@ -87,6 +90,7 @@ def test_results_lines_of_the_wrong_types_are_read_not_fatal(run_cli, tmp_path):
     assert "1 experiment(s) would run; 0 already recorded" in run.stdout
 
 
+@pytest.mark.e2e
 def test_the_seed_is_part_of_what_resume_compares(run_cli, tmp_path):
     output = tmp_path / "output"
     output.mkdir()
@@ -101,6 +105,7 @@ def test_the_seed_is_part_of_what_resume_compares(run_cli, tmp_path):
     assert "1 experiment(s) would run" in run_cli(*DRY, "-k", "^mlp$").stdout
 
 
+@pytest.mark.e2e
 def test_report_of_an_endless_file_stops_at_once(tmp_path):
     import sys
 
@@ -113,6 +118,7 @@ def test_report_of_an_endless_file_stops_at_once(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.e2e
 def test_ctrl_c_at_any_moment_stops_cleanly_and_keeps_whole_lines(tmp_path):
     """SIGINT at moments spread over a short sweep: starting, probing, planning, running a
     child, appending; every stop is 0 or 130, silent of tracebacks, with whole lines."""

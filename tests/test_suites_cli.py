@@ -7,6 +7,8 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT, CliRun, cli_command, cli_environment
 
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 FAKE_TORCHBENCH = PROJECT_ROOT / "tests" / "fixtures" / "fake_torchbench"
 BASE = ["--accelerator=cpu", "--xla=None", "--repeat=2", "--warmup=1"]
 
