@@ -1,5 +1,6 @@
 # Quick start: `make run` (set up, then the default sweep of the builtin suite) and
-# `make test` (set up, then the whole test suite). Both create .venv when it is missing.
+# `make test` (set up, then the whole test suite: `make test-unit` and `make test-e2e` run
+# its two tiers alone). All create .venv when it is missing.
 PYTHON ?= python3
 VENV ?= .venv
 VENV_PYTHON := $(VENV)/bin/python
@@ -8,9 +9,15 @@ RUN_ARGS ?= --suite-name=builtin --accelerator=cpu
 # Tests run on every core (pytest-xdist), a file per worker at a time, so that a module's
 # shared fixture (a sweep) runs once. (xdist's loadgroup does not group under pytest 9.)
 PYTEST_ARGS ?= -n auto --dist loadfile
+# Two tiers (tests/conftest.py): the unit tier starts no process and takes under a minute;
+# the end-to-end tier (marker e2e) runs the CLI, its children, fork servers, Ray. `make test`
+# runs both in one pytest run (the long end-to-end tests first, the unit tier fills the gaps).
+# Tests marked slow stay out of all three (setup.cfg); -m slow runs them.
+UNIT := -m "not slow and not e2e"
+E2E := -m "e2e and not slow"
 STAMP := $(VENV)/.installed-$(shell cat setup.cfg pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup run test clean-venv
+.PHONY: setup run test test-unit test-e2e clean-venv
 
 setup: $(STAMP)
 
@@ -26,6 +33,12 @@ run: setup
 
 test: setup
 	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+test-unit: setup
+	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS) $(UNIT)
+
+test-e2e: setup
+	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS) $(E2E)
 
 clean-venv:
 	rm -rf $(VENV)

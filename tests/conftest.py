@@ -1,7 +1,14 @@
-"""Shared fixtures: run the real CLI in a child process and read what it wrote."""
+"""Shared fixtures: run the real CLI in a child process and read what it wrote.
+
+Tests come in two tiers. The end-to-end tier (marked `e2e`) holds every test that starts a
+process: the CLI, the executor's children, fork servers, the probe child, Ray, a compiler
+that inductor runs, a browser. The unit tier (everything else) starts none: `process_guard`
+below makes a process started by a unit test (or by a fixture it sets up) fail that test.
+"""
 
 from __future__ import annotations
 
+import _posixsubprocess
 import os
 import shutil
 import signal
@@ -17,6 +24,92 @@ import pytest
 from core.results_file import read_results
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ProcessStartInUnitTier(RuntimeError):
+    """A test of the unit tier (not marked e2e) tried to start a process."""
+
+
+class ProcessGuard:
+    """Replaces every way Python starts a process (subprocess's fork_exec, multiprocessing's,
+    os.fork, os.posix_spawn, os.system, ...) with a check: while `test` names a unit-tier test,
+    starting a process raises ProcessStartInUnitTier and is recorded in `attempts`, so that
+    the test fails even where the code under test catches the error."""
+
+    STARTERS = (
+        (subprocess, "_fork_exec"),  # subprocess.Popen, run, check_output, os.popen
+        (_posixsubprocess, "fork_exec"),  # multiprocessing's spawn and forkserver starts
+        (os, "fork"), (os, "forkpty"),  # multiprocessing's fork start, os.spawn*, pty
+        (os, "posix_spawn"), (os, "posix_spawnp"),  # subprocess's posix_spawn path
+        (os, "system"),
+    )
+
+    def __init__(self) -> None:
+        self.test: str | None = None
+        self.attempts: list[str] = []
+        self.originals: dict[tuple[Any, str], Any] = {}
+
+    def install(self) -> None:
+        for owner, name in self.STARTERS:
+            original = getattr(owner, name, None)
+            if original is None or (owner, name) in self.originals:
+                continue
+            self.originals[(owner, name)] = original
+            setattr(owner, name, self.checked(f"{owner.__name__}.{name}", original))
+
+    def uninstall(self) -> None:
+        for (owner, name), original in self.originals.items():
+            setattr(owner, name, original)
+        self.originals.clear()
+
+    def checked(self, what: str, original):
+        def start(*args, **kwargs):
+            if self.test is not None:
+                self.attempts.append(what)
+                raise ProcessStartInUnitTier(
+                    f"{self.test} started a process ({what}) but is in the unit tier: mark it "
+                    "@pytest.mark.e2e (tests/conftest.py), or keep the process out of it")
+            return original(*args, **kwargs)
+
+        return start
+
+
+PROCESS_GUARD = ProcessGuard()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def process_guard():
+    """Unit-tier tests may start no process (the pytest_runtest_* wrappers below arm the
+    guard for each test, its fixtures' setup included, unless the test is marked e2e)."""
+    PROCESS_GUARD.install()
+    yield PROCESS_GUARD
+    PROCESS_GUARD.uninstall()
+
+
+def guarded_phase(item):
+    """Arm the guard for this phase of a unit-tier test; fail it on any attempt, caught or not."""
+    if item.get_closest_marker("e2e") is not None:
+        return (yield)
+    PROCESS_GUARD.test, PROCESS_GUARD.attempts = item.nodeid, []
+    try:
+        result = yield
+    finally:
+        PROCESS_GUARD.test = None
+    if PROCESS_GUARD.attempts:
+        raise ProcessStartInUnitTier(
+            f"{item.nodeid} started a process ({', '.join(PROCESS_GUARD.attempts)}) but is in "
+            "the unit tier: mark it @pytest.mark.e2e (tests/conftest.py)")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from guarded_phase(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from guarded_phase(item))
 
 
 @dataclass
@@ -46,9 +139,11 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked `long` (minutes of compiling) go first, so that under pytest-xdist no
-    worker starts one when the others are nearly done."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+    """Tests marked `long` (minutes of compiling) go first, then the rest of the end-to-end
+    tier, then the unit tier, so that under pytest-xdist no worker starts a long one when the
+    others are nearly done."""
+    items.sort(key=lambda item: (item.get_closest_marker("long") is None,
+                                 item.get_closest_marker("e2e") is None))
 
 
 def pytest_unconfigure(config) -> None:

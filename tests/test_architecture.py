@@ -9,6 +9,10 @@ from pathlib import Path
 
 from tests.conftest import PROJECT_ROOT
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 PACKAGES = ("core", "models", "verifier", "backends", "runner", "reports")
 
 

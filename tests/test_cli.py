@@ -13,6 +13,8 @@ from core.config import fingerprint_of_line
 from core.schema import timed_values
 from tests.conftest import CliRun, cli_command, cli_environment
 
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 
 @pytest.fixture(scope="module")
 def mlp_sweep(tmp_path_factory):

@@ -30,6 +30,7 @@ def one_error_line(run, *named):
         assert value in lines[0], lines[0]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, named", [
     (["--subprocess-timeout=nan"], ["--subprocess-timeout", "'nan' is not a finite number"]),
     (["--subprocess-timeout=inf"], ["'inf' is not a finite number"]),
@@ -61,6 +62,7 @@ SINGLE_MODEL = '{"model_name": "mlp"}'
 SINGLE_EXPERIMENT = {"accelerator": "cpu", "xla": None, "dynamo": None, "test": "eval"}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("model, experiment, named", [
     (SINGLE_MODEL, dict(SINGLE_EXPERIMENT, test=["eval"]), ['test must be a string, not ["eval"]']),
     (SINGLE_MODEL, dict(SINGLE_EXPERIMENT, precision="fp64"), ['precision "fp64" is not one of']),
@@ -81,6 +83,7 @@ def test_a_bad_config_value_is_one_line_naming_it(run_cli, model, experiment, na
                    *named)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("variable, value, named", [
     ("EXPERIMENT_RUNNER_SMALL_MODELS", "maybe", "EXPERIMENT_RUNNER_SMALL_MODELS: 'maybe'"),
     ("TORCHBENCH_DIR", "/no/such/folder", "TORCHBENCH_DIR '/no/such/folder' is not a folder"),
@@ -102,6 +105,7 @@ def recorded_line(experiment=PLANNED_EAGER, **overrides):
     return line
 
 
+@pytest.mark.e2e
 def test_results_lines_of_the_wrong_types_are_read_not_fatal(run_cli, tmp_path):
     output = tmp_path / "output"
     output.mkdir()
@@ -120,6 +124,7 @@ def test_results_lines_of_the_wrong_types_are_read_not_fatal(run_cli, tmp_path):
     assert "1 experiment(s) would run; 0 already recorded" in run.stdout
 
 
+@pytest.mark.e2e
 def test_the_seed_is_part_of_what_resume_compares(run_cli, tmp_path):
     output = tmp_path / "output"
     output.mkdir()
@@ -133,6 +138,7 @@ def test_the_seed_is_part_of_what_resume_compares(run_cli, tmp_path):
     assert "1 experiment(s) would run" in run_cli(*DRY, "-k", "^mlp$").stdout
 
 
+@pytest.mark.e2e
 def test_report_of_an_endless_file_stops_at_once(tmp_path):
     import sys
 
@@ -145,6 +151,7 @@ def test_report_of_an_endless_file_stops_at_once(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.e2e
 def test_ctrl_c_at_any_moment_stops_cleanly_and_keeps_whole_lines(tmp_path):
     """SIGINT at moments spread over a short sweep: starting, probing, planning, running a
     child, appending; every stop is 0 or 130, silent of tracebacks, with whole lines."""

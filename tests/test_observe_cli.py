@@ -10,6 +10,8 @@ import pytest
 from core.schema import timed_values
 from tests.conftest import CliRun, cli_command, cli_environment
 
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 ALL_FLAGS = [
     "--collect-dynamo-counters", "--dump-dynamo-counters", "--profile-cuda-cpu",
     "--profile-cuda-cpu-individual-ops", "--dump-pytorch-profiles", "--dump-pytorch-xla-metrics",

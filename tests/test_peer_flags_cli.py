@@ -13,6 +13,8 @@ import pytest
 from core.schema import timed_values
 from tests.conftest import PROJECT_ROOT, CliRun, cli_command, cli_environment
 
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 FAKE_TORCHBENCH = PROJECT_ROOT / "tests" / "fixtures" / "fake_torchbench"
 FAST = ["--accelerator=cpu", "--repeat=2", "--warmup=1"]
 

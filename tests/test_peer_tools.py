@@ -31,6 +31,7 @@ FAKE_TORCHBENCH = PROJECT_ROOT / "tests" / "fixtures" / "fake_torchbench"
 A100 = "NVIDIA A100-SXM4-40GB"
 
 pytestmark = [
+    pytest.mark.e2e,
     pytest.mark.skipif(not (PEER_TOOLS / "result_analyzer.py").is_file(),
                        reason=f"PyTorch/XLA's tools are not at {PEER_TOOLS} (CI checks out "
                               "../shared beside the repository)"),

@@ -102,6 +102,7 @@ def dry_run(tmp_path, *argv):
     return completed
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(importlib.util.find_spec("torch_xla") is None,
                     reason="PJRT experiments need torch_xla here (the project's xla extra)")
 def test_the_examples_dry_run_here_on_the_cpu(tmp_path, torchbench):

@@ -7,6 +7,8 @@ import pytest
 
 from tests.conftest import PROJECT_ROOT, CliRun, cli_command, cli_environment
 
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 FAKE_TORCHBENCH = PROJECT_ROOT / "tests" / "fixtures" / "fake_torchbench"
 BASE = ["--accelerator=cpu", "--xla=None", "--repeat=2", "--warmup=1"]
 
@@ -24,32 +26,6 @@ def sweep(output, *args, small=True):
 def by_key(lines):
     return {(l["model"]["model_name"], l["experiment"]["dynamo"], l["experiment"]["test"]): l
             for l in lines}
-
-
-@pytest.mark.long
-def test_timm_model_runs_eager_and_inductor_in_eval_and_train(tmp_path):
-    timm = sweep(tmp_path / "timm", "--suite-name=timm", "-k", "^deit_tiny", "--dynamo=None",
-                 "--dynamo=inductor", "--test=eval", "--test=train")
-    lines = by_key(timm)
-    assert set(lines) == {("deit_tiny_patch16_224", d, t)
-                          for d in (None, "inductor") for t in ("eval", "train")}
-    for line in lines.values():
-        assert line["status"] == "ok", line["metrics"].get("error")
-        assert line["experiment"]["batch_size"] == 4  # the reduced cap, recorded as used
-        assert line["model"]["reduced"] is True  # the suite option, in the identity
-
-
-@pytest.mark.long
-def test_encoder_decoder_and_encoder_decoder_models_run(tmp_path):
-    hf = sweep(tmp_path / "hf", "--suite-name=huggingface", "-k", "^BertForMaskedLM$",
-               "-k", "^DistillGPT2$", "-k", "^T5Small$", "--dynamo=None", "--dynamo=inductor",
-               "--test=eval", "--test=train")
-    lines = by_key(hf)
-    assert len(lines) == 12
-    failed = {k: l["metrics"].get("error", "")[:300] for k, l in lines.items() if l["status"] != "ok"}
-    assert not failed
-    for line in lines.values():
-        assert all(t > 0 for t in line["metrics"]["per_iter_time"])
 
 
 def test_torchbench_adapter_runs_and_writes_the_skip_as_a_line(tmp_path):

@@ -6,6 +6,10 @@ import multiprocessing
 import os
 import time
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 EAGER = ["--accelerator=cpu", "--xla=None", "--test=eval", "-k", "^mlp$", "--repeat=3",
          "--warmup=1"]
 

@@ -6,6 +6,8 @@ from tests.conftest import cli_command, cli_environment, CliRun
 
 import subprocess
 
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 VERIFY = ["--accelerator=cpu", "--xla=None", "--repeat=1", "--warmup=1", "--verify"]
 
 

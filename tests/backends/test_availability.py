@@ -94,6 +94,7 @@ def test_plan_drops_pjrt_with_its_reason_when_torch_xla_is_missing():
         "xla=PJRT needs torch_xla, which is not installed here"]
 
 
+@pytest.mark.e2e
 def test_seed_example_matrix_gives_the_four_experiments_per_model(capsys, tmp_path):
     code = cli.main(["--accelerator=cpu", "--xla=PJRT", "--xla=None", "--dynamo=openxla",
                      "--dynamo=inductor", "--dynamo=None", "--test=eval", "--dry-run",
@@ -120,6 +121,7 @@ print("LOADED", __import__("json").dumps({"code": code, "loaded": loaded}))
 """
 
 
+@pytest.mark.e2e
 def test_the_parent_never_imports_torch_xla_torchax_or_jax(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-c", PARENT_IMPORTS, str(tmp_path)], capture_output=True, text=True,

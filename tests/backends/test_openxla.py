@@ -10,6 +10,8 @@ from core.config import ExperimentConfig
 from tests.backends.conftest import RUNS, assert_per_run, describe_failures
 from tests.backends.test_xla_lazy import XLA_METRICS
 
+import pytest
+
 HOST = HostCapabilities(
     torch_version=torch.__version__, packages={"torch_xla": torch.__version__.split("+")[0]},
     dynamo_backends=("inductor", "openxla", "openxla_eval"),
@@ -29,6 +31,7 @@ def test_rejects_dynamo_backends_that_do_not_target_xla():
     assert OpenXlaStack().invalid_reason(openxla("openxla_eval"), HOST) is None
 
 
+@pytest.mark.e2e
 def test_mlp_eval_and_train_write_xla_metrics(sweep):
     lines = sweep("--xla=PJRT", "--dynamo=openxla", "--test=eval", "--test=train", "-k", "^mlp$")
     assert len(lines) == 2
@@ -40,6 +43,7 @@ def test_mlp_eval_and_train_write_xla_metrics(sweep):
         assert line["environment"]["variables"]["PJRT_DEVICE"] == "CPU"
 
 
+@pytest.mark.e2e
 def test_every_builtin_model_runs_in_eval(sweep):
     lines = sweep("--xla=PJRT", "--dynamo=openxla", "--test=eval", "-x", "^mlp$")
     assert len(lines) == 2

@@ -46,6 +46,7 @@ def test_child_environment_picks_the_jax_platform_and_flags():
         "JAX_PLATFORMS": "cuda", "XLA_FLAGS": "--a=1"}
 
 
+@pytest.mark.e2e
 def test_mlp_both_modes_eval_and_train_write_jax_metrics(sweep, tmp_path):
     dump = tmp_path / "jax-dump"
     lines = sweep("--torch-xla2=extract_jax", "--torch-xla2=torch_export", "--test=eval",
@@ -68,6 +69,7 @@ def test_mlp_both_modes_eval_and_train_write_jax_metrics(sweep, tmp_path):
     assert dump.is_dir() and any(dump.iterdir())
 
 
+@pytest.mark.e2e
 def test_every_builtin_model_trains_with_extract_jax(sweep):
     lines = sweep("--torch-xla2=extract_jax", "--test=train", "-x", "^mlp$")
     assert {line["model"]["model_name"] for line in lines} == {"cnn", "transformer_block"}
@@ -101,6 +103,7 @@ print(json.dumps(errors))
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", ["extract_jax", "torch_export"])
 def test_cnn_gradients_match_eager_through_max_pooling(mode):
     """JAX differentiates torchax's max pooling only through the runner's override."""

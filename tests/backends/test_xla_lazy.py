@@ -6,6 +6,8 @@ from backends.stacks.xla_lazy import XlaLazyStack
 from core.config import ExperimentConfig
 from tests.backends.conftest import RUNS, assert_per_run, by_key, describe_failures
 
+import pytest
+
 XLA_METRICS = (
     "trace_total_time", "trace_per_iter_time", "xla_CompileTime_time_s",
     "xla_CompileTime_number", "xla_ExecuteTime_time_s", "xla_ExecuteTime_number",
@@ -35,6 +37,7 @@ def test_child_environment_sets_device_functionalization_and_flags():
     assert backend.child_environment(tpu)["PJRT_DEVICE"] == "TPU"
 
 
+@pytest.mark.e2e
 def test_mlp_eval_and_train_write_xla_metrics_per_timed_run(sweep, tmp_path):
     dump = tmp_path / "xla-dump"
     lines = sweep("--xla=PJRT", "--dynamo=None", "--test=eval", "--test=train", "-k", "^mlp$",
@@ -60,6 +63,7 @@ def test_mlp_eval_and_train_write_xla_metrics_per_timed_run(sweep, tmp_path):
     assert dump.is_dir() and any(dump.iterdir())
 
 
+@pytest.mark.e2e
 def test_every_builtin_model_runs_in_train(sweep):
     lines = sweep("--xla=PJRT", "--dynamo=None", "--test=train", "-x", "^mlp$")
     assert {line["model"]["model_name"] for line in lines} == {"cnn", "transformer_block"}

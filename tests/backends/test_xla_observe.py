@@ -18,8 +18,9 @@ import backends
 from runner.observers import observability_environment
 from tests.conftest import PROJECT_ROOT, cli_environment
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch_xla") is None,
-                                reason="torch_xla is not installed")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(importlib.util.find_spec("torch_xla") is None,
+                                 reason="torch_xla is not installed")]
 
 LAZY = ExperimentConfig("cpu", "PJRT", None, None, "eval", stack="xla_lazy")
 SETTINGS = RunSettings(repeat=2, warmup=1, observe={"profile_cuda_cpu_individual_ops": True,

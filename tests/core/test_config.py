@@ -11,6 +11,7 @@ MODEL = ModelConfig("builtin", "mlp")
 EXPERIMENT = ExperimentConfig("cpu", None, "inductor", None, "eval")
 
 
+@pytest.mark.e2e
 def test_fingerprint_is_identical_in_another_process():
     code = (
         "from core.config import *; "

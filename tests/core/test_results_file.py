@@ -13,6 +13,7 @@ def write_many(path: str, writer: int, count: int) -> None:
         append_line(Path(path), {"writer": writer, "index": index, "pad": "x" * 5000})
 
 
+@pytest.mark.e2e
 def test_two_processes_appending_never_interleave(tmp_path):
     path = tmp_path / "results.jsonl"
     context = multiprocessing.get_context("spawn")
@@ -83,6 +84,7 @@ except OSError as error:
 """
 
 
+@pytest.mark.e2e
 def test_a_file_size_limit_never_leaves_half_a_line(tmp_path):
     """`ulimit -f`: the write that crosses the limit is short, then EFBIG; it is undone."""
     import errno

@@ -47,6 +47,7 @@ def test_unknown_model_is_named_in_the_error():
         HuggingFaceSuite(reduced=True).load("NoSuchModel", "eval", 1)
 
 
+@pytest.mark.e2e
 def test_listing_does_not_import_torch_or_transformers():
     listed = run_listing_without_torch("huggingface")
     assert listed["heavy"] == []

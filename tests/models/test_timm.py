@@ -33,6 +33,7 @@ def test_unknown_model_is_named_in_the_error():
         TimmSuite(reduced=False).default_batch_size("resnet9000")
 
 
+@pytest.mark.e2e
 def test_listing_does_not_import_torch_or_timm():
     listed = run_listing_without_torch("timm")
     assert listed["heavy"] == []

@@ -60,6 +60,7 @@ def test_default_batch_sizes_are_read_from_the_model_source(fake_torchbench_dir)
         suite.default_batch_size("resnet50")
 
 
+@pytest.mark.e2e
 def test_listing_does_not_import_torch():
     listed = run_listing_without_torch("torchbench", torchbench_dir=str(FAKE_TORCHBENCH))
     assert listed["heavy"] == []

@@ -13,6 +13,8 @@ from reports.cli import compare_main, report_main, score_main
 from core.results_file import append_line
 from core.schema import timed_values
 
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

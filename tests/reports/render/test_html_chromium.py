@@ -16,7 +16,7 @@ from tests.reports.conftest import craft_line
 
 if os.environ.get("EXPERIMENT_RUNNER_REQUIRE_BROWSER") and browser.missing_reason():
     raise RuntimeError(f"browser tests required (EXPERIMENT_RUNNER_REQUIRE_BROWSER) but {browser.missing_reason()}")
-pytestmark = pytest.mark.skipif(browser.missing_reason() is not None, reason=browser.missing_reason() or "")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(browser.missing_reason() is not None, reason=browser.missing_reason() or "")]
 
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'">'
 MODELS = {"mlp": 0.010, "cnn": 0.030, "transformer_block": 0.050, HOSTILE: 0.020}

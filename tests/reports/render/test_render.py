@@ -102,6 +102,7 @@ def test_html_and_markdown_escape_text_from_the_results(write_results, tmp_path)
         assert len({len(re.findall(r"(?<!\\)\|", line)) for line in table}) <= 1, block
 
 
+@pytest.mark.e2e
 def test_plots_are_png_files_on_request(report_dir, write_results, tmp_path):
     assert not (report_dir / "plots").exists()  # the dashboard draws its own charts
     plots = tmp_path / "plots"
@@ -122,6 +123,7 @@ def test_terminal_table_and_latest_run(write_results, capsys):
     assert report_main([str(path), "--run", "r1", "--quiet"]) == 0
 
 
+@pytest.mark.e2e
 def test_many_models_use_the_sorted_speedup_plot(write_results, tmp_path):
     lines = []
     for i in range(60):
@@ -151,6 +153,7 @@ def test_bad_input_exits_2_with_a_message(write_results, tmp_path, capsys, args,
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_reports_never_import_torch():
     code = (
         "import sys; import reports.cli, reports.render.plots, reports.read.load;"

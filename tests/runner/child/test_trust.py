@@ -37,6 +37,7 @@ def test_variation_is_judged_only_with_enough_runs():
     assert noisy.unreliable and "vary by" in noisy.reasons[0]
 
 
+@pytest.mark.e2e
 def test_a_core_that_another_process_keeps_busy_is_flagged():
     core = sorted(os.sched_getaffinity(0))[0]
     context = multiprocessing.get_context("spawn")

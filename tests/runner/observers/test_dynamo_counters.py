@@ -30,6 +30,7 @@ def breaking(x):
     return x.cos()
 
 
+@pytest.mark.e2e
 def test_graph_breaks_reasons_and_graphs_are_counted(fresh_dynamo, tmp_path):
     compiled = torch.compile(breaking, backend="aot_eager")
     observer = DynamoCountersObserver(tmp_path, collect=True, dump=True, warmup=1)

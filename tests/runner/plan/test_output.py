@@ -72,6 +72,7 @@ def tmpfs(where: Path, *options: str):
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("dirname, named", [
     ("FILE", "is not a folder"),
     ("/proc/no-such/out", "cannot be created"),
@@ -89,6 +90,7 @@ def test_the_cli_refuses_an_unusable_output_folder_before_running_anything(
     assert not list(Path(tmp_path).glob("output*"))
 
 
+@pytest.mark.e2e
 def test_the_cli_refuses_a_read_only_output_folder(run_cli, tmp_path):
     with tmpfs(tmp_path / "ro", "ro", "size=64k") as folder:
         run = run_cli(*EAGER, "-k", "^mlp$", output_dir=folder)
@@ -103,6 +105,7 @@ def limited_file_size(limit: int):
     return apply
 
 
+@pytest.mark.e2e
 def test_a_file_size_limit_stops_the_sweep_with_one_line_and_whole_lines(tmp_path):
     """`ulimit -f`: the second line would cross the limit; it is undone, the sweep stops."""
     # Lines are about 2.5 kB, more under load (contention notes): the limit lets the longest
@@ -127,6 +130,7 @@ def test_a_file_size_limit_stops_the_sweep_with_one_line_and_whole_lines(tmp_pat
     assert line["status"] == "ok"
 
 
+@pytest.mark.e2e
 def test_a_full_disk_stops_the_sweep_with_one_line_and_leaves_no_empty_file(tmp_path):
     with tmpfs(tmp_path / "small", "size=24k") as folder:
         output = folder / "output"
@@ -169,6 +173,7 @@ def test_a_spec_that_cannot_be_written_raises_and_leaves_nothing(tmp_path, monke
     assert sorted(p.name for p in folder.iterdir()) == []
 
 
+@pytest.mark.e2e
 def test_a_child_that_cannot_write_its_result_says_so_and_exits_74(tmp_path):
     folder = tmp_path / "child"
     folder.mkdir()

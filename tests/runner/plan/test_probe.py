@@ -17,6 +17,7 @@ def own_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+@pytest.mark.e2e
 def test_the_answer_is_kept_and_used_until_it_is_a_day_old(own_cache):
     fresh = probe_host()
     assert fresh.torch_version and fresh.torch_error is None
@@ -50,6 +51,7 @@ def test_the_key_follows_devices_and_installed_packages(own_cache, monkeypatch, 
     assert probe_key() != with_folder
 
 
+@pytest.mark.e2e
 def test_a_failed_probe_is_reported_and_never_kept(own_cache, monkeypatch, tmp_path):
     broken = tmp_path / "broken"
     (broken / "torch").mkdir(parents=True)

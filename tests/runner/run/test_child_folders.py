@@ -9,6 +9,8 @@ import pytest
 
 from core.contract import ChildResult, ChildSpec, Role, read_message
 
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 EAGER = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--filter=^mlp$",
          "--repeat=1", "--warmup=1"]
 

@@ -60,6 +60,7 @@ def test_an_experiment_recorded_meanwhile_is_neither_claimed_nor_recorded_twice(
     assert [l.get("run_id") for l in read_results(results.path).lines] == [""]
 
 
+@pytest.mark.e2e
 def test_the_claim_of_a_runner_gone_from_this_machine_is_taken_over(tmp_path):
     results = ResultsFile(tmp_path / "results.jsonl")
     finished = subprocess.Popen(["true"])
@@ -130,6 +131,7 @@ def grandchild_pid(output, timeout=120):
     raise AssertionError("the hang model never started its grandchild")
 
 
+@pytest.mark.e2e
 def test_concurrent_runners_share_the_work_and_each_line_holds_its_own_childs_metrics(tmp_path):
     output = tmp_path / "output"
     runners = [start(output, *EAGER) for _ in range(3)]
@@ -154,6 +156,7 @@ def test_concurrent_runners_share_the_work_and_each_line_holds_its_own_childs_me
 HANG = ["--suite-name=faults", "-k", "^hang$", *EAGER]
 
 
+@pytest.mark.e2e
 def test_the_claim_of_a_killed_runner_is_taken_over(tmp_path):
     output = tmp_path / "output"
     killed = start(output, *HANG, "--subprocess-timeout=120")
@@ -169,6 +172,7 @@ def test_the_claim_of_a_killed_runner_is_taken_over(tmp_path):
     assert "past the timeout of 2 s" in line["metrics"]["error"]
 
 
+@pytest.mark.e2e
 def test_a_runner_waits_for_the_experiment_a_live_runner_runs(tmp_path):
     output = tmp_path / "output"
     # Long enough that the second runner, however slowly it starts on a loaded machine,

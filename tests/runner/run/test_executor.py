@@ -33,6 +33,7 @@ def fault_sweep(tmp_path_factory):
     return run, {line["model"]["model_name"]: line for line in run.lines()}
 
 
+@pytest.mark.e2e
 def test_every_fault_gives_exactly_one_failed_line_and_the_sweep_goes_on(fault_sweep):
     run, lines = fault_sweep
     assert run.returncode == 0, run.stderr
@@ -44,6 +45,7 @@ def test_every_fault_gives_exactly_one_failed_line_and_the_sweep_goes_on(fault_s
         assert 0 < len(line["metrics"]["error"]) <= 4000
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("model, expected", [
     ("raises", r"raised RuntimeError: the raises model fails on purpose"),
     ("segfault", r"killed by SIGSEGV \(segmentation fault\)"),
@@ -57,6 +59,7 @@ def test_the_error_says_what_happened(fault_sweep, model, expected):
     assert re.search(expected, lines[model]["metrics"]["error"]), lines[model]["metrics"]["error"]
 
 
+@pytest.mark.e2e
 def test_the_error_carries_the_tail_of_the_childs_output(fault_sweep):
     _, lines = fault_sweep
     assert "last output of the child" in lines["hang"]["metrics"]["error"]
@@ -64,6 +67,7 @@ def test_the_error_carries_the_tail_of_the_childs_output(fault_sweep):
     assert "traceback" in lines["raises"]["metrics"]["error"]
 
 
+@pytest.mark.e2e
 def test_the_hung_childs_grandchild_is_killed_too(fault_sweep):
     run, lines = fault_sweep
     log = (run.output_dir / lines["hang"]["artifacts"]["time"] / "child.log").read_text()

@@ -44,6 +44,7 @@ def probe_state(output: str) -> dict:
     return json.loads(next(line for line in output.splitlines() if line.startswith("{")))
 
 
+@pytest.mark.e2e
 def test_the_server_preloads_torch_without_a_device_context_or_dynamo(server):
     state = server.status()
     assert state["modules"] == ["torch"]
@@ -53,6 +54,7 @@ def test_the_server_preloads_torch_without_a_device_context_or_dynamo(server):
     assert state["pid"] == server.pid
 
 
+@pytest.mark.e2e
 def test_a_child_gets_its_own_session_folder_and_environment(server, tmp_path):
     code, output = run_probe(server, tmp_path, "x", FORK_PROBE="seen", CUDA_VISIBLE_DEVICES="3")
     assert code == 0
@@ -65,6 +67,7 @@ def test_a_child_gets_its_own_session_folder_and_environment(server, tmp_path):
     assert state["cuda_bad_fork"] is False
 
 
+@pytest.mark.e2e
 def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server, tmp_path):
     for name in ("first", "second"):
         cache = tmp_path / name / "inductor"
@@ -81,6 +84,7 @@ def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server
     assert "torch._dynamo" not in server.status()["modules"]
 
 
+@pytest.mark.e2e
 def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_afresh(tmp_path):
     from backends import get_stack
 
@@ -103,6 +107,7 @@ def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_af
         preloaded.close()
 
 
+@pytest.mark.e2e
 def test_a_compiler_family_server_says_truly_whether_its_children_could_use_cuda(tmp_path):
     """Inductor asks torch.cuda.is_available() at import: through the CUDA runtime that
     starts the driver, and torch then refuses CUDA in every forked child. The server asks
@@ -120,6 +125,7 @@ def test_a_compiler_family_server_says_truly_whether_its_children_could_use_cuda
         preloaded.close()
 
 
+@pytest.mark.e2e
 def test_cuda_experiments_fork_only_from_a_server_whose_children_can_use_cuda(tmp_path):
     servers = ForkServers()
     try:
@@ -134,6 +140,7 @@ def test_cuda_experiments_fork_only_from_a_server_whose_children_can_use_cuda(tm
         servers.close()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("stack_name, library, untouched", [
     ("xla_lazy", "torch_xla", "xla_runtime_initialized"),
     ("torchax", "jax", "jax_backends_initialized"),
@@ -153,6 +160,7 @@ def test_an_xla_family_server_holds_no_xla_client_or_device(stack_name, library,
         preloaded.close()
 
 
+@pytest.mark.e2e
 def test_exit_statuses_come_back_as_from_a_spawned_child(server, tmp_path):
     assert run_probe(server, tmp_path, "3")[0] == 3
     code, output = run_probe(server, tmp_path, "fail")
@@ -160,6 +168,7 @@ def test_exit_statuses_come_back_as_from_a_spawned_child(server, tmp_path):
     assert "RuntimeError: the probe was asked to fail" in output
 
 
+@pytest.mark.e2e
 def test_a_killed_child_reports_the_signal(server, tmp_path):
     child = server.start(PROBE, ["sleep"], environment(), str(tmp_path))
     child.stdout.readline()
@@ -168,6 +177,7 @@ def test_a_killed_child_reports_the_signal(server, tmp_path):
     assert child.wait(timeout=30) == -signal.SIGKILL
 
 
+@pytest.mark.e2e
 def test_closing_the_server_kills_its_children(tmp_path):
     server = ForkServer(["torch"], environment())
     child = server.start(PROBE, ["sleep"], environment(), str(tmp_path))
@@ -182,6 +192,7 @@ def test_closing_the_server_kills_its_children(tmp_path):
     assert child.wait(timeout=10) == -signal.SIGKILL
 
 
+@pytest.mark.e2e
 def test_a_server_that_cannot_preload_says_which_module():
     with pytest.raises(ForkServerError, match="could not preload.*no_such_module_here"):
         ForkServer(["no_such_module_here"], environment())
@@ -201,6 +212,7 @@ def test_a_child_whose_environment_names_its_own_folder_is_not_forked():
     assert not names_own_folder({"TORCHINDUCTOR_CACHE_DIR": f"{folder}/x"}, [folder])
 
 
+@pytest.mark.e2e
 def test_servers_are_reused_per_environment_and_restarted_when_gone(tmp_path):
     started = []
     servers = ForkServers(on_start=started.append)
@@ -224,6 +236,7 @@ def warmup_counters(line):
     return line["summary"]["dynamo_counters"][0]
 
 
+@pytest.mark.e2e
 def test_forked_and_spawned_children_give_the_same_dynamo_counters(run_cli, tmp_path):
     args = ["--accelerator=cpu", "--xla=None", "--dynamo=inductor", "--test=eval", "-k", "^mlp$",
             "--repeat=1", "--warmup=1", "--collect-dynamo-counters"]

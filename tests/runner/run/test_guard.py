@@ -14,6 +14,10 @@ import psutil
 from runner.run.scratch import PREFIX, ScratchRoot
 from tests.conftest import PROJECT_ROOT, cli_command, cli_environment
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+
 EAGER = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--repeat=1",
          "--warmup=0"]
 

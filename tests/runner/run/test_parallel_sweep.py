@@ -27,6 +27,7 @@ def interval(line):
     return end - line["summary"]["wall_time"], end
 
 
+@pytest.mark.e2e
 @needs_two_cores
 def test_two_jobs_run_side_by_side_on_disjoint_pinned_cores(run_cli):
     run = run_cli(*EAGER, "--jobs=2")
@@ -43,6 +44,7 @@ def test_two_jobs_run_side_by_side_on_disjoint_pinned_cores(run_cli):
     assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
 
 
+@pytest.mark.e2e
 @needs_two_cores
 def test_each_device_job_sees_only_its_own_device(run_cli):
     run = run_cli(*EAGER, "--devices=3,5")
@@ -51,6 +53,7 @@ def test_each_device_job_sees_only_its_own_device(run_cli):
     assert seen <= {"3", "5"} and len(run.lines()) == 3
 
 
+@pytest.mark.e2e
 @needs_two_cores
 def test_a_hanging_experiment_does_not_hold_up_the_other_job(run_cli):
     run = run_cli("--suite-name=faults", "-k", "^(hang|raises)$", *EAGER, "--jobs=2",
@@ -63,6 +66,7 @@ def test_a_hanging_experiment_does_not_hold_up_the_other_job(run_cli):
     assert lines["raises"]["finished_at"] < lines["hang"]["finished_at"] - 5
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("flag, message", [
     ("--jobs=4096", "--jobs=4096 needs at least 4096 cores"),
     ("--devices=0,,1", "'0,,1' is not a comma-separated list of devices"),
@@ -74,6 +78,7 @@ def test_impossible_job_requests_exit_2_naming_the_value(run_cli, flag, message)
     assert message in run.stderr
 
 
+@pytest.mark.e2e
 @needs_two_cores
 def test_ctrl_c_kills_every_running_child_and_keeps_finished_lines(tmp_path):
     output = tmp_path / "output"

@@ -221,6 +221,7 @@ def test_capacity_is_what_the_cluster_holds():
         cluster_capacity({"tpu"}, 1, cluster, {"CPU": 8.0, "GPU": 2.0})
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, named", [
     (["--executor=ray", "--jobs=2"], "--jobs=2"),
     (["--executor=ray", "--devices=0,1"], "--devices=0,1"),
@@ -238,6 +239,7 @@ def test_flags_that_do_not_go_together_are_refused(run_cli, args, named):
     assert not run.results_path.exists()
 
 
+@pytest.mark.e2e
 def test_a_missing_ray_is_a_usage_error_naming_the_extra(tmp_path):
     hidden = tmp_path / "no_ray"
     (hidden / "ray").mkdir(parents=True)
@@ -254,6 +256,7 @@ def test_a_missing_ray_is_a_usage_error_naming_the_extra(tmp_path):
     assert not (output / "results.jsonl").exists()
 
 
+@pytest.mark.e2e
 @needs_ray
 def test_an_address_where_nothing_answers_is_a_usage_error(run_cli, tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_TMPDIR", tempfile.mkdtemp(prefix="rt", dir="/tmp"))
@@ -265,6 +268,7 @@ def test_an_address_where_nothing_answers_is_a_usage_error(run_cli, tmp_path, mo
 
 # On a two-node cluster.
 
+@pytest.mark.e2e
 @needs_ray
 def test_a_sweep_on_the_cluster_records_each_experiment_once_and_resumes(two_nodes, tmp_path):
     output = tmp_path / "output"
@@ -298,6 +302,7 @@ def test_a_sweep_on_the_cluster_records_each_experiment_once_and_resumes(two_nod
     assert "asks for 4 CPU(s) and no node of the Ray cluster has that many" in too_big.stderr
 
 
+@pytest.mark.e2e
 @needs_ray
 def test_a_node_lost_mid_experiment_gives_a_failed_line_naming_it(two_nodes, tmp_path):
     output = tmp_path / "output"
@@ -323,6 +328,7 @@ def test_a_node_lost_mid_experiment_gives_a_failed_line_naming_it(two_nodes, tmp
     assert len(again.lines()) == 2
 
 
+@pytest.mark.e2e
 @needs_ray
 def test_with_retries_a_lost_experiment_runs_again_on_the_remaining_node(two_nodes, tmp_path):
     output = tmp_path / "output"
@@ -341,6 +347,7 @@ def test_with_retries_a_lost_experiment_runs_again_on_the_remaining_node(two_nod
     assert len({line["fingerprint"] for line in lines}) == 2
 
 
+@pytest.mark.e2e
 @needs_ray
 def test_stopping_the_sweep_cancels_its_tasks_and_kills_their_whole_process_tree(
         two_nodes, tmp_path):
