@@ -129,7 +129,8 @@ def test_the_examples_dry_run_here_on_the_cpu(tmp_path, torchbench):
         # same experiment whatever the defaults of the version reading them.
         "precision": "fp32", "batch_size": None, "matmul_precision": "high",
         "disable_tf32": False, "fp16_bf16_reduction_math_sdp": True, "mode": None,
-        "optimizer": None, "amp_dtype": None, "fullgraph": False, "stack_options": {},
+        "optimizer": None, "amp_dtype": None, "fullgraph": False, "freezing": False,
+        "stack_options": {},
         "seed": 1234}
     again = dry_run(tmp_path, "--suite-name=torchbench", f"--torchbench-dir={torchbench}",
                     *shlex.split(configs[-1]))

@@ -95,8 +95,6 @@ def xla_mode(text: str) -> Optional[str]:
 
 def value_parser(spec: Field, parse: Optional[Callable[[str], Any]] = None) -> Callable[[str], Any]:
     """An argparse `type` for one value of the field's flag: text to the checked value."""
-    flag = spec.flags[0] if spec.flags else spec.name
-
     def convert(text: str) -> Any:
         if parse is not None:
             value = parse(text)
@@ -107,11 +105,11 @@ def value_parser(spec: Field, parse: Optional[Callable[[str], Any]] = None) -> C
                 try:
                     value = int(text)
                 except ValueError:
-                    raise argparse.ArgumentTypeError(f"{flag} {text!r} is not an integer") from None
+                    raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
         else:
             value = text
         try:
-            return spec.check(value, flag)
+            return spec.check(value)  # argparse names the flag
         except FieldError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
 

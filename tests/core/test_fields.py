@@ -51,7 +51,7 @@ def test_a_flag_takes_its_type_choices_and_range_from_the_table(capsys):
     assert args.fp16_bf16_reduction_math_sdp is False
     assert parser.parse_args([]).fp16_bf16_reduction_math_sdp is True
     for bad, message in (("--amp-dtype=fp8", 'amp_dtype "fp8" is not one of: None, bf16, fp16'),
-                         ("--batch-size=two", "--batch-size 'two' is not an integer"),
+                         ("--batch-size=two", "argument --batch-size: 'two' is not an integer"),
                          ("--xla=XRT", "XRT was removed")):
         with pytest.raises(SystemExit) as stopped:
             parser.parse_args([bad])
