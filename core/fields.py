@@ -211,7 +211,6 @@ class Field:
         return value
 
 
-
 def _f(name: str, scope: str, kind: type, **spec: Any) -> Field:
     return Field(name, scope, kind, **spec)
 
@@ -348,8 +347,6 @@ def parse_config(scope: str, data: Any, source: str, ignored: Sequence[str] = ()
     return check_values(scope, {k: v for k, v in data.items() if k in known}, source)
 
 
-
-
 def resolved_identity(scope: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """Every identity field of `scope` with its value as JSON: the value given, else the
     value a config (or a line) that does not name it implies."""
@@ -373,8 +370,6 @@ def line_values(scope: str, data: Mapping[str, Any]) -> dict[str, Any]:
         elif spec.line_key and spec.name in data:
             values[spec.name] = data[spec.name]
     return values
-
-
 
 
 def flagged_fields() -> tuple[Field, ...]:
