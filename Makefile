@@ -8,9 +8,7 @@ EXTRAS ?= xla,torchax,models,reports,ray,test
 RUN_ARGS ?= --suite-name=builtin --accelerator=cpu
 # Tests run on every core (pytest-xdist), a file per worker at a time, so that a module's
 # shared fixture (a sweep) runs once. (xdist's loadgroup does not group under pytest 9.)
-# Files go out in the collection's order, which puts the long tests first (tests/conftest.py):
-# xdist would otherwise send the largest files first, and the long tests, one per file, last.
-PYTEST_ARGS ?= -n auto --dist loadfile --no-loadscope-reorder
+PYTEST_ARGS ?= -n auto --dist loadfile
 # Two tiers (tests/conftest.py): the unit tier starts no process and takes under a minute;
 # the end-to-end tier (marker e2e) runs the CLI, its children, fork servers, Ray. `make test`
 # runs both in one pytest run (the long end-to-end tests first, the unit tier fills the gaps).
