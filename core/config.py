@@ -25,6 +25,7 @@ from core.fields import (
     MODEL,
     REQUIRED,
     fields_of,
+    identity_fields,
     line_values,
     resolved_identity,
 )
@@ -209,22 +210,13 @@ def line_identity(line: Mapping[str, Any]) -> dict[str, Any]:
     if "seed" not in experiment_values and "seed" in line:
         experiment_values["seed"] = line["seed"]
     for values, scope in ((model_values, MODEL), (experiment_values, EXPERIMENT)):
-        for spec in fields_of(scope):
-            if not spec.identity:
-                continue
+        for spec in identity_fields(scope):
             if spec.name not in values and spec.required:
                 raise KeyError(f"the line's {scope} has no {spec.name}")
             if spec.name in values and not spec.has_kind(values[spec.name]):
                 raise TypeError(f"the line's {scope}.{spec.name} is not a {spec.kind.__name__}")
-        if "stack_options" in values:
-            options = values["stack_options"]
-            if not isinstance(options, Mapping):
-                options = dict(options or ())
-            values["stack_options"] = tuple(sorted(options.items()))
     return {"model": resolved_identity(MODEL, model_values),
             "experiment": resolved_identity(EXPERIMENT, experiment_values)}
-
-
 
 
 def fingerprint_of_line(line: Mapping[str, Any]) -> Optional[str]:

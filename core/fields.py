@@ -205,9 +205,10 @@ class Field:
         return isinstance(value, self.kind)
 
     def to_json(self, value: Any) -> Any:
-        """The field's value as a results line (and the fingerprint) writes it."""
+        """The field's value as a results line (and the fingerprint) writes it: a dict field
+        (a mapping or (name, value) pairs) as an object in name order."""
         if self.kind is dict:
-            return dict(value)
+            return dict(sorted(dict(value).items()))
         return value
 
 
@@ -297,6 +298,8 @@ FIELDS: tuple[Field, ...] = (
 
 _BY_SCOPE: dict[str, tuple[Field, ...]] = {
     scope: tuple(f for f in FIELDS if f.scope == scope) for scope in (MODEL, EXPERIMENT)}
+_IDENTITY_BY_SCOPE: dict[str, tuple[Field, ...]] = {
+    scope: tuple(f for f in fields if f.identity) for scope, fields in _BY_SCOPE.items()}
 
 
 def fields_of(scope: str) -> tuple[Field, ...]:
@@ -312,25 +315,14 @@ def field_named(scope: str, name: str) -> Field:
 
 
 def identity_fields(scope: str) -> tuple[Field, ...]:
-    return tuple(f for f in _BY_SCOPE[scope] if f.identity)
+    """The identity fields of one scope, in declaration order."""
+    return _IDENTITY_BY_SCOPE[scope]
 
 
 #: The identity fields that show as name=value in a configuration's label (both scopes).
 REPORTED: tuple[Field, ...] = tuple(f for f in FIELDS if f.identity and f.report == LABEL)
 
 
-def check_values(scope: str, values: Mapping[str, Any], source: str = "") -> dict[str, Any]:
-    """Every value checked (`Field.check`); unknown names are not allowed here."""
-    known = {f.name: f for f in _BY_SCOPE[scope]}
-    checked = {}
-    for name, value in values.items():
-        if name not in known:
-            raise FieldError(f"{source + ': ' if source else ''}unknown {scope} field {name!r}")
-        checked[name] = known[name].check(value, source)
-    missing = [f.name for f in _BY_SCOPE[scope] if f.required and f.name not in checked]
-    if missing:
-        raise FieldError(f"{source + ': ' if source else ''}{' and '.join(missing)} must be given")
-    return checked
 
 
 def parse_config(scope: str, data: Any, source: str, ignored: Sequence[str] = ()) -> dict[str, Any]:
@@ -339,12 +331,16 @@ def parse_config(scope: str, data: Any, source: str, ignored: Sequence[str] = ()
     Keys in `ignored` are dropped; any other unknown key is an error naming it."""
     if not isinstance(data, Mapping):
         raise FieldError(f"{source} must be a JSON object, not {type(data).__name__}")
-    known = {f.name for f in _BY_SCOPE[scope]}
-    unknown = sorted(set(data) - known - set(ignored))
+    known = {f.name: f for f in _BY_SCOPE[scope]}
+    unknown = sorted(set(data) - set(known) - set(ignored))
     if unknown:
         raise FieldError(f"{source}: unknown key(s) {', '.join(unknown)}; known: "
                          f"{', '.join(sorted(known))}")
-    return check_values(scope, {k: v for k, v in data.items() if k in known}, source)
+    missing = [spec.name for spec in known.values() if spec.required and spec.name not in data]
+    if missing:
+        raise FieldError(f"{source}: {' and '.join(missing)} must be given")
+    return {name: known[name].check(value, source) for name, value in data.items()
+            if name in known}
 
 
 def resolved_identity(scope: str, values: Mapping[str, Any]) -> dict[str, Any]:
