@@ -136,33 +136,6 @@ def pytest_configure(config) -> None:
     # The runners the tests start share one cache (the probe's answer) of their own, not
     # the user's.
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="experiment-runner-tests-cache-")
-    start_cxx_cache(config)
-
-
-#: The name of the session's C++ compiler front (tests/fixtures/cxx_cache.py).
-CXX_FRONT = "experiment-runner-tests-cxx"
-
-
-def start_cxx_cache(config) -> None:
-    """Point CXX, for every process the session starts, at a front that compiles each of
-    inductor's C++ kernels once per session (tests/fixtures/cxx_cache.py): the runner gives
-    every child a fresh inductor cache, so the same kernels were compiled test after test.
-    The first process of the session (xdist's controller) sets it up; its workers inherit it."""
-    if os.path.basename(os.environ.get("CXX", "")) == CXX_FRONT:
-        return
-    folder = Path(tempfile.mkdtemp(prefix="experiment-runner-tests-cxx-"))
-    (folder / "kept").mkdir()
-    front = folder / CXX_FRONT
-    real = os.environ.get("CXX") or "g++"
-    front.write_text("#!/bin/sh\nexec " + " ".join(
-        f'"{part}"' for part in (sys.executable, "-I", PROJECT_ROOT / "tests" / "fixtures" /
-                                 "cxx_cache.py", folder / "kept", real)) + ' "$@"\n')
-    front.chmod(0o755)
-    config.stash[CXX_CACHE_KEY] = folder
-    os.environ["CXX"] = str(front)
-
-
-CXX_CACHE_KEY = pytest.StashKey[Path]()
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -177,9 +150,6 @@ def pytest_unconfigure(config) -> None:
     folder = os.environ.get("XDG_CACHE_HOME", "")
     if os.path.basename(folder).startswith("experiment-runner-tests-cache-"):
         shutil.rmtree(folder, ignore_errors=True)
-    cxx = config.stash.get(CXX_CACHE_KEY, None)
-    if cxx is not None:
-        shutil.rmtree(cxx, ignore_errors=True)
 
 
 def cli_command(output_dir: Path, *args: str) -> list[str]:
