@@ -39,6 +39,9 @@ class HostCapabilities:
     dynamo_backends: tuple[str, ...] = ()
     packages: dict[str, str] = field(default_factory=dict)
     torch_error: Optional[str] = None
+    #: Variables every child gets from what the probe established once for this host, so
+    #: that no child repeats the check (see runner/plan/probe.py: compiler_checks).
+    child_environment: dict[str, str] = field(default_factory=dict)
 
     def version_of(self, package: str) -> Optional[str]:
         return self.packages.get(package)
@@ -69,4 +72,6 @@ class HostCapabilities:
             dynamo_backends=tuple(data.get("dynamo_backends", ())),
             packages=dict(data.get("packages", {})),
             torch_error=data.get("torch_error"),
+            child_environment={str(name): str(value) for name, value
+                               in dict(data.get("child_environment") or {}).items()},
         )

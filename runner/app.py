@@ -157,6 +157,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
             print_subprocess=args.print_subprocess,
             log_level=args.log_level.upper(),
             start_method=args.start_method,
+            host_variables=tuple(sorted(host.child_environment.items())),
         ),
         settings,
         SweepInfo(run_id=uuid.uuid4().hex[:12], command=shlex.join(["experiment-runner", *argv]),

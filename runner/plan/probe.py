@@ -4,6 +4,9 @@ The parent must not start runtimes, and importing torch costs seconds, so one sm
 imports torch (never torch_xla, torchax or jax) and reports versions, CUDA devices and the
 registered dynamo backends as JSON. Package versions come from metadata, without importing.
 
+The probe also runs, once, checks that every child would otherwise repeat at its own cost
+(`compiler_checks`), and hands the children their outcome as variables.
+
 The answer is kept for a day in the cache folder (`core.host.cache_root()/host`), under a
 key of everything it depends on: the interpreter, every import path with its modification
 time (installing or removing a package changes it), the package versions, the device nodes
@@ -19,6 +22,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,7 +53,44 @@ def probe_in_this_process() -> dict[str, Any]:
         answer["dynamo_backends"] = sorted(torch._dynamo.list_backends(exclude_tags=()))
     except Exception as error:
         log.debug("dynamo backends unknown: %s", error)
+    answer["child_environment"] = compiler_checks()
     return answer
+
+
+def compiler_checks() -> dict[str, str]:
+    """Inductor's CPU vector-ISA check, made once for the host: the variables that spare
+    every child the same check, or {} when it cannot be settled here.
+
+    Before its first CPU kernel, inductor builds and loads a small program for each vector
+    ISA the CPU lists (a C++ build and a Python child that imports torch, per ISA), into its
+    cache folder. Each of our children has a fresh cache folder, so each paid this again:
+    about 10 s of every CPU compile time, which a user's warm cache never shows. When every
+    ISA the CPU lists passes here, TORCHINDUCTOR_VEC_ISA_OK=1 makes inductor skip the check
+    and pick the ISA it would have picked; when one fails, children keep checking."""
+    scratch = tempfile.mkdtemp(prefix="experiment-runner-isa-")
+    previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
+    try:
+        from torch._inductor import config, cpu_vec_isa
+
+        find_isas = cpu_vec_isa.valid_vec_isa_list.__wrapped__  # the uncached search
+        with config.patch({"cpp.vec_isa_ok": True}):
+            listed = [str(isa) for isa in find_isas()]
+        with config.patch({"cpp.vec_isa_ok": None}):
+            working = [str(isa) for isa in find_isas()]
+    except Exception as error:  # inductor's internals moved: children check for themselves
+        log.debug("inductor's vector-ISA check not made: %s", error)
+        return {}
+    finally:
+        if previous is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
+        shutil.rmtree(scratch, ignore_errors=True)
+    if listed and listed == working:
+        return {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
+    log.debug("vector ISAs listed %s, working %s: children check for themselves", listed, working)
+    return {}
 
 
 PROBE_CACHE_SECONDS = 24 * 3600
@@ -72,9 +113,22 @@ def probe_key() -> str:
         boot = ""
     devices = sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/accel*") + glob.glob("/dev/vfio/*"))
     identity = {"executable": sys.executable, "python": sys.version, "paths": paths,
+                "compiler": compiler_identity(),
                 "packages": installed_packages(), "devices": devices, "boot": boot,
                 "variables": {name: os.environ.get(name) for name in DEVICE_VARIABLES}}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def compiler_identity() -> Optional[tuple[str, int]]:
+    """The C++ compiler inductor would run (CXX, else g++) and its modification time: a new
+    compiler asks the probe's compiler checks again."""
+    found = shutil.which(os.environ.get("CXX") or "g++")
+    if found is None:
+        return None
+    try:
+        return (os.path.realpath(found), os.stat(found).st_mtime_ns)
+    except OSError:
+        return None
 
 
 def probe_cache_path() -> Path:

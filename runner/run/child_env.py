@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from types import MappingProxyType
+from typing import Mapping, Optional
 
 import backends
 from core.config import RunSettings
@@ -42,11 +43,15 @@ def child_cores(slot: Optional[Slot], cpu_set: tuple[int, ...]) -> tuple[int, ..
 
 def child_environment(planned: PlannedExperiment, role: Role, folder: Path, scratch: Path,
                       settings: RunSettings, guard: Optional[ProcessGuard] = None,
-                      slot: Optional[Slot] = None) -> dict[str, str]:
-    """The runner's environment less its own variables, plus what the stack (and, for
-    timing, the observers) declare."""
+                      slot: Optional[Slot] = None,
+                      host_variables: Mapping[str, str] = MappingProxyType({})) -> dict[str, str]:
+    """The runner's environment less its own variables, plus what the probe established for
+    the host (`host_variables`; the user's own value of one wins) and what the stack (and,
+    for timing, the observers) declare."""
     environment = {name: value for name, value in os.environ.items()
                    if not name.startswith(RUNNER_VARIABLE_PREFIX)}
+    for name, value in host_variables.items():
+        environment.setdefault(name, value)
     environment.update(OFFLINE_ENVIRONMENT)
     python_path = [str(PROJECT_ROOT)]
     if environment.get("PYTHONPATH"):

@@ -50,6 +50,8 @@ class ExecutorOptions:
     #: "spawn": a fresh interpreter per child; "forkserver": children forked from a server
     #: that preloaded the stack's libraries (runner/run/forkserver_client.py).
     start_method: str = "spawn"
+    #: Variables every child gets from the host's probe (HostCapabilities.child_environment).
+    host_variables: tuple[tuple[str, str], ...] = ()
 
 
 class ExperimentExecutor:
@@ -100,7 +102,8 @@ class ExperimentExecutor:
                           scratch: Path, slot: Optional[Slot] = None) -> dict[str, str]:
         """The runner's environment less its own variables, plus what the stack (and, for
         timing, the observers) declare."""
-        return child_environment(planned, role, folder, scratch, self.settings, self.guard, slot)
+        return child_environment(planned, role, folder, scratch, self.settings, self.guard, slot,
+                                 dict(self.options.host_variables))
 
     def run_child(self, planned: PlannedExperiment, role: Role,
                   slot: Optional[Slot] = None) -> ChildOutcome:

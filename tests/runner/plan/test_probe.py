@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import shutil
 import time
 
 import pytest
@@ -21,6 +23,10 @@ def own_cache(tmp_path, monkeypatch):
 def test_the_answer_is_kept_and_used_until_it_is_a_day_old(own_cache):
     fresh = probe_host()
     assert fresh.torch_version and fresh.torch_error is None
+    if platform.machine() == "x86_64" and shutil.which("g++"):
+        # Every vector ISA an x86 CPU lists builds with g++: inductor's check is made here,
+        # once, and no child repeats it.
+        assert fresh.child_environment == {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
     path = probe_cache_path()
     assert path.is_relative_to(own_cache / "experiment-runner" / "host")
     kept = json.loads(path.read_text())
@@ -49,6 +55,27 @@ def test_the_key_follows_devices_and_installed_packages(own_cache, monkeypatch, 
     (packages / "newly_installed-1.0.dist-info").mkdir()
     os.utime(packages, (time.time() + 5, time.time() + 5))
     assert probe_key() != with_folder
+
+
+def test_the_key_follows_the_cpp_compiler(own_cache, monkeypatch, tmp_path):
+    key = probe_key()
+    compiler = tmp_path / "c++"
+    compiler.write_text("#!/bin/sh\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CXX", str(compiler))
+    with_ours = probe_key()
+    assert with_ours != key
+    os.utime(compiler, (time.time() + 5, time.time() + 5))  # the compiler upgraded
+    assert probe_key() != with_ours
+
+
+def test_the_probes_variables_survive_the_cache(own_cache):
+    from core.host import HostCapabilities
+
+    kept = {"torch_version": "2.9.0", "child_environment": {"TORCHINDUCTOR_VEC_ISA_OK": "1"}}
+    assert HostCapabilities.from_dict(json.loads(json.dumps(kept))).child_environment == {
+        "TORCHINDUCTOR_VEC_ISA_OK": "1"}
+    assert HostCapabilities.from_dict({"torch_version": "2.9.0"}).child_environment == {}
 
 
 @pytest.mark.e2e

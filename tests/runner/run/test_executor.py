@@ -114,3 +114,15 @@ def test_the_child_environment_holds_no_runner_variable(tmp_path, monkeypatch):
     # Only the timing child dumps HLO, into its own folder.
     assert timing["XLA_FLAGS"] == f"--xla_dump_to={(tmp_path / 't').resolve() / 'hlo'}"
     assert "XLA_FLAGS" not in verifying
+
+
+def test_children_get_the_probes_variables_unless_the_user_set_them(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_VEC_ISA_OK", raising=False)
+    options = ExecutorOptions(output_dir=tmp_path, host_variables=(("TORCHINDUCTOR_VEC_ISA_OK", "1"),))
+    executor = ExperimentExecutor(options, RunSettings(), SWEEP)
+    planned = PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager")
+    assert executor.child_environment(planned, Role.TIME, tmp_path / "t", tmp_path)[
+        "TORCHINDUCTOR_VEC_ISA_OK"] == "1"
+    monkeypatch.setenv("TORCHINDUCTOR_VEC_ISA_OK", "0")
+    assert executor.child_environment(planned, Role.TIME, tmp_path / "t", tmp_path)[
+        "TORCHINDUCTOR_VEC_ISA_OK"] == "0"
