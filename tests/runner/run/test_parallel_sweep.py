@@ -122,6 +122,14 @@ def test_longest_first_puts_never_timed_experiments_first_then_the_slowest():
     assert [item.model.model_name for item in order] == ["d", "b", "c", "a"]
 
 
+def test_durations_leave_out_lines_whose_parts_are_not_objects():
+    odd = [dict(line("a", 1.0), summary="n/a"), dict(line("a", 1.0), model="x"),
+           dict(line("a", 2.0), experiment=["y"]), line("a", 3.0)]
+    assert expected_durations(odd) == {
+        "a|eager|eval|fp32|cpu|None": 3.0, "|eager|eval|fp32|cpu|None": 1.0,
+        "a|eager|None|None|None|None": 2.0}  # each odd part read as empty, never a crash
+
+
 def test_without_durations_the_plan_order_stays():
     order = longest_first([planned(name) for name in "cab"], {})
     assert [item.model.model_name for item in order] == ["c", "a", "b"]
