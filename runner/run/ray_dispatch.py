@@ -12,8 +12,8 @@ artifacts stay on that node unless the output folder is shared between the nodes
 says which node made it (`environment.ray_node_id`, `environment.ray_node_ip`).
 
 A node lost while it runs an experiment (or its worker killed) gives a failed line that says
-so; with `retries`, Ray runs the task again (elsewhere if need be) up to that many times
-first. A failure of the harness itself inside the task (a full disk, a node without the
+so, with `failure_kind` "infrastructure", which resume runs again; with `retries`, Ray runs
+the task again (elsewhere if need be) up to that many times first. A failure of the harness itself inside the task (a full disk, a node without the
 project installed) stops the sweep, as it does locally.
 
 Ray is imported only here, and only when a dispatcher is made: the runner never needs it.
@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any, Iterable, Mapping, Optional
 
 from core.config import RunSettings
-from core.schema import Status, VerificationCode, bounded
+from core.schema import FailureKind, Status, VerificationCode, bounded
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.run.guard import ProcessGuard
 from runner.plan.matrix import PlannedExperiment
@@ -363,7 +363,8 @@ class RayDispatcher:
         """The line of an experiment whose task was lost with its node or worker."""
         return self.executor.new_line(
             planned, status=Status.FAILED, metrics={"error": reason},
-            verification_code=VerificationCode.VERIFIER_DIDNT_RUN).to_dict()
+            verification_code=VerificationCode.VERIFIER_DIDNT_RUN,
+            failure_kind=FailureKind.INFRASTRUCTURE).to_dict()
 
     def skipped_line(self, planned: PlannedExperiment, reason: str) -> dict[str, Any]:
         return self.executor.skipped_line(planned, reason).to_dict()

@@ -29,6 +29,7 @@ import psutil
 
 from core.contract import LOG_FILE, RESULT_FILE, ChildResult, read_message
 from runner.run.guard import ProcessGuard
+from runner.run.oom import MemoryWatch
 
 if TYPE_CHECKING:
     from runner.run.forkserver_client import ForkedChild
@@ -53,6 +54,12 @@ class ChildOutcome:
     wall_seconds: float = 0.0
     output_tail: str = ""
     notes: list[str] = field(default_factory=list)
+    #: Set when the child ended because of the infrastructure, not the experiment (its fork
+    #: server was lost): why. Such a line is one that resume retries.
+    infrastructure_failure: Optional[str] = None
+    #: What says the child ran out of memory, when it was killed by SIGKILL and something
+    #: does (the kernel's log, the memory watch); None otherwise.
+    out_of_memory: Optional[str] = None
 
 
 class ExperimentCancelled(KeyboardInterrupt):
@@ -94,7 +101,9 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-def describe_exit(returncode: Optional[int]) -> str:
+def describe_exit(returncode: Optional[int], out_of_memory: Optional[str] = None) -> str:
+    """What the exit status says, and no more: a SIGKILL is named as such, and called the
+    out-of-memory killer's only where `out_of_memory` says what showed it."""
     if returncode is None:
         return "the child did not exit"
     if returncode >= 0:
@@ -106,8 +115,8 @@ def describe_exit(returncode: Optional[int]) -> str:
     text = f"the child was killed by {name}"
     if name == "SIGSEGV":
         text += " (segmentation fault)"
-    elif name == "SIGKILL":
-        text += " (the kernel's out-of-memory killer sends this)"
+    elif name == "SIGKILL" and out_of_memory:
+        text += f": out of memory ({out_of_memory})"
     return text
 
 
@@ -179,6 +188,7 @@ class Supervisor:
         result_path = folder / RESULT_FILE
         outcome = ChildOutcome(folder)
         start = time.monotonic()
+        memory = MemoryWatch.start(start)
         try:
             # Unbuffered: a failed write (full disk) shows in the pump, never at close.
             with open(folder / LOG_FILE, "wb", buffering=0) as log_file:
@@ -189,7 +199,7 @@ class Supervisor:
                 pumping = threading.Thread(target=pump.run, daemon=True)
                 pumping.start()
                 try:
-                    self.watch(process, result_path, outcome, start)
+                    self.watch(process, result_path, outcome, start, memory)
                 finally:
                     kill_tree(process.pid)
                     process.wait()
@@ -202,6 +212,10 @@ class Supervisor:
             raise OSError(pump.error.errno, pump.error.strerror, str(folder / LOG_FILE))
         outcome.returncode = process.returncode
         outcome.wall_seconds = time.monotonic() - start
+        outcome.infrastructure_failure = getattr(process, "lost_reason", None)
+        if process.returncode == -signal.SIGKILL and not outcome.infrastructure_failure \
+                and not outcome.memory_exceeded and not outcome.timed_out:
+            outcome.out_of_memory = memory.out_of_memory(process.pid)
         outcome.output_tail = read_tail(folder / LOG_FILE)
         if result_path.exists():
             try:
@@ -214,14 +228,18 @@ class Supervisor:
         return outcome
 
     def watch(self, process: "subprocess.Popen | ForkedChild", result_path: Path,
-              outcome: ChildOutcome, start: float) -> None:
+              outcome: ChildOutcome, start: float, memory: Optional[MemoryWatch] = None) -> None:
         """Poll the child until it exits, or kill-worthy: past the timeout, over the memory
-        limit, or lingering after its result; raise ExperimentCancelled when the sweep stops."""
+        limit, or lingering after its result; raise ExperimentCancelled when the sweep stops,
+        also when the child ended meanwhile without a result (whatever ended it then, a
+        stopped runner's clean-up included, is no outcome of the experiment)."""
         result_seen_at: Optional[float] = None
         while process.poll() is None:
             if self.cancelled.is_set():
                 raise ExperimentCancelled("the sweep was stopped")
             now = time.monotonic()
+            if memory is not None:
+                memory.look()
             rss = tree_rss_bytes(process.pid)
             outcome.peak_tree_rss_bytes = max(outcome.peak_tree_rss_bytes, rss)
             limit = self.memory_limit_bytes
@@ -251,3 +269,5 @@ class Supervisor:
                 process.wait(timeout=POLL_SECONDS)
             except subprocess.TimeoutExpired:
                 pass
+        if self.cancelled.is_set() and not result_path.exists():
+            raise ExperimentCancelled("the sweep was stopped")
