@@ -3,7 +3,8 @@
 A child runs in a process session of its own; a timeout, a memory limit or a stopped sweep
 kills its whole process tree, grandchildren included (if the runner itself is killed, its
 guard, runner/run/guard.py, does). The child's output is copied to its log by a pump that
-never lets the child block on a full pipe.
+reads it in blocks and never lets the child block on a full pipe; the log keeps its head
+and its tail.
 
 A write the parent cannot make (the child's log: a full disk, a file-size limit) raises
 OSError naming the file; so does a child that could not write its result
@@ -35,6 +36,14 @@ if TYPE_CHECKING:
     from runner.run.forkserver_client import ForkedChild
 
 OUTPUT_TAIL_CHARS = 2500
+#: What a child's log keeps of its output: the first and the last bytes.
+LOG_HEAD_BYTES = 4 * 2**20
+LOG_TAIL_BYTES = 4 * 2**20
+#: The pump reads up to this much at a time.
+BLOCK_BYTES = 2**20
+#: The room asked for in the pipe of the child's output (Linux caps it for unprivileged
+#: users at /proc/sys/fs/pipe-max-size, 1 MiB by default).
+PIPE_BYTES = 2**20
 POLL_SECONDS = 0.1
 EXIT_GRACE_SECONDS = 60.0
 #: The worker's exit status when it cannot write its result (sysexits' EX_IOERR).
@@ -121,29 +130,94 @@ def describe_exit(returncode: Optional[int], out_of_memory: Optional[str] = None
 
 
 class OutputPump:
-    """Copies the child's output to its log; a failed write (full disk) is kept, and the
-    output is still drained so the child never blocks on a full pipe."""
+    """Copies the child's output to its log, in blocks, keeping at most the head and the tail.
 
-    def __init__(self, stream: IO[bytes], log_file: IO[bytes], echo: bool) -> None:
+    The child must never wait on its output: the pump reads whatever the pipe holds, up to
+    `BLOCK_BYTES` at a time (never a line or a byte at a time), and enlarges the pipe where
+    Linux lets it. The log keeps the first `head_bytes` as they come and the last
+    `tail_bytes` (written when the output ends), with a line saying how many bytes were
+    dropped between them. A failed write (full disk) is kept, and the output is still
+    drained so the child never blocks on a full pipe. With `echo`, everything is echoed.
+    """
+
+    def __init__(self, stream: IO[bytes], log_file: IO[bytes], echo: bool,
+                 head_bytes: int = LOG_HEAD_BYTES, tail_bytes: int = LOG_TAIL_BYTES) -> None:
         self.stream, self.log_file, self.echo = stream, log_file, echo
+        self.head_bytes, self.tail_bytes = head_bytes, tail_bytes
         self.error: Optional[OSError] = None
-        self.tail: collections.deque[bytes] = collections.deque(maxlen=40)
+        self.total = 0
+        self.dropped = 0
+        self._head_left = head_bytes
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_size = 0
 
     def run(self) -> None:
-        for chunk in iter(self.stream.readline, b""):
-            self.tail.append(chunk[-OUTPUT_TAIL_CHARS:])
-            if self.error is None:
-                try:
-                    self.log_file.write(chunk)
-                except OSError as error:
-                    self.error = error
+        fd = self.stream.fileno()
+        _enlarge_pipe(fd)
+        while True:
+            try:
+                chunk = os.read(fd, BLOCK_BYTES)
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.total += len(chunk)
+            self._keep(chunk)
             if self.echo:
                 sys.stderr.write(chunk.decode("utf-8", "replace"))
                 sys.stderr.flush()
+        self._finish()
+
+    def _keep(self, chunk: bytes) -> None:
+        if self._head_left > 0:
+            head, chunk = chunk[:self._head_left], chunk[self._head_left:]
+            self._head_left -= len(head)
+            self._write(head)
+        if not chunk:
+            return
+        self._tail.append(chunk)
+        self._tail_size += len(chunk)
+        while self._tail_size - len(self._tail[0]) >= self.tail_bytes:
+            self.dropped += len(self._tail[0])
+            self._tail_size -= len(self._tail.popleft())
+
+    def _finish(self) -> None:
+        tail = b"".join(self._tail)
+        if len(tail) > self.tail_bytes:
+            self.dropped += len(tail) - self.tail_bytes
+            tail = tail[-self.tail_bytes:]
+        self._tail.clear()
+        self._tail.append(tail)
+        self._tail_size = len(tail)
+        if self.dropped:
+            self._write(f"\n[experiment-runner: {self.dropped} bytes of the child's output "
+                        f"dropped here; the log keeps the first {self.head_bytes} and the last "
+                        f"{self.tail_bytes} bytes of {self.total}]\n".encode())
+        self._write(tail)
+
+    def _write(self, data: bytes) -> None:
+        if self.error is not None or not data:
+            return
+        try:
+            self.log_file.write(data)
+        except OSError as error:
+            self.error = error
 
     def last_line(self) -> str:
-        lines = b"".join(self.tail).decode("utf-8", "replace").strip().splitlines()
+        lines = b"".join(self._tail).decode("utf-8", "replace").strip().splitlines()
         return lines[-1] if lines else ""
+
+
+def _enlarge_pipe(fd: int) -> None:
+    """Give the child's pipe room for PIPE_BYTES (Linux's F_SETPIPE_SZ; best effort)."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (OSError, ImportError, ValueError):
+        pass
 
 
 def read_tail(path: Path, limit: int = OUTPUT_TAIL_CHARS) -> str:
