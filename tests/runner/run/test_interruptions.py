@@ -3,7 +3,7 @@ items 3 and 4): a stopped runner leaves no line for what it interrupted, a lost 
 leaves a line that resume runs again, and a SIGKILL is called out of memory only where
 something saw it."""
 
-import io
+import os
 import re
 import signal
 import subprocess
@@ -31,7 +31,10 @@ class FakeChild:
     whose fork server died with the thread that started it did (issue 23, item 3)."""
 
     def __init__(self, cancelled: threading.Event, lost_reason=None) -> None:
-        self.pid, self.stdout, self.returncode = NO_SUCH_PID, io.BytesIO(b"some output\n"), None
+        read_end, write_end = os.pipe()
+        os.write(write_end, b"some output\n")
+        os.close(write_end)
+        self.pid, self.stdout, self.returncode = NO_SUCH_PID, os.fdopen(read_end, "rb", buffering=0), None
         self.cancelled, self.lost_reason_text = cancelled, lost_reason
 
     @property
