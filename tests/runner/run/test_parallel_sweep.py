@@ -45,12 +45,13 @@ def test_two_jobs_run_side_by_side_on_disjoint_pinned_cores(run_cli):
 
 
 @pytest.mark.e2e
-@needs_two_cores
-def test_each_device_job_sees_only_its_own_device(run_cli):
+def test_devices_on_a_cpu_sweep_are_refused_before_anything_runs(run_cli):
+    # Issue 23: --devices was accepted on CPU runs (each CPU job then got a CUDA device it
+    # never used); which device each CUDA job sees is tested with plan_slots (test_slots).
     run = run_cli(*EAGER, "--devices=3,5")
-    assert run.returncode == 0, run.stderr
-    seen = {line["environment"]["variables"]["CUDA_VISIBLE_DEVICES"] for line in run.lines()}
-    assert seen <= {"3", "5"} and len(run.lines()) == 3
+    assert run.returncode == 2, run.stderr
+    assert "--devices=3,5 names CUDA devices, and this sweep runs no CUDA experiment" in run.stderr
+    assert not run.results_path.exists()
 
 
 @pytest.mark.e2e
