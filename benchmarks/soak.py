@@ -371,11 +371,20 @@ def planned_by(root: Path, argument_lists: list[list[str]]) -> set[str]:
 
 
 def fork_servers(runner: Runner) -> list[psutil.Process]:
+    """The runner's fork servers, those with a running child (not a zombie) first."""
+    def running_children(server: psutil.Process) -> int:
+        try:
+            return sum(child.status() != psutil.STATUS_ZOMBIE for child in server.children())
+        except psutil.Error:
+            return 0
+
     try:
-        return [child for child in psutil.Process(runner.process.pid).children()
-                if "runner.run.forkserver_server" in " ".join(child.cmdline())]
+        servers = [child for child in psutil.Process(runner.process.pid).children()
+                   if "runner.run.forkserver_server" in " ".join(child.cmdline())]
     except psutil.Error:
         return []
+    busy = [server for server in servers if running_children(server)]
+    return busy or servers
 
 
 def foreign_metrics(output: Path, line: dict) -> Optional[str]:
@@ -434,7 +443,8 @@ def runs_a_child(runner: Runner) -> bool:
         for child in psutil.Process(runner.process.pid).children():
             command = " ".join(child.cmdline())
             if "runner.child.worker" in command or (
-                    "runner.run.forkserver_server" in command and child.children()):
+                    "runner.run.forkserver_server" in command and any(
+                        forked.status() != psutil.STATUS_ZOMBIE for forked in child.children())):
                 return True
     except psutil.Error:
         return False
