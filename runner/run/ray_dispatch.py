@@ -36,6 +36,8 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, Iterable, Mapping, Optional
 
+import psutil
+
 from core.config import RunSettings
 from core.schema import FailureKind, Status, VerificationCode, bounded
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
@@ -268,9 +270,17 @@ class RayDispatcher:
                     "Ray was imported before the runner could keep it on 127.0.0.1; set "
                     f"{CLUSTER_MODE_VARIABLE}=0 before starting the runner")
             keywords["_node_ip_address"] = LOOPBACK_IP
+        marked: dict[str, Optional[str]] = {}
         if address is None:
             keywords.update(include_dashboard=False,
                             object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+            # The local instance's processes (GCS, raylet, the dashboard and runtime-env
+            # agents, workers) carry the runner's token: if the driver is killed (SIGKILL),
+            # its guard kills them at once; they used to linger for minutes.
+            if self.executor.guard is not None:
+                for name, value in self.executor.guard.environment().items():
+                    marked[name] = os.environ.get(name)
+                    os.environ[name] = value
         else:
             check_reachable(address)
             keywords["address"] = address
@@ -286,8 +296,30 @@ class RayDispatcher:
         finally:
             if sigterm is not None:
                 signal.signal(signal.SIGTERM, sigterm)
+            for name, value in marked.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        if address is None:
+            self._watch_local_instance()
         self._connected_here = True
         log.info("connected to Ray: %s", address or "a new local instance on 127.0.0.1")
+
+    def _watch_local_instance(self) -> None:
+        """Have the guard kill the local instance's processes if the driver is killed: its
+        agents rewrite their environment (their process title), so the token may not show;
+        the guard knows them by pid and start time."""
+        guard = self.executor.guard
+        if guard is None:
+            return
+        try:
+            processes = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return
+        for process in processes:
+            if process.pid != guard.pid:
+                guard.watch_process(process.pid)
 
     def _cluster_capacity(self, accelerators: Iterable[str]) -> int:
         largest: dict[str, float] = {}

@@ -372,3 +372,35 @@ def test_stopping_the_sweep_cancels_its_tasks_and_kills_their_whole_process_tree
     assert not alive, [process.cmdline() for process in alive]
     assert not run.results_path.exists() or run.lines() == []
 
+
+
+@pytest.mark.e2e
+@needs_ray
+def test_a_killed_driver_leaves_no_process_of_the_ray_instance_it_started(tmp_path, monkeypatch):
+    """Issue 23: after the driver was SIGKILLed, the dashboard and runtime-env agents of the
+    local instance it had started lived on for minutes; its guard now kills them at once."""
+    base = tempfile.mkdtemp(prefix="rk", dir="/tmp")  # Ray's socket paths stay short
+    monkeypatch.setenv("RAY_TMPDIR", base)
+    output = tmp_path / "output"
+    sweep = start_cli(output, "--executor=ray", "--suite-name=faults", "-k", "^hang$", *EAGER_CPU)
+    try:
+        deadline = time.monotonic() + 240
+        ray_processes: list[psutil.Process] = []
+        while not any("time.sleep(3600)" in command_of(process) for process in ray_processes):
+            assert sweep.poll() is None and time.monotonic() < deadline, "the hang model never ran"
+            time.sleep(0.5)
+            ray_processes = psutil.Process(sweep.pid).children(recursive=True)
+        agents = [p for p in ray_processes if "agent" in command_of(p)]
+        assert agents, [command_of(p) for p in ray_processes]  # the dashboard, runtime-env agents
+        sweep.kill()
+        sweep.communicate(timeout=60)
+        _, alive = psutil.wait_procs(ray_processes, timeout=20)
+        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        for process in alive:
+            process.kill()
+        # The agents, and the experiment's grandchild (its task's own guard kills it).
+        assert not alive, [command_of(process)[:100] for process in alive]
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+        shutil.rmtree(base, ignore_errors=True)
