@@ -318,14 +318,18 @@ def test_a_node_lost_mid_experiment_gives_a_failed_line_naming_it(two_nodes, tmp
     assert "the Ray node running this experiment was lost" in error
     assert f"node ID: {lost}" in error and "--retries=N" in error
     assert lines["failed"]["verification_code"] == "VERIFIER_DIDNT_RUN"
+    assert lines["failed"]["failure_kind"] == "infrastructure"
     assert lines["ok"]["environment"]["ray_node_id"] == two_nodes.head.node_id
     assert "1 failed" in run.stdout
 
-    # The failed line is recorded: running the same command again adds nothing.
+    # A lost node is no failure of the experiment (issue 23): running the same command
+    # again runs it again, and only it.
     again = run_to_end(output, "--executor=ray", f"--ray-address={two_nodes.address}",
                        *TWO_EXPERIMENTS)
     assert again.returncode == 0, again.stderr
-    assert len(again.lines()) == 2
+    assert len(again.lines()) == 3
+    assert again.lines()[2]["fingerprint"] == lines["failed"]["fingerprint"]
+    assert again.lines()[2]["status"] == "ok"
 
 
 @pytest.mark.e2e
