@@ -1,14 +1,25 @@
 """Soak test: several runners on one output folder, killed and restarted at random.
 
-N runner slots run the faults suite (with a short --subprocess-timeout) and the builtin
-suite on one output folder; at random moments a runner (mostly one running an experiment's child)
-gets SIGKILL, SIGTERM or SIGINT and its slot starts a runner again (of either suite). When
-the kills are spent or every experiment is recorded, the runners still going finish, then
-one last runner per suite completes the sweep. Then the invariants are checked and the
-figures printed:
+N runner slots run the faults suite (with a short --subprocess-timeout), the builtin suite
+and the dummy suite on one output folder, each runner with --jobs=1 or --jobs=2, and each
+one of two versions of the runner: this tree, or a copy of it whose default matmul
+precision differs (so the two plan different experiments for the same command, and share
+the results file, its lock and its claims). At random moments one fault strikes a runner
+(mostly one running an experiment's child): SIGKILL, SIGTERM or SIGINT (its slot then
+starts a runner again, of any suite and version); SIGSTOP, then SIGCONT a few seconds
+later, while it holds claims; or SIGKILL to one of its fork servers. When the faults are
+spent or every experiment is recorded, the runners still going finish, then one last runner
+per suite and version completes the sweep. Then the invariants are checked and the figures
+printed:
 
 - the results file parses (no bad line);
-- exactly one line per planned experiment: none missing, no duplicate, none unplanned;
+- exactly one line per planned experiment that is not an infrastructure failure (a fork
+  server lost: `failure_kind` "infrastructure", which resume runs again; those lines are
+  counted, and never follow the experiment's own line): none missing, no duplicate, none
+  unplanned;
+- no line records an interruption or an infrastructure failure as the experiment's own:
+  every builtin and dummy experiment is ok, and every faults experiment failed with its own
+  fault's reason (never "killed by SIGKILL");
 - every line's metrics are those of its own child (the result.json and spec.json in the
   line's own `artifacts` folder, from the line's own run);
 - no process of any runner is left (runners, guards, workers, grandchildren such as the
@@ -17,7 +28,10 @@ figures printed:
 - every runner stopped by SIGTERM or SIGINT exited 143 or 130 (0 if it had just finished)
   without a traceback.
 
-    python benchmarks/soak.py [--runners 3] [--kills 12] [--seed 1] [--keep DIR]
+    python benchmarks/soak.py [--runners 3] [--kills 12] [--batch-sizes 6] [--seed 1] [--keep DIR]
+
+With the defaults the plan holds 6 faults, 12 x 6 builtin and 4 x 6 dummy experiments per
+version: 204 in all.
 
 Exit status 0 when there is no violation.
 """
@@ -56,8 +70,24 @@ SUITES = {
                "--memory-limit-mb=900"],
     "builtin": ["--suite-name=builtin", "--test=eval", "--test=train", "--precision=fp32",
                 "--precision=bf16", "--repeat=2"],
+    "dummy": ["--suite-name=dummy", "--test=eval", "--test=train", "--precision=fp32",
+              "--precision=bf16", "--repeat=2"],
+}
+#: The suites whose experiments sweep the batch sizes (more experiments, each as cheap).
+BATCHED = ("builtin", "dummy")
+#: Each faults model's own failure, as its line must say it.
+FAULT_REASONS = {
+    "raises": "raised RuntimeError", "segfault": "killed by SIGSEGV",
+    "exit": "exited with status 3", "signal": "killed by SIGTERM",
+    "hang": "past the timeout", "memory_hog": "over the memory limit",
 }
 STOP_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
+#: The faults: a stop signal, a pause (SIGSTOP, then SIGCONT), a fork server killed.
+FAULTS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGSTOP", "fork server")
+#: The other version: its default matmul precision (this tree's is "high").
+OTHER_DEFAULT = ('default="high", choices=MATMUL_PRECISIONS',
+                 'default="highest", choices=MATMUL_PRECISIONS')
+VERSIONS = ("this", "other")
 
 
 @dataclass
@@ -66,6 +96,8 @@ class Runner:
     suite: str
     process: subprocess.Popen
     log: Path
+    version: str = "this"
+    jobs: int = 1
     signal_sent: Optional[int] = None
     started: float = field(default_factory=time.monotonic)
 
@@ -77,7 +109,10 @@ class Figures:
     kills_mid_experiment: int = 0
     planned: int = 0
     lines: int = 0
+    infrastructure_lines: int = 0
     taken_over: int = 0
+    runners_by_version: Counter = field(default_factory=Counter)
+    runners_with_two_jobs: int = 0
     violations: Counter = field(default_factory=Counter)
     details: list[str] = field(default_factory=list)
 
@@ -88,8 +123,11 @@ class Figures:
 
 
 class Soak:
-    def __init__(self, folder: Path, slots: int, kills: int, rng: random.Random) -> None:
+    def __init__(self, folder: Path, slots: int, kills: int, rng: random.Random,
+                 batch_sizes: int = 6) -> None:
         self.folder, self.slots, self.kill_budget, self.rng = folder, slots, kills, rng
+        self.batch_sizes = batch_sizes
+        self.roots = {"this": ROOT, "other": other_version(folder / "other-version")}
         self.output = folder / "output"
         self.tmp = folder / "tmp"
         self.logs = folder / "logs"
@@ -104,21 +142,37 @@ class Soak:
         self.timeline: list[str] = []
         self.began = time.monotonic()
 
-    def command(self, suite: str) -> list[str]:
-        return [sys.executable, str(ROOT / "experiment_runner.py"), *COMMON, *SUITES[suite],
-                f"--output-dirname={self.output}"]
+    def arguments(self, suite: str) -> list[str]:
+        batches = ([f"--batch-size={size}" for size in range(1, self.batch_sizes + 1)]
+                   if suite in BATCHED else [])
+        return [*COMMON, *SUITES[suite], *batches]
 
-    def start(self, slot: int, suite: str) -> Runner:
+    def command(self, suite: str, version: str = "this", jobs: int = 1) -> list[str]:
+        return [sys.executable, str(self.roots[version] / "experiment_runner.py"),
+                *self.arguments(suite), f"--jobs={jobs}", f"--output-dirname={self.output}"]
+
+    def start(self, slot: int, suite: str, version: Optional[str] = None,
+              jobs: Optional[int] = None) -> Runner:
+        version = version or self.rng.choice(VERSIONS)
+        jobs = jobs or self.rng.choice((1, 2))
         self.figures.runners += 1
-        log = self.logs / f"runner-{self.figures.runners:03d}-{suite}.log"
+        self.figures.runners_by_version[version] += 1
+        self.figures.runners_with_two_jobs += jobs == 2
+        log = self.logs / f"runner-{self.figures.runners:03d}-{suite}-{version}-j{jobs}.log"
+        environment = dict(self.environment, PYTHONPATH=os.pathsep.join(
+            [str(self.roots[version])] + self.environment["PYTHONPATH"].split(os.pathsep)[1:]))
         with open(log, "wb") as handle:
-            process = subprocess.Popen(self.command(suite), env=self.environment, cwd=str(ROOT),
-                                       stdout=handle, stderr=subprocess.STDOUT)
-        return Runner(slot, suite, process, log)
+            process = subprocess.Popen(self.command(suite, version, jobs), env=environment,
+                                       cwd=str(self.roots[version]), stdout=handle,
+                                       stderr=subprocess.STDOUT)
+        return Runner(slot, suite, process, log, version, jobs)
 
     def run(self) -> Figures:
         suites = list(SUITES)
-        self.planned = planned_fingerprints([COMMON + SUITES[suite] for suite in SUITES])
+        self.planned = set()
+        for version in VERSIONS:
+            self.planned |= planned_by(self.roots[version],
+                                       [self.arguments(suite) for suite in suites])
         running = {slot: self.start(slot, suites[slot % len(suites)]) for slot in range(self.slots)}
         kills = 0
         while kills < self.kill_budget and not self.complete():
@@ -127,36 +181,62 @@ class Soak:
                 if runner.process.poll() is not None:
                     self.finished[runner.log.name] = runner
                     running[slot] = self.start(slot, self.rng.choice(suites))
-            victim = running[self.pick_victim(running)]
-            signum = self.rng.choice(STOP_SIGNALS)
-            if victim.process.poll() is None:
-                busy = runs_a_child(victim)
-                self.figures.kills_mid_experiment += busy
-                self.timeline.append(f"{time.monotonic() - self.began:6.1f} s: "
-                                     f"{signal.Signals(signum).name} to {victim.log.name}"
-                                     f"{' (running a child)' if busy else ''}")
-                victim.process.send_signal(signum)
-                victim.signal_sent = signum
-                self.figures.kills[signal.Signals(signum).name] += 1
+            slot = self.pick_victim(running)
+            victim = running[slot]
+            fault = self.rng.choice(FAULTS)
+            if victim.process.poll() is None and self.strike(victim, fault):
                 kills += 1
+            if victim.process.poll() is None and victim.signal_sent is None:
+                continue  # paused and resumed, or its fork server killed: it goes on
             victim.process.wait(timeout=180)
             self.finished[victim.log.name] = victim
             running[slot] = self.start(slot, self.rng.choice(suites))
         for runner in running.values():
-            runner.process.wait(timeout=900)
+            runner.process.wait(timeout=1800)
             self.finished[runner.log.name] = runner
-        last = [self.start(-1, suite) for suite in suites]  # completes whatever is left
+        # Complete whatever is left, one runner per suite and version.
+        last = [self.start(-1, suite, version, 1) for suite in suites for version in VERSIONS]
         for runner in last:
-            runner.process.wait(timeout=900)
+            runner.process.wait(timeout=1800)
             self.finished[runner.log.name] = runner
         self.check()
         return self.figures
+
+    def strike(self, victim: Runner, fault: str) -> bool:
+        """One fault to a running runner; whether it struck (a fork server needs one)."""
+        busy = runs_a_child(victim)
+        at = f"{time.monotonic() - self.began:6.1f} s"
+        where = f"{victim.log.name}{' (running a child)' if busy else ''}"
+        if fault == "fork server":
+            servers = fork_servers(victim)
+            if not servers:
+                return False
+            server = self.rng.choice(servers)
+            try:
+                server.kill()
+            except psutil.Error:
+                return False
+            self.timeline.append(f"{at}: SIGKILL to fork server {server.pid} of {where}")
+        elif fault == "SIGSTOP":
+            victim.process.send_signal(signal.SIGSTOP)
+            pause = self.rng.uniform(1.0, 8.0)
+            time.sleep(pause)
+            victim.process.send_signal(signal.SIGCONT)
+            self.timeline.append(f"{at}: SIGSTOP to {where}, SIGCONT {pause:.1f} s later")
+        else:
+            signum = signal.Signals[fault]
+            victim.process.send_signal(signum)
+            victim.signal_sent = signum
+            self.timeline.append(f"{at}: {fault} to {where}")
+        self.figures.kills[fault] += 1
+        self.figures.kills_mid_experiment += busy
+        return True
 
     def pick_victim(self, running: dict[int, Runner]) -> int:
         """Mostly a runner in the middle of an experiment (waiting a little for one): that
         is where claims, children and lines are at stake; otherwise any runner."""
         if self.rng.random() < 0.9:
-            deadline = time.monotonic() + 4
+            deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 busy = [slot for slot, runner in running.items() if runs_a_child(runner)]
                 if busy:
@@ -170,7 +250,8 @@ class Soak:
     def complete(self) -> bool:
         """Whether the results hold every planned experiment (the kills stop then)."""
         lines = read_results(self.output / "results.jsonl").lines
-        return self.planned <= {line.get("fingerprint") for line in lines}
+        return self.planned <= {line.get("fingerprint") for line in lines
+                                if line.get("failure_kind") != "infrastructure"}
 
     # The invariants.
 
@@ -213,7 +294,20 @@ class Soak:
         self.figures.lines = len(read.lines)
         for bad in read.bad_lines:
             self.figures.violation("unreadable line", f"line {bad.lineno}: {bad.reason}")
-        counts = Counter(line.get("fingerprint") for line in read.lines)
+        own = [line for line in read.lines if line.get("failure_kind") != "infrastructure"]
+        self.figures.infrastructure_lines = len(read.lines) - len(own)
+        recorded: set = set()
+        for line in read.lines:
+            fp = line.get("fingerprint")
+            if line.get("failure_kind") == "infrastructure" and fp in recorded:
+                self.figures.violation("duplicate", f"{str(fp)[:12]}: an infrastructure "
+                                       "failure after its own line")
+            elif line.get("failure_kind") != "infrastructure":
+                recorded.add(fp)
+            problem = wrong_outcome(line)
+            if problem:
+                self.figures.violation("wrong outcome", f"{line.get('experiment_id')}: {problem}")
+        counts = Counter(line.get("fingerprint") for line in own)
         for fp in planned - set(counts):
             self.figures.violation("missing", fp[:12])
         for fp, count in counts.items():
@@ -231,6 +325,68 @@ class Soak:
                 self.figures.violation("foreign metrics", f"{line.get('experiment_id')}: {problem}")
 
 
+def wrong_outcome(line: dict) -> Optional[str]:
+    """Why the line records something other than its experiment's own outcome, or None:
+    builtin and dummy experiments succeed; a faults experiment fails with its own reason; an
+    infrastructure failure names its cause."""
+    error = str((line.get("metrics") or {}).get("error", ""))
+    if line.get("failure_kind") == "infrastructure":
+        return None if "fork server" in error else f"an infrastructure failure saying {error[:80]!r}"
+    model = (line.get("model") or {}).get("model_name")
+    if (line.get("model") or {}).get("suite_name") == "faults":
+        # Its own fault, or the short --subprocess-timeout where the machine is slow: the
+        # experiment's own outcome either way (never a SIGKILL it did not cause).
+        expected = FAULT_REASONS.get(model, "?")
+        if line.get("status") != "failed" or (expected not in error
+                                              and FAULT_REASONS["hang"] not in error):
+            return f"{line.get('status')}, not failed with {expected!r}: {error[:80]!r}"
+        return None
+    if line.get("status") != "ok":
+        return f"{line.get('status')}: {error[:80]!r}"
+    return None
+
+
+def other_version(folder: Path) -> Path:
+    """A copy of this tree whose default matmul precision differs: another version of the
+    runner, whose lines share the file with this one's (and never cover them)."""
+    shutil.copytree(ROOT, folder, ignore=shutil.ignore_patterns(
+        ".git", "output", "__pycache__", ".venv", "*.jsonl*"), dirs_exist_ok=True)
+    fields = folder / "core" / "fields.py"
+    text = fields.read_text()
+    if OTHER_DEFAULT[0] not in text:
+        raise SystemExit(f"soak: cannot make the other version ({OTHER_DEFAULT[0]} not found)")
+    fields.write_text(text.replace(OTHER_DEFAULT[0], OTHER_DEFAULT[1], 1))
+    return folder
+
+
+def planned_by(root: Path, argument_lists: list[list[str]]) -> set[str]:
+    """The fingerprints the runner at `root` plans for these arguments (in its own process:
+    its own defaults)."""
+    environment = dict(os.environ, PYTHONPATH=str(root))
+    answer = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "soak.py"), "--print-planned",
+         json.dumps(argument_lists)], env=environment, cwd=str(root), capture_output=True,
+        text=True, check=True)
+    return set(json.loads(answer.stdout.strip().splitlines()[-1]))
+
+
+def fork_servers(runner: Runner) -> list[psutil.Process]:
+    """The runner's fork servers, those with a running child (not a zombie) first."""
+    def running_children(server: psutil.Process) -> int:
+        try:
+            return sum(child.status() != psutil.STATUS_ZOMBIE for child in server.children())
+        except psutil.Error:
+            return 0
+
+    try:
+        servers = [child for child in psutil.Process(runner.process.pid).children()
+                   if "runner.run.forkserver_server" in " ".join(child.cmdline())]
+    except psutil.Error:
+        return []
+    busy = [server for server in servers if running_children(server)]
+    return busy or servers
+
+
 def foreign_metrics(output: Path, line: dict) -> Optional[str]:
     """Why the line's metrics may not be its own child's, or None."""
     if fingerprint_of_line(line) != line.get("fingerprint"):
@@ -244,7 +400,11 @@ def foreign_metrics(output: Path, line: dict) -> Optional[str]:
         spec = json.loads((folder / "spec.json").read_text())
     except (OSError, ValueError) as error:
         return f"no readable spec.json in its folder ({error})"
-    experiment = {k: v for k, v in line["experiment"].items() if k != "accelerator_model"}
+    # The line keeps the requested batch size apart (`batch_size` is the one used).
+    experiment = {k: v for k, v in line["experiment"].items()
+                  if k not in ("accelerator_model", "requested_batch_size")}
+    if "requested_batch_size" in line["experiment"]:
+        experiment["batch_size"] = line["experiment"]["requested_batch_size"]
     if spec["model"] != line["model"] or spec["experiment"] != experiment:
         return "its folder's spec names another experiment"
     try:
@@ -277,12 +437,18 @@ def planned_fingerprints(commands: list[list[str]]) -> set[str]:
 
 
 def runs_a_child(runner: Runner) -> bool:
-    """Whether the runner is running an experiment's child right now."""
+    """Whether the runner is running an experiment's child right now: a spawned worker, or a
+    child of one of its fork servers."""
     try:
-        return any("runner.child.worker" in child.cmdline() for child in
-                   psutil.Process(runner.process.pid).children())
+        for child in psutil.Process(runner.process.pid).children():
+            command = " ".join(child.cmdline())
+            if "runner.child.worker" in command or (
+                    "runner.run.forkserver_server" in command and any(
+                        forked.status() != psutil.STATUS_ZOMBIE for forked in child.children())):
+                return True
     except psutil.Error:
         return False
+    return False
 
 
 def marked_processes(marker: str) -> list[psutil.Process]:
@@ -303,11 +469,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="seed of the random schedule")
     parser.add_argument("--keep", help="keep the output, logs and scratch folder here")
     parser.add_argument("--verbose", action="store_true", help="print when each signal was sent")
+    parser.add_argument("--batch-sizes", type=int, default=6,
+                        help="builtin and dummy experiments run with batch sizes 1..N")
+    parser.add_argument("--print-planned", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.print_planned:  # this tree's plan for other argument lists (planned_by)
+        print(json.dumps(sorted(planned_fingerprints(json.loads(args.print_planned)))))
+        return 0
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="soak-"))
     start = time.monotonic()
-    soak = Soak(folder, args.runners, args.kills, random.Random(seed))
+    soak = Soak(folder, args.runners, args.kills, random.Random(seed), args.batch_sizes)
     try:
         figures = soak.run()
     finally:
@@ -317,11 +489,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"soak (seed {seed}): {args.runners} runner slots, {figures.runners} runners started, "
           f"{sum(figures.kills.values())} kills ({kills}; {figures.kills_mid_experiment} while a "
           f"child ran), {figures.planned} planned experiments, "
-          f"{figures.lines} lines, {figures.taken_over} claims taken over, "
+          f"{figures.lines} lines ({figures.infrastructure_lines} infrastructure failures "
+          f"retried), {figures.taken_over} claims taken over, runners by version "
+          f"{dict(figures.runners_by_version)}, {figures.runners_with_two_jobs} with --jobs=2, "
           f"{time.monotonic() - start:.0f} s")
     total = sum(figures.violations.values())
-    kinds = ("missing", "duplicate", "unplanned", "foreign metrics", "unreadable line",
-             "orphan process", "scratch folder left", "claim left", "unclean exit")
+    kinds = ("missing", "duplicate", "unplanned", "wrong outcome", "foreign metrics",
+             "unreadable line", "orphan process", "scratch folder left", "claim left",
+             "unclean exit")
     print(f"violations: {total} (" + ", ".join(f"{kind} {figures.violations[kind]}" for kind in kinds) + ")")
     for detail in figures.details:
         print(f"  {detail}")

@@ -138,9 +138,12 @@ def write_message(path: Union[str, Path], message: Union[ChildSpec, ChildResult]
     try:
         temporary.write_text(json.dumps(message.to_dict(), indent=1, default=str), encoding="utf-8")
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         # A full disk or a file-size limit leaves neither a partial file nor an empty one.
         temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError) and not error.filename:
+            # A write that fails on close (ENOSPC at the flush) names no file: name it.
+            raise OSError(error.errno, error.strerror or str(error), str(path)) from error
         raise
 
 

@@ -12,7 +12,8 @@ line and never swallows the next one.
 Reading never trusts the file: only regular files are read, at most the size the file had
 when it was opened (a growing or endless file cannot make a reader run forever), a line
 longer than `MAX_LINE_BYTES` is skipped without being held in memory, and lines that are
-not JSON objects are listed as bad lines, never fatal.
+not JSON objects, or whose `model`, `experiment` or `summary` is not one, are listed as bad
+lines with their numbers, never fatal.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ MAX_BAD_LINES_LOGGED = 20
 #: A results line is a few kilobytes; anything this long is not one (and is not loaded).
 MAX_LINE_BYTES = 16 * 2**20
 _CHUNK_BYTES = 2**20
+#: The parts of a line that every reader takes for JSON objects: a line where one of them is
+#: something else (`"summary": "n/a"`) is a bad line, listed with its number, never read.
+OBJECT_PARTS = ("model", "experiment", "summary")
 
 
 class ResultsFileError(RuntimeError):
@@ -205,10 +209,24 @@ def _parse(reader: jsonlines.Reader, lines: "_BoundedLines", read: ResultsRead, 
         if not isinstance(value, dict):
             read.bad_lines.append(BadLine(path, lines.lineno, "not a JSON object"))
             continue
+        problem = shape_problem(value)
+        if problem:
+            read.bad_lines.append(BadLine(path, lines.lineno, problem))
+            continue
         read.lines.append(value)
     skipped = [BadLine(path, lineno, reason) for lineno, reason in lines.skipped]
     if skipped:
         read.bad_lines = sorted(read.bad_lines + skipped, key=lambda bad: bad.lineno)
+
+
+def shape_problem(line: dict[str, Any]) -> Optional[str]:
+    """Why a JSON object cannot be a results line (a part that must be an object is not),
+    or None."""
+    for part in OBJECT_PARTS:
+        value = line.get(part)
+        if value is not None and not isinstance(value, dict):
+            return f"its {part!r} is {type(value).__name__}, not a JSON object"
+    return None
 
 
 def _log_bad_lines(bad_lines: list[BadLine], path: Path) -> None:

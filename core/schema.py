@@ -51,6 +51,19 @@ class Status(str, enum.Enum):
         return self.value
 
 
+class FailureKind(str, enum.Enum):
+    """Whose failure a failed line records (`failure_kind`; lines before it: the experiment's).
+
+    An infrastructure failure (a fork server lost, a Ray node or worker lost) says nothing
+    about the experiment: resume runs it again."""
+
+    EXPERIMENT = "experiment"
+    INFRASTRUCTURE = "infrastructure"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class VerificationCode(str, enum.Enum):
     """The codes of a line's `verification_code`, as PyTorch/XLA's runner defines them."""
 
@@ -174,6 +187,8 @@ class ResultLine:
     verification_details: Optional[dict[str, Any]] = None
     #: Folders of the children, relative to the output folder, by role.
     artifacts: dict[str, str] = field(default_factory=dict)
+    #: A failed line's kind of failure (written on failed lines only).
+    failure_kind: Optional[FailureKind] = None
     timestamp: float = field(default_factory=time.time)
     finished_at: float = field(default_factory=time.time)
 
@@ -218,6 +233,8 @@ class ResultLine:
             "verification_reason": self.verification_reason,
             "verification_details": self.verification_details,
             "artifacts": self.artifacts or None,
+            "failure_kind": (FailureKind(self.failure_kind or FailureKind.EXPERIMENT).value
+                             if Status(self.status) is Status.FAILED else None),
         }
         line.update({key: value for key, value in optional.items() if value is not None})
         return line
@@ -259,6 +276,12 @@ def timed_values(line: Mapping[str, Any], name: str) -> list[Any]:
 
 def has_timings(line: Mapping[str, Any]) -> bool:
     return bool(timed_values(line, "per_iter_time"))
+
+
+def is_infrastructure_failure(line: Mapping[str, Any]) -> bool:
+    """Whether a failed line records a failure of the infrastructure, not the experiment's."""
+    return (line.get("status") == Status.FAILED.value
+            and line.get("failure_kind") == FailureKind.INFRASTRUCTURE.value)
 
 
 def stack_label_of(line: Mapping[str, Any]) -> str:

@@ -185,9 +185,16 @@ def _report_with(engine: Engine, args: argparse.Namespace) -> int:
             _write(args.plots_dir / f"{name}.png", png)
             written.append(args.plots_dir / f"{name}.png")
     if args.hud_csv:
-        for name, text in render_hud_csv(report).items():
+        hud = render_hud_csv(report)
+        for name, text in hud.items():
             _write(args.hud_csv / name, text)
             written.append(args.hud_csv / name)
+        if not hud:
+            print(f"{args.hud_csv}: no PyTorch harness CSV written: the results hold no "
+                  f"experiment (not skipped) of a stack other than the baseline "
+                  f"({report.baseline}), which the harness's files hold only as each row's "
+                  "reference; run a compiled stack too (say --dynamo=inductor), or give "
+                  "--baseline another stack", file=sys.stderr)
     if args.html:
         payload = build_payload(title, intro, report, history, changes, loaded.runs)
         summary = next(t for t in tables if t.title.startswith("Configurations"))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,11 @@ SCHEMA_VERSION = 3
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
+#: The longest line the reports read (a results line is a few kilobytes); longer ones are
+#: skipped with their line number, never held whole in memory.
+MAX_LINE_BYTES = 64 * 2**20
+#: Room DuckDB's reader needs beyond a line's own bytes.
+_OBJECT_SLACK = 1 << 16
 
 _D, _V, _B = "DOUBLE", "VARCHAR", "BOOLEAN"
 _FIGURES = {
@@ -393,16 +399,80 @@ def scan_into(con, source: Path, table: str, details: bool = True) -> int:
     Without `details`, the table holds `kind` and `LINE_COLUMNS` only (about a sixth less
     work over every line); a selected line's details are then read again from its text
     (`reports.read.columnar.Engine.ensure_details`).
+
+    DuckDB's reader refuses a whole file holding a line over its `maximum_object_size`
+    (16 MiB, and a line over twice that is an error even with ignore_errors). Then the file
+    is read again with room for its longest line, if that is at most `MAX_LINE_BYTES`; the
+    longer lines are replaced, in a copy, by a line that is no object (same line count,
+    so ordinals and line numbers hold), which `classify` names as too long.
     """
     columns, select = (READ_COLUMNS, NORMALISED) if details else (LINE_READ_COLUMNS, _LINE_NORMALISED)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, "
-        f"list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
-        f"len(metrics.per_iter_time)), lambda x: isfinite(x)) AS _times FROM read_ndjson("
-        f"{_sql_text(str(source))}, format='newline_delimited', records=true, ignore_errors=true, "
-        f"columns={_columns_argument(columns)}))"
-    )
+
+    def scan(path: Path, object_size: Optional[int] = None) -> None:
+        size = f", maximum_object_size={int(object_size)}" if object_size else ""
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, "
+            f"list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
+            f"len(metrics.per_iter_time)), lambda x: isfinite(x)) AS _times FROM read_ndjson("
+            f"{_sql_text(str(path))}, format='newline_delimited', records=true, "
+            f"ignore_errors=true{size}, columns={_columns_argument(columns)}))"
+        )
+
+    try:
+        scan(source)
+    except Exception as error:  # noqa: BLE001 - duckdb.InvalidInputException, checked below
+        if "maximum_object_size" not in str(error):
+            raise
+        longest = longest_line(source)
+        if longest <= MAX_LINE_BYTES:
+            scan(source, longest + _OBJECT_SLACK)
+        else:
+            with tempfile.TemporaryDirectory(prefix="reports-long-lines-") as folder:
+                copy = Path(folder) / source.name
+                _copy_without_long_lines(source, copy)
+                scan(copy, MAX_LINE_BYTES + _OBJECT_SLACK)
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def longest_line(path: Path) -> int:
+    """The length in bytes of the file's longest line (its newline left out)."""
+    import numpy as np
+
+    ends = index_newlines(path).ends
+    size = path.stat().st_size
+    bounds = np.concatenate((np.array([-1], dtype=np.int64), ends.astype(np.int64),
+                             np.array([size], dtype=np.int64)))
+    return int(np.max(np.diff(bounds)) - 1) if len(bounds) > 1 else 0
+
+
+def _copy_without_long_lines(source: Path, copy: Path) -> None:
+    """`source` with each line over MAX_LINE_BYTES replaced by a JSON string (no object)."""
+    with open(source, "rb") as raw, open(copy, "wb") as out:
+        while True:
+            line = raw.readline(MAX_LINE_BYTES + 2)
+            if not line:
+                return
+            if len(line) <= MAX_LINE_BYTES + 1:
+                out.write(line)
+                continue
+            while not line.endswith(b"\n"):  # skip the rest of it without holding it
+                line = raw.readline(1 << 24)
+                if not line:
+                    break
+            out.write(b'"too long"\n')
+
+
+def _loads(text: bytes) -> tuple[Any, Optional[str]]:
+    """A line's JSON value, or None and why it cannot be read (never raises)."""
+    if len(text) > MAX_LINE_BYTES:
+        return None, f"longer than {MAX_LINE_BYTES} bytes"
+    try:
+        return json.loads(text), None
+    except RecursionError:
+        return None, "nested too deeply"
+    except ValueError as error:
+        reason = str(error).split(":", 1)[0] if isinstance(error, UnicodeDecodeError) else str(error)
+        return None, reason[:200] or "invalid JSON"
 
 
 def set_aside(con, table: str) -> tuple[list[int], list[int], dict[str, int]]:
@@ -496,10 +566,10 @@ def lines_at(path: Path, index: NewlineIndex, ordinals: Sequence[int]) -> dict[i
             if line > len(ends):
                 break  # past the last line
             raw.seek(int(ends[line - 1]) + 1 if line > 0 else 0)
-            if line < len(ends):
-                text = raw.read(int(ends[line]) - raw.tell())
+            if line < len(ends):  # at most one byte over the longest line read
+                text = raw.read(min(int(ends[line]) - raw.tell(), MAX_LINE_BYTES + 1))
             else:
-                text = raw.readline()  # the unterminated last line, if any
+                text = raw.readline(MAX_LINE_BYTES + 1)  # the unterminated last line, if any
                 if not text.strip():
                     break
                 text = text.rstrip(b"\n")
@@ -514,11 +584,9 @@ def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list
     unusable: list[int] = []
     for ordinal in unreadable:
         lineno, text = located.get(ordinal, (0, b""))
-        try:
-            value = json.loads(text)
-        except ValueError as error:
-            reason = str(error).split(":", 1)[0] if isinstance(error, UnicodeDecodeError) else str(error)
-            bad.append(BadLine(str(path), lineno + line_offset, reason[:200] or "invalid JSON"))
+        value, reason = _loads(text)
+        if reason is not None:
+            bad.append(BadLine(str(path), lineno + line_offset, reason))
             continue
         if not isinstance(value, dict):
             bad.append(BadLine(str(path), lineno + line_offset, "not a JSON object"))
@@ -531,11 +599,7 @@ def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list
 def provenance_of(located: dict[int, tuple[int, bytes]], runs: dict[str, int]) -> dict[str, Provenance]:
     found: dict[str, Provenance] = {}
     for run, ordinal in runs.items():
-        text = located.get(ordinal, (0, b""))[1]
-        try:
-            line = json.loads(text)
-        except ValueError:
-            line = {}
+        line, _ = _loads(located.get(ordinal, (0, b""))[1])
         if not isinstance(line, dict):
             line = {}
         environment = line.get("environment")

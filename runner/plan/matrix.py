@@ -150,8 +150,13 @@ def compile_patterns(patterns: Sequence[str], flag: str) -> list[re.Pattern]:
     for pattern in patterns:
         try:
             compiled.append(re.compile(pattern, re.IGNORECASE))
-        except re.error as error:
-            raise MatrixError(f"{flag} {pattern!r} is not a valid regular expression: {error}")
+        except (re.error, OverflowError, RecursionError) as error:
+            # Python's compiler raises OverflowError for a huge repetition count and
+            # RecursionError for deep nesting, besides re.error.
+            reason = str(error) if not isinstance(error, RecursionError) else "nested too deeply"
+            shown = pattern if len(pattern) <= 80 else pattern[:80] + "..."
+            raise MatrixError(f"{flag} {shown!r} is not a valid regular expression: "
+                              f"{reason}") from None
     return compiled
 
 

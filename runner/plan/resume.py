@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from core.config import RunSettings, fingerprint_of_line
-from core.schema import Status, has_timings, is_verified
+from core.schema import Status, has_timings, is_infrastructure_failure, is_verified
 
 
 def covers(line: dict[str, Any], settings: RunSettings) -> bool:
     """Whether a recorded line already holds what `settings` would measure.
 
-    A failed or skipped line covers everything (rerun with --no-resume to retry); a timed
-    line does not cover --verify, and a --verify-only line does not cover timing.
+    A failed or skipped line covers everything (rerun with --no-resume to retry), but for a
+    failure of the infrastructure (a fork server or Ray node lost), which resume retries; a
+    timed line does not cover --verify, and a --verify-only line does not cover timing.
     """
+    if is_infrastructure_failure(line):
+        return False
     if line.get("status") in (Status.FAILED.value, Status.SKIPPED.value):
         return True
     if settings.verify_only:

@@ -76,6 +76,10 @@ def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequenc
     CUDA experiments, one GPU: those named by --devices, else the first `jobs` GPUs.
     """
     if devices:
+        if not uses_cuda:
+            raise SlotError(f"--devices={','.join(devices)} names CUDA devices, and this sweep "
+                            "runs no CUDA experiment: leave it out, or give --jobs to run "
+                            "CPU experiments side by side")
         if jobs not in (1, len(devices)):
             raise SlotError(f"--jobs={jobs} and --devices={','.join(devices)} disagree: "
                             "--devices runs one job per device")

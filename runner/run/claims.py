@@ -12,7 +12,9 @@ A claim whose runner is gone is taken over:
   process that claimed (a reused pid does not count);
 - from another machine, once its heartbeat has not changed for `stale_after_seconds` as
   this runner observes it (measured on this runner's own clock, so clocks that disagree
-  between machines do not matter).
+  between machines do not matter); at once where its heartbeat is not a finite number
+  (NaN, infinity). A claim whose fields are not numbers where numbers belong is dropped
+  with a warning.
 
 A line is appended under the lock only if the results do not hold the experiment yet, so a
 runner that was only slow (its claim taken over meanwhile) never adds a duplicate: its line
@@ -26,6 +28,7 @@ import contextlib
 import enum
 import json
 import logging
+import math
 import os
 import socket
 import threading
@@ -98,9 +101,10 @@ class Claim:
         try:
             runner = data["runner"]
             identity = RunnerIdentity(str(runner["run_id"]), str(runner["host"]),
-                                      str(runner["boot_id"]), int(runner["pid"]),
-                                      float(runner["started"]))
-            return cls(fingerprint, identity, float(data["claimed_at"]), float(data["heartbeat"]))
+                                      str(runner["boot_id"]), int(_number(runner, "pid")),
+                                      _number(runner, "started"))
+            return cls(fingerprint, identity, _number(data, "claimed_at"),
+                       _number(data, "heartbeat"))
         except (KeyError, TypeError, ValueError, OverflowError) as error:
             raise ValueError(f"not a claim: {error}") from None
 
@@ -275,7 +279,11 @@ class Claims:
         runner = claim.runner
         if runner.host == self.me.host and runner.boot_id == self.me.boot_id:
             return _process_runs(runner.pid, runner.started)
-        # Another machine: alive while its heartbeat moves, as observed on this clock.
+        # Another machine: alive while its heartbeat moves, as observed on this clock. A
+        # heartbeat that is no finite number (NaN never equals itself, so it would look as
+        # if it moved at every look) never moves: stale at once.
+        if not math.isfinite(claim.heartbeat):
+            return False
         now = time.monotonic()
         seen = self._observed.get(claim.fingerprint)
         if seen is None or seen[0] != claim.heartbeat:
@@ -349,6 +357,14 @@ class Claims:
             except OSError as error:
                 log.warning("could not refresh the claim's heartbeat: %s",
                             error.strerror or error)
+
+
+def _number(data: dict[str, Any], key: str) -> float:
+    """The JSON number under `key` (a string or a boolean is no number: ValueError)."""
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{key} is {value!r}, not a number")
+    return float(value)
 
 
 def _process_runs(pid: int, started: float) -> bool:

@@ -58,6 +58,14 @@ class ForkedChild:
         self.server, self.pid, self.stdout = server, pid, stdout
         self.returncode: Optional[int] = None
 
+    @property
+    def lost_reason(self) -> Optional[str]:
+        """Why the child ended with its server, when it did (an infrastructure failure, not
+        the experiment's): None while it runs or when its server told its exit status."""
+        if self.returncode is None or not self.server.lost(self.pid):
+            return None
+        return f"its fork server (pid {self.server.pid}) {self.server.describe_end()} while it ran"
+
     def poll(self) -> Optional[int]:
         if self.returncode is None:
             self.returncode = self.server.exit_status(self.pid, timeout=0)
@@ -92,6 +100,8 @@ class ForkServer:
         self._changed = threading.Condition()
         self._replies: list[dict[str, Any]] = []
         self._exits: dict[int, int] = {}
+        #: Children that ended with the server, their exit status never told.
+        self._lost: set[int] = set()
         self._gone = False
         ready = self._receive_blocking(SERVER_START_TIMEOUT_SECONDS)
         if "error" in ready:
@@ -140,8 +150,29 @@ class ForkServer:
             if pid in self._exits:
                 return self._exits.pop(pid)
             if self._gone:
+                self._lost.add(pid)
                 return -signal.SIGKILL  # its server died; the child died with it
             return None
+
+    def lost(self, pid: int) -> bool:
+        """Whether child `pid` ended with its server (no exit status came back)."""
+        with self._changed:
+            return pid in self._lost
+
+    def describe_end(self) -> str:
+        """How the server ended: 'was killed by SIGKILL', 'exited with status 1', 'ended'."""
+        code = self.process.poll()
+        if code is None:
+            try:
+                code = self.process.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                return "stopped answering"
+        if code < 0:
+            try:
+                return f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with status {code}"
 
     def alive(self) -> bool:
         return not self._gone and self.process.poll() is None

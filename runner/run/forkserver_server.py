@@ -5,6 +5,12 @@ Run by the runner (runner/run/forkserver_client.py) as
 MODULES the comma-separated modules it imports before it forks. Each forked child takes its
 own session, output pipe, folder and environment, and runs `MODULE.main(argv)` as a spawned
 interpreter would; the server reaps it and tells the runner its exit status.
+
+The server ends with its runner: its socket reads end of file when the runner is gone
+(however it ended), and it checks its parent every `PARENT_CHECK_SECONDS` besides. It does
+not use PR_SET_PDEATHSIG, which fires when the *thread* that started the server ends: with
+`--jobs`, a pool thread that started a server and ended first (a stopped sweep) took the
+server, and the children of other threads with it, which then looked killed by SIGKILL.
 """
 
 from __future__ import annotations
@@ -20,14 +26,13 @@ import sys
 import traceback
 from typing import Any, Sequence
 
-from runner.common.lifetime import die_with_parent
-
 #: The runner's own modules a server imports too (no import-time side effects): all a
 #: child imports before it loads its model, so that no child pays for them.
 PROJECT_MODULES = ("runner.child.worker", "runner.common.packages", "runner.child.timing",
                    "runner.child.trust", "runner.observers.session", "backends",
                    "backends.runtimes.precision", "models", "core.contract")
 MAX_MESSAGE_BYTES = 1 << 20
+PARENT_CHECK_SECONDS = 2.0
 #: torch.cuda.is_available() through NVML while a server imports: inductor asks it at import
 #: time, and the CUDA runtime's answer would start the driver, which no forked child may
 #: inherit (torch then refuses CUDA in every child: "Cannot re-initialize CUDA in forked
@@ -137,7 +142,7 @@ def _run_forked_child(request: dict[str, Any], output_fd: int, closing: Sequence
 
 
 def serve(sock: socket.socket, modules: Sequence[str]) -> int:
-    die_with_parent()
+    parent = os.getppid()
     try:
         _preload(modules)
     except BaseException as error:
@@ -157,7 +162,11 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
     selector.register(sock, selectors.EVENT_READ)
     selector.register(wake_read, selectors.EVENT_READ)
     while True:
-        for key, _ in selector.select():
+        events = selector.select(timeout=PARENT_CHECK_SECONDS)
+        if os.getppid() != parent:  # the runner is gone (its socket may outlive it)
+            _kill_all(children)
+            return 0
+        for key, _ in events:
             if key.fileobj == wake_read:
                 try:
                     while os.read(wake_read, 512):
@@ -171,11 +180,7 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
             except OSError:
                 data, fds = b"", []
             if not data:
-                for pid in children:
-                    try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
+                _kill_all(children)
                 return 0
             request = json.loads(data)
             if request.get("op") == "status":
@@ -196,6 +201,14 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
             children.add(pid)
             _send_message(sock, {"op": "forked", "pid": pid})
             _reap(sock, children)
+
+
+def _kill_all(children: set[int]) -> None:
+    for pid in children:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _reap(sock: socket.socket, children: set[int]) -> None:

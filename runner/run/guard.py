@@ -10,10 +10,15 @@ on a pipe which process groups it starts and which folders are scratch. When the
 closes (the runner ended, however it ended), the guard kills:
 
 - every watched process group, with every descendant of its leader still known;
+- every watched process (named by pid and start time, so that a reused pid is spared: the
+  processes of a local Ray instance the runner started, whose agents rewrite their
+  environment), with its descendants;
 - every process whose environment carries the runner's token (`TOKEN_VARIABLE`), which
   every child and each of their descendants inherit, even those that left the group;
 
-then removes the scratch folders and exits. Run as `python -m runner.run.guard TOKEN`.
+then removes the scratch folders and exits. A guard's own environment does not carry its
+runner's token: a guard started inside something another guard cleans up (an experiment's
+Ray task) is spared by that guard and cleans up its own. Run as `python -m runner.run.guard TOKEN`.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ class ProcessGuard:
 
     def start(self) -> None:
         environment = dict(os.environ)
+        environment.pop(TOKEN_VARIABLE, None)  # an outer guard must not kill this one
         environment["PYTHONPATH"] = os.pathsep.join(
             [str(PROJECT_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else []))
         try:
@@ -80,6 +86,15 @@ class ProcessGuard:
     def watch(self, pid: int) -> None:
         """Kill this process group (a child started in a session of its own) if the runner dies."""
         self._tell(f"watch {pid}")
+
+    def watch_process(self, pid: int) -> None:
+        """Kill this process and its descendants if the runner dies (unless its pid was
+        reused meanwhile: its start time is told too)."""
+        try:
+            started = psutil.Process(pid).create_time()
+        except psutil.Error:
+            return
+        self._tell(f"process {pid} {started!r}")
 
     def forget(self, pid: int) -> None:
         """The group ended normally; never kill a later group that reuses its number."""
@@ -122,10 +137,24 @@ class ProcessGuard:
 
 # The guard's side.
 
-def kill_everything(token: str, groups: set[int]) -> int:
-    """Kill the watched groups, their leaders' descendants and every process carrying
+#: How close a pid's start time must be to the one told to be the same process.
+START_TIME_TOLERANCE_SECONDS = 0.5
+
+
+def kill_everything(token: str, groups: set[int],
+                    processes: Optional[dict[int, float]] = None) -> int:
+    """Kill the watched groups, their leaders' descendants, the watched processes still the
+    ones told (pid and start time) with their descendants, and every process carrying
     `token`; return how many processes were found."""
     victims: dict[int, psutil.Process] = {}
+    for pid, started in (processes or {}).items():
+        try:
+            process = psutil.Process(pid)
+            if abs(process.create_time() - started) < START_TIME_TOLERANCE_SECONDS:
+                for found in [process] + process.children(recursive=True):
+                    victims[found.pid] = found
+        except psutil.Error:
+            pass
     for pid in groups:
         try:
             leader = psutil.Process(pid)
@@ -160,6 +189,7 @@ def main(argv: list[str]) -> int:
         signal.signal(signum, signal.SIG_IGN)
     token = argv[0]
     groups: set[int] = set()
+    processes: dict[int, float] = {}
     folders: list[str] = []
     for raw in sys.stdin.buffer:
         command, _, value = raw.decode("utf-8", "replace").rstrip("\n").partition(" ")
@@ -170,9 +200,12 @@ def main(argv: list[str]) -> int:
                 groups.discard(int(value))
             elif command == "scratch":
                 folders.append(value)
+            elif command == "process":
+                pid, _, started = value.partition(" ")
+                processes[int(pid)] = float(started)
         except ValueError:
             continue
-    kill_everything(token, groups)
+    kill_everything(token, groups, processes)
     for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

@@ -8,7 +8,7 @@ from typing import Mapping, Optional
 
 from core.config import RunSettings
 from core.contract import ChildResult
-from core.schema import ResultLine, Status, Verdict, VerificationCode, bounded
+from core.schema import FailureKind, ResultLine, Status, Verdict, VerificationCode, bounded
 from runner.plan.matrix import PlannedExperiment
 from runner.run.supervision import ChildOutcome, describe_exit
 
@@ -71,7 +71,10 @@ def line_from_outcome(settings: RunSettings, sweep: SweepInfo, planned: PlannedE
         settings, sweep, planned, status=Status.OK if succeeded else Status.FAILED, metrics=metrics,
         verification_code=(VerificationCode.VERIFIER_SKIPPED if succeeded
                            else VerificationCode.VERIFIER_DIDNT_RUN),
-        notes=list(result.notes) + (outcome.notes if succeeded else []), **common)
+        notes=list(result.notes) + (outcome.notes if succeeded else []),
+        failure_kind=(None if succeeded else FailureKind.INFRASTRUCTURE
+                      if outcome.infrastructure_failure and outcome.result is None
+                      else FailureKind.EXPERIMENT), **common)
     if result.verdict is not None:
         line.apply_verdict(result.verdict)
     return line
@@ -92,8 +95,11 @@ def failure_text(outcome: ChildOutcome) -> str:
         parts.append(f"the experiment raised {result.error.exception}")
         if result.error.traceback:
             parts.append("traceback:\n" + bounded(result.error.traceback, 1500))
+    elif outcome.infrastructure_failure and result is None:
+        parts.append(f"the child was lost: {outcome.infrastructure_failure} (a failure of the "
+                     "runner's infrastructure, not of the experiment: resume runs it again)")
     elif not outcome.timed_out and not outcome.memory_exceeded:
-        parts.append(describe_exit(outcome.returncode))
+        parts.append(describe_exit(outcome.returncode, outcome.out_of_memory))
     if outcome.output_tail:
         parts.append("last output of the child:\n" + outcome.output_tail)
     return bounded("\n".join(parts))

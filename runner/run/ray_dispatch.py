@@ -12,8 +12,8 @@ artifacts stay on that node unless the output folder is shared between the nodes
 says which node made it (`environment.ray_node_id`, `environment.ray_node_ip`).
 
 A node lost while it runs an experiment (or its worker killed) gives a failed line that says
-so; with `retries`, Ray runs the task again (elsewhere if need be) up to that many times
-first. A failure of the harness itself inside the task (a full disk, a node without the
+so, with `failure_kind` "infrastructure", which resume runs again; with `retries`, Ray runs
+the task again (elsewhere if need be) up to that many times first. A failure of the harness itself inside the task (a full disk, a node without the
 project installed) stops the sweep, as it does locally.
 
 Ray is imported only here, and only when a dispatcher is made: the runner never needs it.
@@ -36,8 +36,10 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, Iterable, Mapping, Optional
 
+import psutil
+
 from core.config import RunSettings
-from core.schema import Status, VerificationCode, bounded
+from core.schema import FailureKind, Status, VerificationCode, bounded
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.run.guard import ProcessGuard
 from runner.plan.matrix import PlannedExperiment
@@ -268,9 +270,17 @@ class RayDispatcher:
                     "Ray was imported before the runner could keep it on 127.0.0.1; set "
                     f"{CLUSTER_MODE_VARIABLE}=0 before starting the runner")
             keywords["_node_ip_address"] = LOOPBACK_IP
+        marked: dict[str, Optional[str]] = {}
         if address is None:
             keywords.update(include_dashboard=False,
                             object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+            # The local instance's processes (GCS, raylet, the dashboard and runtime-env
+            # agents, workers) carry the runner's token: if the driver is killed (SIGKILL),
+            # its guard kills them at once; they used to linger for minutes.
+            if self.executor.guard is not None:
+                for name, value in self.executor.guard.environment().items():
+                    marked[name] = os.environ.get(name)
+                    os.environ[name] = value
         else:
             check_reachable(address)
             keywords["address"] = address
@@ -286,8 +296,30 @@ class RayDispatcher:
         finally:
             if sigterm is not None:
                 signal.signal(signal.SIGTERM, sigterm)
+            for name, value in marked.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        if address is None:
+            self._watch_local_instance()
         self._connected_here = True
         log.info("connected to Ray: %s", address or "a new local instance on 127.0.0.1")
+
+    def _watch_local_instance(self) -> None:
+        """Have the guard kill the local instance's processes if the driver is killed: its
+        agents rewrite their environment (their process title), so the token may not show;
+        the guard knows them by pid and start time."""
+        guard = self.executor.guard
+        if guard is None:
+            return
+        try:
+            processes = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            return
+        for process in processes:
+            if process.pid != guard.pid:
+                guard.watch_process(process.pid)
 
     def _cluster_capacity(self, accelerators: Iterable[str]) -> int:
         largest: dict[str, float] = {}
@@ -363,7 +395,8 @@ class RayDispatcher:
         """The line of an experiment whose task was lost with its node or worker."""
         return self.executor.new_line(
             planned, status=Status.FAILED, metrics={"error": reason},
-            verification_code=VerificationCode.VERIFIER_DIDNT_RUN).to_dict()
+            verification_code=VerificationCode.VERIFIER_DIDNT_RUN,
+            failure_kind=FailureKind.INFRASTRUCTURE).to_dict()
 
     def skipped_line(self, planned: PlannedExperiment, reason: str) -> dict[str, Any]:
         return self.executor.skipped_line(planned, reason).to_dict()

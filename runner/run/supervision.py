@@ -3,7 +3,8 @@
 A child runs in a process session of its own; a timeout, a memory limit or a stopped sweep
 kills its whole process tree, grandchildren included (if the runner itself is killed, its
 guard, runner/run/guard.py, does). The child's output is copied to its log by a pump that
-never lets the child block on a full pipe.
+reads it in blocks and never lets the child block on a full pipe; the log keeps its head
+and its tail.
 
 A write the parent cannot make (the child's log: a full disk, a file-size limit) raises
 OSError naming the file; so does a child that could not write its result
@@ -29,11 +30,20 @@ import psutil
 
 from core.contract import LOG_FILE, RESULT_FILE, ChildResult, read_message
 from runner.run.guard import ProcessGuard
+from runner.run.oom import MemoryWatch
 
 if TYPE_CHECKING:
     from runner.run.forkserver_client import ForkedChild
 
 OUTPUT_TAIL_CHARS = 2500
+#: What a child's log keeps of its output: the first and the last bytes.
+LOG_HEAD_BYTES = 4 * 2**20
+LOG_TAIL_BYTES = 4 * 2**20
+#: The pump reads up to this much at a time.
+BLOCK_BYTES = 2**20
+#: The room asked for in the pipe of the child's output (Linux caps it for unprivileged
+#: users at /proc/sys/fs/pipe-max-size, 1 MiB by default).
+PIPE_BYTES = 2**20
 POLL_SECONDS = 0.1
 EXIT_GRACE_SECONDS = 60.0
 #: The worker's exit status when it cannot write its result (sysexits' EX_IOERR).
@@ -53,6 +63,12 @@ class ChildOutcome:
     wall_seconds: float = 0.0
     output_tail: str = ""
     notes: list[str] = field(default_factory=list)
+    #: Set when the child ended because of the infrastructure, not the experiment (its fork
+    #: server was lost): why. Such a line is one that resume retries.
+    infrastructure_failure: Optional[str] = None
+    #: What says the child ran out of memory, when it was killed by SIGKILL and something
+    #: does (the kernel's log, the memory watch); None otherwise.
+    out_of_memory: Optional[str] = None
 
 
 class ExperimentCancelled(KeyboardInterrupt):
@@ -94,7 +110,9 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
-def describe_exit(returncode: Optional[int]) -> str:
+def describe_exit(returncode: Optional[int], out_of_memory: Optional[str] = None) -> str:
+    """What the exit status says, and no more: a SIGKILL is named as such, and called the
+    out-of-memory killer's only where `out_of_memory` says what showed it."""
     if returncode is None:
         return "the child did not exit"
     if returncode >= 0:
@@ -106,35 +124,100 @@ def describe_exit(returncode: Optional[int]) -> str:
     text = f"the child was killed by {name}"
     if name == "SIGSEGV":
         text += " (segmentation fault)"
-    elif name == "SIGKILL":
-        text += " (the kernel's out-of-memory killer sends this)"
+    elif name == "SIGKILL" and out_of_memory:
+        text += f": out of memory ({out_of_memory})"
     return text
 
 
 class OutputPump:
-    """Copies the child's output to its log; a failed write (full disk) is kept, and the
-    output is still drained so the child never blocks on a full pipe."""
+    """Copies the child's output to its log, in blocks, keeping at most the head and the tail.
 
-    def __init__(self, stream: IO[bytes], log_file: IO[bytes], echo: bool) -> None:
+    The child must never wait on its output: the pump reads whatever the pipe holds, up to
+    `BLOCK_BYTES` at a time (never a line or a byte at a time), and enlarges the pipe where
+    Linux lets it. The log keeps the first `head_bytes` as they come and the last
+    `tail_bytes` (written when the output ends), with a line saying how many bytes were
+    dropped between them. A failed write (full disk) is kept, and the output is still
+    drained so the child never blocks on a full pipe. With `echo`, everything is echoed.
+    """
+
+    def __init__(self, stream: IO[bytes], log_file: IO[bytes], echo: bool,
+                 head_bytes: int = LOG_HEAD_BYTES, tail_bytes: int = LOG_TAIL_BYTES) -> None:
         self.stream, self.log_file, self.echo = stream, log_file, echo
+        self.head_bytes, self.tail_bytes = head_bytes, tail_bytes
         self.error: Optional[OSError] = None
-        self.tail: collections.deque[bytes] = collections.deque(maxlen=40)
+        self.total = 0
+        self.dropped = 0
+        self._head_left = head_bytes
+        self._tail: collections.deque[bytes] = collections.deque()
+        self._tail_size = 0
 
     def run(self) -> None:
-        for chunk in iter(self.stream.readline, b""):
-            self.tail.append(chunk[-OUTPUT_TAIL_CHARS:])
-            if self.error is None:
-                try:
-                    self.log_file.write(chunk)
-                except OSError as error:
-                    self.error = error
+        fd = self.stream.fileno()
+        _enlarge_pipe(fd)
+        while True:
+            try:
+                chunk = os.read(fd, BLOCK_BYTES)
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.total += len(chunk)
+            self._keep(chunk)
             if self.echo:
                 sys.stderr.write(chunk.decode("utf-8", "replace"))
                 sys.stderr.flush()
+        self._finish()
+
+    def _keep(self, chunk: bytes) -> None:
+        if self._head_left > 0:
+            head, chunk = chunk[:self._head_left], chunk[self._head_left:]
+            self._head_left -= len(head)
+            self._write(head)
+        if not chunk:
+            return
+        self._tail.append(chunk)
+        self._tail_size += len(chunk)
+        while self._tail_size - len(self._tail[0]) >= self.tail_bytes:
+            self.dropped += len(self._tail[0])
+            self._tail_size -= len(self._tail.popleft())
+
+    def _finish(self) -> None:
+        tail = b"".join(self._tail)
+        if len(tail) > self.tail_bytes:
+            self.dropped += len(tail) - self.tail_bytes
+            tail = tail[-self.tail_bytes:]
+        self._tail.clear()
+        self._tail.append(tail)
+        self._tail_size = len(tail)
+        if self.dropped:
+            self._write(f"\n[experiment-runner: {self.dropped} bytes of the child's output "
+                        f"dropped here; the log keeps the first {self.head_bytes} and the last "
+                        f"{self.tail_bytes} bytes of {self.total}]\n".encode())
+        self._write(tail)
+
+    def _write(self, data: bytes) -> None:
+        if self.error is not None or not data:
+            return
+        try:
+            self.log_file.write(data)
+        except OSError as error:
+            self.error = error
 
     def last_line(self) -> str:
-        lines = b"".join(self.tail).decode("utf-8", "replace").strip().splitlines()
+        lines = b"".join(self._tail).decode("utf-8", "replace").strip().splitlines()
         return lines[-1] if lines else ""
+
+
+def _enlarge_pipe(fd: int) -> None:
+    """Give the child's pipe room for PIPE_BYTES (Linux's F_SETPIPE_SZ; best effort)."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (OSError, ImportError, ValueError):
+        pass
 
 
 def read_tail(path: Path, limit: int = OUTPUT_TAIL_CHARS) -> str:
@@ -179,6 +262,7 @@ class Supervisor:
         result_path = folder / RESULT_FILE
         outcome = ChildOutcome(folder)
         start = time.monotonic()
+        memory = MemoryWatch.start(start)
         try:
             # Unbuffered: a failed write (full disk) shows in the pump, never at close.
             with open(folder / LOG_FILE, "wb", buffering=0) as log_file:
@@ -189,7 +273,7 @@ class Supervisor:
                 pumping = threading.Thread(target=pump.run, daemon=True)
                 pumping.start()
                 try:
-                    self.watch(process, result_path, outcome, start)
+                    self.watch(process, result_path, outcome, start, memory)
                 finally:
                     kill_tree(process.pid)
                     process.wait()
@@ -202,6 +286,10 @@ class Supervisor:
             raise OSError(pump.error.errno, pump.error.strerror, str(folder / LOG_FILE))
         outcome.returncode = process.returncode
         outcome.wall_seconds = time.monotonic() - start
+        outcome.infrastructure_failure = getattr(process, "lost_reason", None)
+        if process.returncode == -signal.SIGKILL and not outcome.infrastructure_failure \
+                and not outcome.memory_exceeded and not outcome.timed_out:
+            outcome.out_of_memory = memory.out_of_memory(process.pid)
         outcome.output_tail = read_tail(folder / LOG_FILE)
         if result_path.exists():
             try:
@@ -214,14 +302,18 @@ class Supervisor:
         return outcome
 
     def watch(self, process: "subprocess.Popen | ForkedChild", result_path: Path,
-              outcome: ChildOutcome, start: float) -> None:
+              outcome: ChildOutcome, start: float, memory: Optional[MemoryWatch] = None) -> None:
         """Poll the child until it exits, or kill-worthy: past the timeout, over the memory
-        limit, or lingering after its result; raise ExperimentCancelled when the sweep stops."""
+        limit, or lingering after its result; raise ExperimentCancelled when the sweep stops,
+        also when the child ended meanwhile without a result (whatever ended it then, a
+        stopped runner's clean-up included, is no outcome of the experiment)."""
         result_seen_at: Optional[float] = None
         while process.poll() is None:
             if self.cancelled.is_set():
                 raise ExperimentCancelled("the sweep was stopped")
             now = time.monotonic()
+            if memory is not None:
+                memory.look()
             rss = tree_rss_bytes(process.pid)
             outcome.peak_tree_rss_bytes = max(outcome.peak_tree_rss_bytes, rss)
             limit = self.memory_limit_bytes
@@ -251,3 +343,5 @@ class Supervisor:
                 process.wait(timeout=POLL_SECONDS)
             except subprocess.TimeoutExpired:
                 pass
+        if self.cancelled.is_set() and not result_path.exists():
+            raise ExperimentCancelled("the sweep was stopped")

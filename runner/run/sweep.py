@@ -159,13 +159,20 @@ def expected_durations(lines: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """The median wall time of each experiment key in earlier lines (skipped ones left out)."""
     seen: dict[str, list[float]] = {}
     for line in lines:
-        wall = (line.get("summary") or {}).get("wall_time")
+        summary, model, experiment = (_object(line, part) for part in ("summary", "model",
+                                                                       "experiment"))
+        wall = summary.get("wall_time")
         if line.get("status") == Status.SKIPPED.value or not isinstance(wall, (int, float)):
             continue
-        key = duration_key((line.get("model") or {}).get("model_name", ""), stack_label_of(line),
-                           line.get("experiment") or {})
+        key = duration_key(str(model.get("model_name", "")), stack_label_of(line), experiment)
         seen.setdefault(key, []).append(float(wall))
     return {key: statistics.median(walls) for key, walls in seen.items()}
+
+
+def _object(line: Mapping[str, Any], part: str) -> Mapping[str, Any]:
+    """The line's `part` where it is a JSON object, else {} (hand-written lines)."""
+    value = line.get(part)
+    return value if isinstance(value, dict) else {}
 
 
 def longest_first(experiments: Iterable[PlannedExperiment],

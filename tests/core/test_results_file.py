@@ -5,7 +5,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.results_file import ResultsFile, ResultsFileError, append_line, read_results
+from core.results_file import (ResultsFile, ResultsFileError, append_line, read_results,
+                               shape_problem)
 
 
 def write_many(path: str, writer: int, count: int) -> None:
@@ -238,6 +239,20 @@ def test_json_of_any_shape_reads_objects_and_lists_the_rest(tmp_path, values):
     path = tmp_path / "fuzz.jsonl"
     path.write_text("".join(json.dumps(value) + "\n" for value in values))
     read = read_results(path)
-    expected = [value for value in values if isinstance(value, dict)]
+    expected = [value for value in values if isinstance(value, dict) and not shape_problem(value)]
     assert json.dumps(read.lines) == json.dumps(expected)  # nan != nan, but prints alike
-    assert len(read.bad_lines) == sum(1 for value in values if not isinstance(value, dict))
+    assert len(read.bad_lines) == len(values) - len(expected)
+
+
+@pytest.mark.parametrize("part", ["summary", "model", "experiment"])
+@pytest.mark.parametrize("value", ["n/a", 3, [1], True])
+def test_a_line_whose_part_is_not_an_object_is_a_bad_line_with_its_number(tmp_path, part, value):
+    import json
+
+    path = tmp_path / "results.jsonl"
+    good = {"model": {"model_name": "mlp"}, "experiment": {"test": "eval"}, "summary": {}}
+    path.write_text("".join(json.dumps(line) + "\n" for line in (good, dict(good, **{part: value}), good)))
+    read = read_results(path)
+    assert read.lines == [good, good]
+    assert [(bad.lineno, bad.reason) for bad in read.bad_lines] == [
+        (2, f"its {part!r} is {type(value).__name__}, not a JSON object")]

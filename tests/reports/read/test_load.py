@@ -251,3 +251,42 @@ def test_the_cache_reads_only_what_was_appended(write_results, tmp_path, report_
     write_results([craft_line("transformer_block", times=[3.0])], name=path.name)
     fresh = load([path], cache_dir=report_cache)
     assert [r.model for r in fresh.records] == ["transformer_block"] and not fresh.bad_lines
+
+
+# Reports read any line (issue 23, items 5 and 6): read it, or skip it with its number and why.
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_line_over_duckdbs_object_size_is_read(write_results, report_cache, cached):
+    big = craft_line("cnn", times=[2.0])
+    big["pad"] = "x" * (34 * 2**20)  # over twice DuckDB's 16 MiB: an error even when ignoring them
+    path = write_results([craft_line("mlp", times=[1.0]), big, craft_line("transformer_block", times=[3.0])])
+    loaded = load([path], cache_dir=report_cache if cached else None)
+    assert sorted(r.model for r in loaded.records) == ["cnn", "mlp", "transformer_block"]
+    assert loaded.bad_lines == []
+
+
+def test_a_line_over_the_reports_limit_is_skipped_with_its_number(write_results, monkeypatch):
+    from reports.read import engine
+
+    monkeypatch.setattr(engine, "MAX_LINE_BYTES", 20 * 2**20)
+    big = craft_line("cnn", times=[2.0])
+    big["pad"] = "x" * (34 * 2**20)
+    path = write_results([craft_line("mlp", times=[1.0]), big, craft_line("transformer_block", times=[3.0])])
+    loaded = load([path])
+    assert sorted(r.model for r in loaded.records) == ["mlp", "transformer_block"]
+    assert [(b.lineno, b.reason) for b in loaded.bad_lines] == [(2, f"longer than {20 * 2**20} bytes")]
+
+
+@pytest.mark.parametrize("deep", [
+    "[" * 5000 + "]" * 5000,  # not an object, nested
+    '{"a":' * 5000 + "1" + "}" * 5000,  # an object, nested
+    '{"model": {"suite_name": "builtin", "model_name": "x"}, "deep": ' + "[" * 5000 + "]" * 5000 + "}",
+])
+@pytest.mark.parametrize("position", ["middle", "last"])
+def test_a_line_nested_5000_deep_is_read_or_skipped_with_its_number(write_results, deep, position):
+    lines = [craft_line("mlp", times=[1.0]), deep] + ([craft_line("cnn", times=[2.0])] if position == "middle" else [])
+    loaded = load([write_results(lines)])
+    assert "mlp" in [r.model for r in loaded.records]
+    skipped = [(b.lineno, b.reason) for b in loaded.bad_lines] + [(n, "unusable") for n in
+                                                                   [int(u.split(" line ")[1].split()[0]) for u in loaded.unusable]]
+    assert [n for n, _ in skipped] == [2], skipped

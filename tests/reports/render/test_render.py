@@ -190,6 +190,15 @@ def test_hud_csv_files_per_configuration(write_results, tmp_path):
     assert [(r["name"], r["accuracy"]) for r in accuracy] == [("mlp", "fail_accuracy")]
 
 
+def test_hud_csv_of_eager_only_results_says_why_nothing_was_written(write_results, tmp_path, capsys):
+    lines = [craft_line("mlp", "eager", times=[1.0]), craft_line("cnn", "eager", times=[2.0])]
+    out = tmp_path / "hud"
+    assert report_main([str(write_results(lines)), "--hud-csv", str(out), "--quiet"]) == 0
+    assert not out.exists() or not list(out.iterdir())
+    assert (f"{out}: no PyTorch harness CSV written: the results hold no experiment (not "
+            "skipped) of a stack other than the baseline (eager)") in capsys.readouterr().err
+
+
 def test_hud_csv_names_follow_modes_and_dtypes():
     from reports.read.load import ConfigKey
     from reports.render.render_hud_csv import file_stem

@@ -53,6 +53,15 @@ def test_invalid_regex_names_the_flag_and_value():
         build_plan(get_suite("builtin"), request, HOST)
 
 
+@pytest.mark.parametrize("pattern, reason", [
+    ("a{99999999999}", "the repetition number is too large"),  # OverflowError in re
+    ("(" * 3000 + ")" * 3000, "nested too deeply")])  # RecursionError in re
+def test_a_regex_python_cannot_compile_is_a_usage_error_naming_the_flag(pattern, reason):
+    request = MatrixRequest.of(filters=("mlp",), excludes=(pattern,))
+    with pytest.raises(MatrixError, match=rf"--exclude '.*' is not a valid regular expression: {reason}"):
+        build_plan(get_suite("builtin"), request, HOST)
+
+
 def test_no_matching_model_is_an_error_listing_the_models():
     with pytest.raises(MatrixError, match="no model of suite 'builtin' matches.*mlp, cnn"):
         build_plan(get_suite("builtin"), MatrixRequest.of(filters=("resnet",)), HOST)

@@ -155,6 +155,21 @@ def planned() -> PlannedExperiment:
                              ExperimentConfig("cpu", None, None, None, "eval", stack="eager"), "eager")
 
 
+def test_a_spec_whose_write_fails_at_close_names_its_file(tmp_path, monkeypatch):
+    """ENOSPC at the flush on close comes without a file name (issue 23: the message said
+    'output: No space left on device'); the error names the spec."""
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path), RunSettings(), SweepInfo("run"))
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")  # as close() raises it
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError) as raised:
+        executor.run_child(planned(), Role.TIME)
+    assert raised.value.errno == errno.ENOSPC
+    assert raised.value.filename == str(executor.child_folder(planned(), Role.TIME) / "spec.json")
+
+
 def test_a_spec_that_cannot_be_written_raises_and_leaves_nothing(tmp_path, monkeypatch):
     executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path), RunSettings(), SweepInfo("run"))
     real = Path.write_text

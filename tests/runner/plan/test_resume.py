@@ -14,6 +14,14 @@ def test_what_a_recorded_line_covers():
     assert all(covers(failed, s) for s in (timing, verify, verify_only))
 
 
+def test_a_failure_of_the_infrastructure_covers_nothing_and_resume_retries_it():
+    infrastructure = {"status": "failed", "metrics": {"error": "its fork server ended"},
+                      "verification_code": "VERIFIER_DIDNT_RUN", "failure_kind": "infrastructure"}
+    own = dict(infrastructure, failure_kind="experiment")
+    for settings in (RunSettings(), RunSettings(verify=True), RunSettings(verify=True, verify_only=True)):
+        assert not covers(infrastructure, settings) and covers(own, settings)
+
+
 def test_lines_of_the_wrong_shape_cover_nothing_and_do_not_crash():
     odd = [{"model": {"suite_name": "b", "model_name": "m"}, "experiment": "abc", "status": "failed"},
            {"model": {"suite_name": "b", "model_name": "m"},

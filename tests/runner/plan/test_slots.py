@@ -55,6 +55,12 @@ def test_contradictory_device_requests_are_refused(jobs, devices, message):
         plan_slots(jobs, devices, uses_cuda=True, gpus=["0", "1"], cores=range(4))
 
 
+def test_devices_on_a_sweep_without_cuda_experiments_are_refused():
+    with pytest.raises(SlotError, match=r"--devices=0,1 names CUDA devices, and this sweep runs "
+                                        r"no CUDA experiment"):
+        plan_slots(1, ["0", "1"], uses_cuda=False, gpus=[], cores=range(4))
+
+
 def test_visible_gpus_follow_the_runners_own_cuda_visible_devices():
     assert visible_gpus(2, {CUDA_VISIBLE_DEVICES: "5, 7"}) == ["5", "7"]
     assert visible_gpus(3, {}) == ["0", "1", "2"]

@@ -101,6 +101,31 @@ def test_another_machines_claim_is_taken_over_once_its_heartbeat_stops(tmp_path)
     assert watcher.claim(FP)[0] is ClaimStatus.CLAIMED and watcher.counts.taken_over == 1
 
 
+@pytest.mark.parametrize("heartbeat", ["NaN", "Infinity", "-Infinity"])
+def test_another_machines_claim_whose_heartbeat_is_not_finite_is_taken_over(tmp_path, heartbeat):
+    results = ResultsFile(tmp_path / "results.jsonl")
+    remote = RunnerIdentity("remote", "other-host", "other-boot", 1, 0.0)
+    claims_for(results, "remote", remote).claim(FP)
+    watcher = claims_for(results, "watcher", stale_after_seconds=3600)
+    stored = json.loads(watcher.path.read_text())
+    stored[FP]["heartbeat"] = float(heartbeat)  # json writes NaN / Infinity as Python reads them
+    watcher.path.write_text(json.dumps(stored))
+    assert heartbeat in watcher.path.read_text()
+    assert watcher.claim(FP)[0] is ClaimStatus.CLAIMED and watcher.counts.taken_over == 1
+
+
+@pytest.mark.parametrize("heartbeat", ['"12"', "true", "null", "[1]"])
+def test_a_claim_whose_heartbeat_is_not_a_number_is_dropped(tmp_path, heartbeat):
+    results = ResultsFile(tmp_path / "results.jsonl")
+    remote = RunnerIdentity("remote", "other-host", "other-boot", 1, 0.0)
+    claims_for(results, "remote", remote).claim(FP)
+    watcher = claims_for(results, "watcher", stale_after_seconds=3600)
+    text = re.sub(r'"heartbeat": [^,}]+', f'"heartbeat": {heartbeat}', watcher.path.read_text())
+    watcher.path.write_text(text)
+    assert watcher.claim(FP)[0] is ClaimStatus.CLAIMED
+    assert json.loads(watcher.path.read_text())[FP]["runner"]["run_id"] == "watcher"
+
+
 @pytest.mark.parametrize("content", [b"not json", b"[1, 2]", b'{"x": {"runner": 5}}', b"{" * 5000])
 def test_an_unreadable_claims_file_starts_afresh(tmp_path, content):
     results = ResultsFile(tmp_path / "results.jsonl")

@@ -45,12 +45,13 @@ def test_two_jobs_run_side_by_side_on_disjoint_pinned_cores(run_cli):
 
 
 @pytest.mark.e2e
-@needs_two_cores
-def test_each_device_job_sees_only_its_own_device(run_cli):
+def test_devices_on_a_cpu_sweep_are_refused_before_anything_runs(run_cli):
+    # Issue 23: --devices was accepted on CPU runs (each CPU job then got a CUDA device it
+    # never used); which device each CUDA job sees is tested with plan_slots (test_slots).
     run = run_cli(*EAGER, "--devices=3,5")
-    assert run.returncode == 0, run.stderr
-    seen = {line["environment"]["variables"]["CUDA_VISIBLE_DEVICES"] for line in run.lines()}
-    assert seen <= {"3", "5"} and len(run.lines()) == 3
+    assert run.returncode == 2, run.stderr
+    assert "--devices=3,5 names CUDA devices, and this sweep runs no CUDA experiment" in run.stderr
+    assert not run.results_path.exists()
 
 
 @pytest.mark.e2e
@@ -120,6 +121,14 @@ def test_longest_first_puts_never_timed_experiments_first_then_the_slowest():
         "c|eager|eval|fp32|cpu|None": 5.0}
     order = longest_first([planned(name) for name in "abcd"], durations)
     assert [item.model.model_name for item in order] == ["d", "b", "c", "a"]
+
+
+def test_durations_leave_out_lines_whose_parts_are_not_objects():
+    odd = [dict(line("a", 1.0), summary="n/a"), dict(line("a", 1.0), model="x"),
+           dict(line("a", 2.0), experiment=["y"]), line("a", 3.0)]
+    assert expected_durations(odd) == {
+        "a|eager|eval|fp32|cpu|None": 3.0, "|eager|eval|fp32|cpu|None": 1.0,
+        "a|eager|None|None|None|None": 2.0}  # each odd part read as empty, never a crash
 
 
 def test_without_durations_the_plan_order_stays():

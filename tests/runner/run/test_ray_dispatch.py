@@ -318,14 +318,18 @@ def test_a_node_lost_mid_experiment_gives_a_failed_line_naming_it(two_nodes, tmp
     assert "the Ray node running this experiment was lost" in error
     assert f"node ID: {lost}" in error and "--retries=N" in error
     assert lines["failed"]["verification_code"] == "VERIFIER_DIDNT_RUN"
+    assert lines["failed"]["failure_kind"] == "infrastructure"
     assert lines["ok"]["environment"]["ray_node_id"] == two_nodes.head.node_id
     assert "1 failed" in run.stdout
 
-    # The failed line is recorded: running the same command again adds nothing.
+    # A lost node is no failure of the experiment (issue 23): running the same command
+    # again runs it again, and only it.
     again = run_to_end(output, "--executor=ray", f"--ray-address={two_nodes.address}",
                        *TWO_EXPERIMENTS)
     assert again.returncode == 0, again.stderr
-    assert len(again.lines()) == 2
+    assert len(again.lines()) == 3
+    assert again.lines()[2]["fingerprint"] == lines["failed"]["fingerprint"]
+    assert again.lines()[2]["status"] == "ok"
 
 
 @pytest.mark.e2e
@@ -372,3 +376,35 @@ def test_stopping_the_sweep_cancels_its_tasks_and_kills_their_whole_process_tree
     assert not alive, [process.cmdline() for process in alive]
     assert not run.results_path.exists() or run.lines() == []
 
+
+
+@pytest.mark.e2e
+@needs_ray
+def test_a_killed_driver_leaves_no_process_of_the_ray_instance_it_started(tmp_path, monkeypatch):
+    """Issue 23: after the driver was SIGKILLed, the dashboard and runtime-env agents of the
+    local instance it had started lived on for minutes; its guard now kills them at once."""
+    base = tempfile.mkdtemp(prefix="rk", dir="/tmp")  # Ray's socket paths stay short
+    monkeypatch.setenv("RAY_TMPDIR", base)
+    output = tmp_path / "output"
+    sweep = start_cli(output, "--executor=ray", "--suite-name=faults", "-k", "^hang$", *EAGER_CPU)
+    try:
+        deadline = time.monotonic() + 240
+        ray_processes: list[psutil.Process] = []
+        while not any("time.sleep(3600)" in command_of(process) for process in ray_processes):
+            assert sweep.poll() is None and time.monotonic() < deadline, "the hang model never ran"
+            time.sleep(0.5)
+            ray_processes = psutil.Process(sweep.pid).children(recursive=True)
+        agents = [p for p in ray_processes if "agent" in command_of(p)]
+        assert agents, [command_of(p) for p in ray_processes]  # the dashboard, runtime-env agents
+        sweep.kill()
+        sweep.communicate(timeout=60)
+        _, alive = psutil.wait_procs(ray_processes, timeout=20)
+        alive = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        for process in alive:
+            process.kill()
+        # The agents, and the experiment's grandchild (its task's own guard kills it).
+        assert not alive, [command_of(process)[:100] for process in alive]
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+        shutil.rmtree(base, ignore_errors=True)
