@@ -41,7 +41,7 @@ from reports.errors import ReportError
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the normalised columns change: older caches are rebuilt.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
@@ -88,6 +88,8 @@ READ_COLUMNS: dict[str, Any] = {
         # How many entries lead the per-run lists for the cold-start run (core.schema).
         "cold_start_entries": _D,
         "paired_speedup": {"speedup": _D, "median": _D, "p_value": _D, "method": _V},
+        # Several timing processes: each one's median per iteration (runner/run/processes.py).
+        "processes": {"medians": "DOUBLE[]"},
         "unreliable": _B,
         "unreliable_reasons": "VARCHAR[]",
         "unreliable_reason": _V,
@@ -159,6 +161,15 @@ def _figure(name: str) -> str:
 #: The cold-start entries to leave out of the steady state (core.schema.timed_values).
 _COLD_ENTRIES = ("(CASE WHEN isfinite(summary.cold_start_entries) AND summary.cold_start_entries > 0 "
                  "THEN CAST(summary.cold_start_entries AS BIGINT) ELSE 0 END)")
+
+
+#: An experiment's samples: the medians of its timing processes where it had several (the
+#: figure is their median, its interval theirs, and compare and the history test them),
+#: else its timed runs' times per iteration.
+_SAMPLES = (f"(CASE WHEN len(list_filter(summary.processes.medians, lambda x: isfinite(x))) >= 2 "
+            f"THEN list_filter(summary.processes.medians, lambda x: isfinite(x)) "
+            f"ELSE list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
+            f"len(metrics.per_iter_time)), lambda x: isfinite(x)) END)")
 
 
 def _sql_text(value: str) -> str:
@@ -396,9 +407,8 @@ def scan_into(con, source: Path, table: str, details: bool = True) -> int:
     """
     columns, select = (READ_COLUMNS, NORMALISED) if details else (LINE_READ_COLUMNS, _LINE_NORMALISED)
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, "
-        f"list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
-        f"len(metrics.per_iter_time)), lambda x: isfinite(x)) AS _times FROM read_ndjson("
+        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, {_SAMPLES} "
+        f"AS _times FROM read_ndjson("
         f"{_sql_text(str(source))}, format='newline_delimited', records=true, ignore_errors=true, "
         f"columns={_columns_argument(columns)}))"
     )
