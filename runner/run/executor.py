@@ -35,6 +35,7 @@ from runner.run.guard import ProcessGuard
 from runner.run.lines import SweepInfo, failure_text, line_from_outcome, new_line, skipped_line, verdict_of
 from runner.run.processes import combine
 from runner.run.scratch import ScratchRoot
+from runner.run.slow_periods import ReferenceHistory
 from runner.run.supervision import ChildOutcome, ExperimentCancelled, Supervisor, spawn_worker
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,10 @@ class ExperimentExecutor:
 
     def __init__(self, options: ExecutorOptions, settings: RunSettings, sweep: SweepInfo,
                  guard: Optional[ProcessGuard] = None,
-                 scratch: Optional[ScratchRoot] = None) -> None:
+                 scratch: Optional[ScratchRoot] = None,
+                 references: Optional[ReferenceHistory] = None) -> None:
         self.options = options
+        self.references = references or ReferenceHistory()
         self.settings = settings
         self.sweep = sweep
         self.guard = guard
@@ -194,6 +197,8 @@ class ExperimentExecutor:
         self._log_child_notes(outcome)
         line = self.line_from_outcome(planned, outcome)
         line.artifacts = {each.folder.name: self._relative(each.folder) for each in outcomes}
+        if line.status is Status.OK:
+            self.references.judge_summary(line.summary, line.accelerator_model)
         if self.settings.verify:
             verification = self.run_child(planned, Role.VERIFY, slot)
             line.apply_verdict(verdict_of(verification))
