@@ -6,10 +6,13 @@ experiment's device, every time, whatever the model:
 - the launch loop: `LAUNCHES` tiny operations queued by the host (torch's dispatcher and, on
   CUDA, kernel launches), then one synchronization: microseconds per launch, the host-side
   speed that launch-bound models follow;
-- the kernel: one matrix product of a fixed size on the device, synchronized: milliseconds.
+- the kernel: `PRODUCTS` matrix products of a fixed size on the device, synchronized:
+  milliseconds per product.
 
-Each is the median of `REPEATS` tries; the whole costs tens of milliseconds. The parent
-compares them with this host's usual figures (runner/run/slow_periods.py).
+Each is the median of `REPEATS` tries of a few milliseconds (long enough to span several of
+the scheduler's time slices, so that other processes' load on the cores shows); the whole
+costs about 50 ms. The parent compares them with this host's usual figures
+(runner/run/slow_periods.py).
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import statistics
 import time
 from typing import Any, Callable, Optional
 
-LAUNCHES = 200
+LAUNCHES = 1000
+PRODUCTS = 16
 REPEATS = 5
-#: The matrix product's size per device type (and its dtype): about a millisecond or less.
+#: The matrix product's size per device type (and its dtype): a fraction of a millisecond.
 KERNEL_SIZES = {"cpu": (256, "float32"), "cuda": (4096, "float16")}
 
 
@@ -48,6 +52,17 @@ def measure_reference(device_type: str, repeats: int = REPEATS) -> Optional[dict
     device = torch.device(device_type)
     sync = (lambda: torch.cuda.synchronize(device)) if device_type == "cuda" else (lambda: None)
     size, dtype = KERNEL_SIZES[device_type]
+    threads = torch.get_num_threads()
+    try:
+        # One thread on the CPU: the same work whatever the experiment's --threads, and no
+        # thread pool spinning at a barrier while another process holds a core.
+        torch.set_num_threads(1)
+        return _measure(torch, device, sync, size, dtype, repeats)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _measure(torch, device, sync, size: int, dtype: str, repeats: int) -> dict[str, Any]:
     with torch.no_grad():
         small = torch.zeros(16, device=device)
         left = torch.randn(size, size, device=device, dtype=getattr(torch, dtype))
@@ -59,10 +74,11 @@ def measure_reference(device_type: str, repeats: int = REPEATS) -> Optional[dict
                 value = value.add(1.0)
 
         def kernel() -> None:
-            torch.mm(left, right)
+            for _ in range(PRODUCTS):
+                torch.mm(left, right)
 
         launches(), kernel()  # first calls pay one-time costs
         launch = _median_seconds(launches, sync, repeats) / LAUNCHES
-        product = _median_seconds(kernel, sync, repeats)
-    return {"launch_us": launch * 1e6, "kernel_ms": product * 1e3, "device": device_type,
-            "kernel": f"mm {size}x{size} {dtype}", "launches": LAUNCHES}
+        product = _median_seconds(kernel, sync, repeats) / PRODUCTS
+    return {"launch_us": launch * 1e6, "kernel_ms": product * 1e3, "device": device.type,
+            "kernel": f"mm {size}x{size} {dtype}", "launches": LAUNCHES, "products": PRODUCTS}

@@ -111,6 +111,7 @@ def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
         "high": max(known) if known else None,
         "spread": _relative_range(known),
         "cold_start_times": [r.summary.get("cold_start_time") for _, r in good],
+        "warmup_seconds": [sum(r.summary.get("warmup_times") or []) for _, r in good],
         "failed": failed,
     }
     eager_medians = [statistics.median(e) for _, r in good
