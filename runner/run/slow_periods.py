@@ -6,9 +6,12 @@ each host's usual figures for it, per device, in the cache folder beside the pro
 (`core.host.cache_root()/reference`): the latest `HISTORY` readings of each figure, a week
 at most. The usual figure is their median, once there are `MIN_HISTORY` of them.
 
-A line is flagged (`summary.slow_period.flagged`, and `summary.unreliable` with the reason)
-when any reading of its processes was more than `SLOW_BOUND` times the usual figure: the
-ratio is recorded either way. Every reading joins the history after the line is judged, so
+How slow a process ran is, for the figure that ran slowest against its usual value, the
+lesser of its readings before and after the timed runs: a slow period over the process
+slows both, while one reading caught by a moment's noise does not count. The line's ratio
+is the median of its processes' ratios (its figure is their median too). A line is flagged
+(`summary.slow_period.flagged`, and `summary.unreliable` with the reason) when its ratio is
+above `SLOW_BOUND`; the ratio is recorded either way. Every reading joins the history after the line is judged, so
 the usual figure follows a lasting change of the machine within `HISTORY / 2` experiments,
 while a slow period shorter than that stands out.
 """
@@ -42,17 +45,38 @@ MAX_AGE_SECONDS = 7 * 24 * 3600
 FIGURES = {"launch_us": "the host's launch loop", "kernel_ms": "the device kernel"}
 
 
-def readings_of(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every reference reading of a line's summary: before and after each process."""
+def processes_of(summary: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
+    """The reference readings of a line's summary: for each process, those taken before and
+    after its timed runs."""
     references = summary.get("reference_processes")
     if not isinstance(references, list):
         references = [summary.get("reference")]
     found = []
     for reference in references:
         if isinstance(reference, dict):
-            found.extend(reading for reading in (reference.get("before"), reference.get("after"))
-                         if isinstance(reading, dict))
+            readings = [reading for reading in (reference.get("before"), reference.get("after"))
+                        if isinstance(reading, dict)]
+            if readings:
+                found.append(readings)
     return found
+
+
+def readings_of(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every reference reading of a line's summary."""
+    return [reading for readings in processes_of(summary) for reading in readings]
+
+
+def process_ratio(readings: list[dict[str, Any]],
+                  usual: Mapping[str, float]) -> Optional[tuple[float, str]]:
+    """How slow one process ran, and by which figure: for each figure the lesser ratio of
+    its readings (before, after) to the usual value; the largest of those."""
+    ratios = []
+    for name, value in usual.items():
+        measured = [reading[name] for reading in readings
+                    if isinstance(reading.get(name), (int, float))]
+        if measured:
+            ratios.append((min(measured) / value, name))
+    return max(ratios) if ratios else None
 
 
 @dataclass
@@ -72,25 +96,27 @@ class SlowVerdict:
                 "reason": self.reason}
 
 
-def judge(readings: list[dict[str, Any]], usual: Mapping[str, Optional[float]],
+def judge(processes: list[list[dict[str, Any]]], usual: Mapping[str, Optional[float]],
           bound: float = SLOW_BOUND) -> SlowVerdict:
-    """Compare readings with the usual figures: the largest ratio of any figure decides."""
-    if not readings:
+    """Compare each process's readings with the usual figures; the median of the processes'
+    ratios decides (see the module's doc)."""
+    count = sum(len(readings) for readings in processes)
+    if not count:
         return SlowVerdict(None, False, reason="no reference was measured")
     known = {name: value for name, value in usual.items() if value}
     if not known:
-        return SlowVerdict(None, False, readings=len(readings),
+        return SlowVerdict(None, False, readings=count,
                            reason=f"no usual figure for this host yet (fewer than {MIN_HISTORY} "
                                   "readings)")
-    ratio, figure = max(((reading[name] / known[name], name) for reading in readings
-                         for name in known if isinstance(reading.get(name), (int, float))),
-                        default=(None, None))
-    if ratio is None:
-        return SlowVerdict(None, False, readings=len(readings), reason="no comparable figure")
+    ratios = sorted(found for readings in processes
+                    if (found := process_ratio(readings, known)) is not None)
+    if not ratios:
+        return SlowVerdict(None, False, readings=count, reason="no comparable figure")
+    ratio, figure = ratios[(len(ratios) - 1) // 2]  # the median (the lower one of two)
     flagged = ratio > bound
     reason = (f"slow period: the reference ({FIGURES[figure]}) ran {ratio:.2f}x this host's "
               f"usual figure (bound {bound:.2f}x)") if flagged else ""
-    return SlowVerdict(ratio, flagged, figure, dict(known), len(readings), reason)
+    return SlowVerdict(ratio, flagged, figure, dict(known), count, reason)
 
 
 def history_key(device: str, accelerator_model: Optional[str]) -> str:
@@ -153,11 +179,12 @@ class ReferenceHistory:
         """Judge a line's summary against this host's usual figures, record the verdict
         (`summary.slow_period`, and the unreliable flag with its reason), then keep its
         readings."""
-        readings = readings_of(summary)
+        processes = processes_of(summary)
+        readings = [reading for each in processes for reading in each]
         if not readings:
             return
         device = str(readings[0].get("device") or "unknown")
-        verdict = judge(readings, self.usual(device, accelerator_model))
+        verdict = judge(processes, self.usual(device, accelerator_model))
         summary["slow_period"] = verdict.to_dict()
         if verdict.flagged:
             summary["unreliable"] = True

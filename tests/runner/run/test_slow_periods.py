@@ -24,23 +24,38 @@ def summary(*pairs: tuple[dict, dict]) -> dict:
     return {"reference_processes": [{"before": b, "after": a} for b, a in pairs]}
 
 
-def test_a_quiet_reading_is_not_flagged_and_a_slow_one_is_with_its_ratio():
-    quiet = judge([reading(4.2, 0.21), reading(3.9, 0.19)], USUAL)
+def test_a_quiet_process_is_not_flagged_and_a_slow_one_is_with_its_ratio():
+    quiet = judge([[reading(4.2, 0.21), reading(4.4, 0.19)]], USUAL)
     assert not quiet.flagged and quiet.ratio == pytest.approx(1.05)
-    slow = judge([reading(4.1, 0.2), reading(7.0, 0.21)], USUAL)
+    slow = judge([[reading(7.2, 0.2), reading(7.0, 0.21)]], USUAL)
     assert slow.flagged and slow.ratio == pytest.approx(1.75) and slow.figure == "launch_us"
     assert "1.75x" in slow.reason and "launch loop" in slow.reason
+    kernel = judge([[reading(4.0, 0.5), reading(4.0, 0.6)]], USUAL)
+    assert kernel.flagged and kernel.ratio == pytest.approx(2.5) and kernel.figure == "kernel_ms"
+
+
+def test_one_slow_reading_of_a_process_is_noise_not_a_slow_period():
+    # Slow before the timed runs, quiet after: not a period over the process.
+    assert not judge([[reading(9.0, 0.6), reading(4.1, 0.2)]], USUAL).flagged
+
+
+def test_the_median_process_decides():
+    one_slow = [[reading(9.0, 0.2)] * 2, [reading(4.0, 0.2)] * 2, [reading(4.1, 0.2)] * 2]
+    assert judge(one_slow, USUAL).ratio == pytest.approx(4.1 / 4.0)
+    most_slow = [[reading(9.0, 0.2)] * 2, [reading(8.0, 0.2)] * 2, [reading(4.1, 0.2)] * 2]
+    assert judge(most_slow, USUAL).flagged and judge(most_slow, USUAL).ratio == pytest.approx(2.0)
 
 
 def test_the_bound_is_strict_and_documented():
-    at_bound = judge([reading(4.0 * SLOW_BOUND, 0.2)], USUAL)
+    at_bound = judge([[reading(4.0 * SLOW_BOUND, 0.2)]], USUAL)
     assert not at_bound.flagged
-    assert judge([reading(4.0 * SLOW_BOUND * 1.01, 0.2)], USUAL).flagged
+    assert judge([[reading(4.0 * SLOW_BOUND * 1.01, 0.2)]], USUAL).flagged
 
 
 def test_without_a_usual_figure_nothing_is_flagged_and_it_says_why():
-    verdict = judge([reading(100.0, 100.0)], {"launch_us": None, "kernel_ms": None})
+    verdict = judge([[reading(100.0, 100.0)]], {"launch_us": None, "kernel_ms": None})
     assert not verdict.flagged and verdict.ratio is None and "no usual figure" in verdict.reason
+    assert judge([], USUAL).reason == "no reference was measured"
 
 
 def test_every_process_reading_counts():
@@ -64,7 +79,7 @@ def test_a_line_is_judged_then_its_readings_kept(tmp_path):
     slow = summary((reading(9.0, 0.2), reading(8.0, 0.2)))
     slow["unreliable_reasons"] = ["the timed runs vary"]
     history.judge_summary(slow, "EPYC")
-    assert slow["slow_period"]["flagged"] and slow["slow_period"]["ratio"] == pytest.approx(2.25)
+    assert slow["slow_period"]["flagged"] and slow["slow_period"]["ratio"] == pytest.approx(2.0)
     assert slow["unreliable"] is True
     assert slow["unreliable_reasons"][0] == "the timed runs vary"
     assert slow["unreliable_reasons"][1].startswith("slow period: the reference")
