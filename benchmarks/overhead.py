@@ -57,10 +57,10 @@ MANY = ["--test=eval", "--test=train"]  # 3 builtin models x 2 tests
 
 
 def sweep(method: str, stack: str, selection: list[str], folder: Path,
-          processes: int = 1) -> tuple[float, list[dict]]:
+          processes: int = 1, extra: tuple[str, ...] = ()) -> tuple[float, list[dict]]:
     command = [sys.executable, str(ROOT / "experiment_runner.py"), "--accelerator=cpu",
                *STACKS[stack], *selection, "--repeat=1", "--warmup=1", "--no-progress",
-               f"--processes={processes}",
+               f"--processes={processes}", *extra,
                f"--start-method={method}", f"--output-dirname={folder}", "--log-level=warning"]
     start = time.perf_counter()
     completed = subprocess.run(command, capture_output=True, text=True, cwd=str(ROOT))
@@ -96,6 +96,8 @@ def main() -> int:
                         help="timing processes per experiment (default: the CPU's default)")
     parser.add_argument("--more-processes", type=int, default=2,
                         help="further processes of the sweep that measures their cost")
+    parser.add_argument("--no-reference-workload", action="store_true",
+                        help="without the slow-period reference workload (to see its cost)")
     args = parser.parse_args()
     more = args.processes + args.more_processes
     methods = ("spawn", "forkserver")
@@ -109,13 +111,15 @@ def main() -> int:
                                                    ("many", MANY, args.processes),
                                                    ("more", ONE, more)):
                     folder = Path(scratch) / f"{method}-{name}-{round_number}"
-                    wall, lines = sweep(method, args.stack, selection, folder, processes)
+                    wall, lines = sweep(method, args.stack, selection, folder, processes,
+                                        ("--no-reference-workload",) if args.no_reference_workload else ())
                     walls.setdefault((method, name), []).append(wall)
                     measured.setdefault((method, name), []).append(
                         sum(measuring_seconds(line) for line in lines))
                     if name == "many":
                         count = len(lines)
-    print(f"builtin suite, {args.stack}, CPU, --repeat=1 --warmup=1 --processes={args.processes}; "
+    reference = " --no-reference-workload" if args.no_reference_workload else ""
+    print(f"builtin suite, {args.stack}, CPU, --repeat=1 --warmup=1 --processes={args.processes}{reference}; "
           f"median of {args.rounds} rounds, start methods alternated; 1 experiment vs {count}")
     print(f"{'start method':<12} {'T(1)':>7} {'T(n)':>7} {'per extra':>10} {'fixed':>7} "
           f"{'measuring':>10} {'overhead':>9}")

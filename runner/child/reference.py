@@ -9,9 +9,8 @@ experiment's device, every time, whatever the model:
 - the kernel: `PRODUCTS` matrix products of a fixed size on the device, synchronized:
   milliseconds per product.
 
-Each is the median of `REPEATS` tries of a few milliseconds (long enough to span several of
-the scheduler's time slices, so that other processes' load on the cores shows); the whole
-costs about 50 ms. The parent compares them with this host's usual figures
+Each is the median of `REPEATS` tries of a few milliseconds; the whole costs about 25 ms on
+a quiet CPU (twice per process). The parent compares them with this host's usual figures
 (runner/run/slow_periods.py).
 """
 
@@ -21,8 +20,8 @@ import statistics
 import time
 from typing import Any, Callable, Optional
 
-LAUNCHES = 1000
-PRODUCTS = 16
+LAUNCHES = 400
+PRODUCTS = 4
 REPEATS = 5
 #: The matrix product's size per device type (and its dtype): a fraction of a millisecond.
 KERNEL_SIZES = {"cpu": (256, "float32"), "cuda": (4096, "float16")}
