@@ -7,10 +7,13 @@ experiment's device, every time, whatever the model:
   CUDA, kernel launches), then one synchronization: microseconds per launch, the host-side
   speed that launch-bound models follow;
 - the kernel: `PRODUCTS` matrix products of a fixed size on the device, synchronized:
-  milliseconds per product.
+  milliseconds per product (on the CPU with the experiment's threads; the usual figures
+  are kept per thread count).
 
-Each is the median of `REPEATS` tries of a few milliseconds; the whole costs about 25 ms on
-a quiet CPU (twice per process). The parent compares them with this host's usual figures
+Each is the median of `REPEATS` tries of about 10 ms on a quiet CPU: longer than the
+scheduler's time slices, so that other processes' load on the cores slows a try (a try of a
+millisecond or two fits in one slice and does not see it). A reading costs about 60 ms on a
+quiet CPU, and is taken twice per process. The parent compares them with this host's usual figures
 (runner/run/slow_periods.py).
 """
 
@@ -20,9 +23,9 @@ import statistics
 import time
 from typing import Any, Callable, Optional
 
-LAUNCHES = 400
-PRODUCTS = 4
-REPEATS = 5
+LAUNCHES = 2000
+PRODUCTS = 16
+REPEATS = 3
 #: The matrix product's size per device type (and its dtype): a fraction of a millisecond.
 KERNEL_SIZES = {"cpu": (256, "float32"), "cuda": (4096, "float16")}
 
@@ -51,14 +54,12 @@ def measure_reference(device_type: str, repeats: int = REPEATS) -> Optional[dict
     device = torch.device(device_type)
     sync = (lambda: torch.cuda.synchronize(device)) if device_type == "cuda" else (lambda: None)
     size, dtype = KERNEL_SIZES[device_type]
-    threads = torch.get_num_threads()
-    try:
-        # One thread on the CPU: the same work whatever the experiment's --threads, and no
-        # thread pool spinning at a barrier while another process holds a core.
-        torch.set_num_threads(1)
-        return _measure(torch, device, sync, size, dtype, repeats)
-    finally:
-        torch.set_num_threads(threads)
+    # The experiment's own threads (the child set them): a multi-threaded product suffers
+    # from load on its cores far more than one thread does (a thread pool waits at each
+    # barrier for a thread another process holds off its core), as the experiment does.
+    figures = _measure(torch, device, sync, size, dtype, repeats)
+    figures["threads"] = torch.get_num_threads()
+    return figures
 
 
 def _measure(torch, device, sync, size: int, dtype: str, repeats: int) -> dict[str, Any]:

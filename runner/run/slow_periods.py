@@ -120,7 +120,7 @@ def judge(processes: list[list[dict[str, Any]]], usual: Mapping[str, Optional[fl
 
 
 def history_key(device: str, accelerator_model: Optional[str]) -> str:
-    """A file name for this host's figures on one device model."""
+    """A file name for this host's figures on one device model (and thread count)."""
     text = f"{socket.gethostname()}-{device}-{accelerator_model or 'unknown'}"
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:150]
 
@@ -184,6 +184,8 @@ class ReferenceHistory:
         if not readings:
             return
         device = str(readings[0].get("device") or "unknown")
+        if readings[0].get("threads"):
+            device += f"-t{readings[0]['threads']}"
         verdict = judge(processes, self.usual(device, accelerator_model))
         summary["slow_period"] = verdict.to_dict()
         if verdict.flagged:
