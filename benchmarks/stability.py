@@ -86,8 +86,12 @@ def sweep(runner_args: list[str], processes: Optional[int],
 
 
 def start_load(count: int) -> list[subprocess.Popen]:
-    """`count` busy processes, each a Python loop, on this process's cores."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    """`count` busy processes, each a Python loop, on this process's cores, each in a session
+    of its own: with the scheduler's autogroups (one per session, as on most Linux desktops
+    and servers), busy loops in one session would only share one group's time with the
+    runner's children, which take sessions of their own."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(count)]
 
 
 def stop_load(burners: list[subprocess.Popen]) -> None:
