@@ -58,7 +58,8 @@ def measure_reference(device_type: str, repeats: int = REPEATS) -> Optional[dict
     # from load on its cores far more than one thread does (a thread pool waits at each
     # barrier for a thread another process holds off its core), as the experiment does.
     figures = _measure(torch, device, sync, size, dtype, repeats)
-    figures["threads"] = torch.get_num_threads()
+    if device_type == "cpu":
+        figures["threads"] = torch.get_num_threads()
     return figures
 
 
