@@ -135,6 +135,11 @@ class DeviceTimer(ABC):
     def seconds(self) -> float:
         """Device seconds of every span recorded since the last call (after a sync)."""
 
+    def span_seconds(self) -> Optional[list[float]]:
+        """Device seconds of each span recorded since the last call (after a sync), which
+        they end as `seconds()` does; None from a timer that only knows their sum."""
+        return None
+
 
 class PreparedModel(ABC):
     """A model placed on its stack, ready for the timing loop (child side)."""

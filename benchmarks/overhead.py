@@ -18,7 +18,17 @@ everything else: starting the child, importing, building the line, claiming and 
 The n - 1 extra experiments are the heavier ones (the one experiment is the smallest), so
 their measuring time is their sum, M(n) - M(1), not a typical line's.
 
-    python benchmarks/overhead.py [--rounds 3] [--stack eager|pjrt]
+Both sweeps run at `--processes` (default: the CPU's default, core.fields.DEFAULT_PROCESSES).
+Each further timing process of an experiment costs a child too; one more sweep of the one
+experiment at `--processes` + `--more-processes` gives it:
+
+    per further process  = (T'(1) - T(1)) / more
+    its overhead         = per further process - (M'(1) - M(1)) / more
+
+and the cost per experiment at P processes is the overhead per experiment plus P - 1 times
+a further process's overhead (printed for the CPU's default and CUDA's).
+
+    python benchmarks/overhead.py [--rounds 3] [--stack eager|pjrt] [--processes P]
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.fields import DEFAULT_PROCESSES  # noqa: E402
 from core.schema import timed_values  # noqa: E402
 from runner.child.trust import MIN_WINDOW_SECONDS  # noqa: E402
 STACKS = {
@@ -45,9 +56,11 @@ ONE = ["-k", "^mlp$", "--test=eval"]
 MANY = ["--test=eval", "--test=train"]  # 3 builtin models x 2 tests
 
 
-def sweep(method: str, stack: str, selection: list[str], folder: Path) -> tuple[float, list[dict]]:
+def sweep(method: str, stack: str, selection: list[str], folder: Path,
+          processes: int = 1, extra: tuple[str, ...] = ()) -> tuple[float, list[dict]]:
     command = [sys.executable, str(ROOT / "experiment_runner.py"), "--accelerator=cpu",
                *STACKS[stack], *selection, "--repeat=1", "--warmup=1", "--no-progress",
+               f"--processes={processes}", *extra,
                f"--start-method={method}", f"--output-dirname={folder}", "--log-level=warning"]
     start = time.perf_counter()
     completed = subprocess.run(command, capture_output=True, text=True, cwd=str(ROOT))
@@ -62,11 +75,15 @@ def sweep(method: str, stack: str, selection: list[str], folder: Path) -> tuple[
 
 
 def measuring_seconds(line: dict) -> float:
-    """What the child spent measuring: warm-up, timed runs, and the idle contention probe."""
+    """What the children spent measuring: warm-up, timed runs, and the idle contention probe,
+    over every timing process."""
     summary = line.get("summary", {})
-    probe = MIN_WINDOW_SECONDS if (summary.get("cpu") or {}).get(
-        "others_measured", "").startswith("idle probe") else 0.0
-    warmup = sum(summary.get("warmup_times") or [])
+    windows = summary.get("cpu_processes") or [summary.get("cpu") or {}]
+    probe = MIN_WINDOW_SECONDS * sum(
+        (window or {}).get("others_measured", "").startswith("idle probe") for window in windows)
+    processes = summary.get("processes") or {}
+    warmup = (sum(processes["warmup_seconds"]) if processes.get("warmup_seconds")
+              else sum(summary.get("warmup_times") or []))
     # The cold-start entry that leads the per-run list is the first warm-up, counted above.
     return warmup + sum(timed_values(line, "per_iter_time")) + probe
 
@@ -75,7 +92,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--stack", choices=sorted(STACKS), default="eager")
+    parser.add_argument("--processes", type=int, default=DEFAULT_PROCESSES["cpu"],
+                        help="timing processes per experiment (default: the CPU's default)")
+    parser.add_argument("--more-processes", type=int, default=2,
+                        help="further processes of the sweep that measures their cost")
+    parser.add_argument("--no-reference-workload", action="store_true",
+                        help="without the slow-period reference workload (to see its cost)")
     args = parser.parse_args()
+    more = args.processes + args.more_processes
     methods = ("spawn", "forkserver")
     walls: dict[tuple[str, str], list[float]] = {}
     measured: dict[tuple[str, str], list[float]] = {}
@@ -83,16 +107,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="overhead-") as scratch:
         for round_number in range(args.rounds):
             for method in methods:
-                for name, selection in (("one", ONE), ("many", MANY)):
+                for name, selection, processes in (("one", ONE, args.processes),
+                                                   ("many", MANY, args.processes),
+                                                   ("more", ONE, more)):
                     folder = Path(scratch) / f"{method}-{name}-{round_number}"
-                    wall, lines = sweep(method, args.stack, selection, folder)
+                    wall, lines = sweep(method, args.stack, selection, folder, processes,
+                                        ("--no-reference-workload",) if args.no_reference_workload else ())
                     walls.setdefault((method, name), []).append(wall)
                     measured.setdefault((method, name), []).append(
                         sum(measuring_seconds(line) for line in lines))
                     if name == "many":
                         count = len(lines)
-    print(f"builtin suite, {args.stack}, CPU, --repeat=1 --warmup=1; median of {args.rounds} "
-          f"rounds, start methods alternated; 1 experiment vs {count}")
+    reference = " --no-reference-workload" if args.no_reference_workload else ""
+    print(f"builtin suite, {args.stack}, CPU, --repeat=1 --warmup=1 --processes={args.processes}{reference}; "
+          f"median of {args.rounds} rounds, start methods alternated; 1 experiment vs {count}")
     print(f"{'start method':<12} {'T(1)':>7} {'T(n)':>7} {'per extra':>10} {'fixed':>7} "
           f"{'measuring':>10} {'overhead':>9}")
     per_extra = {}
@@ -107,8 +135,21 @@ def main() -> int:
         print(f"{method:<12} {one:>6.2f}s {many:>6.2f}s {extra:>9.3f}s {fixed:>6.2f}s "
               f"{inner:>9.3f}s {extra - inner:>8.3f}s")
     ratio = per_extra["spawn"] / per_extra["forkserver"] if per_extra["forkserver"] > 0 else float("inf")
-    print(f"overhead per experiment: spawn {per_extra['spawn']:.3f} s, forkserver "
-          f"{per_extra['forkserver']:.3f} s ({ratio:.1f}x less)")
+    print(f"overhead per experiment at --processes={args.processes}: spawn "
+          f"{per_extra['spawn']:.3f} s, forkserver {per_extra['forkserver']:.3f} s ({ratio:.1f}x less)")
+    print(f"\none experiment at --processes={args.processes} vs {more}")
+    print(f"{'start method':<12} {'per process':>12} {'measuring':>10} {'overhead':>9} "
+          + " ".join(f"{'P=' + str(p) + ' cost':>10}" for p in sorted(set(DEFAULT_PROCESSES.values()))))
+    for method in methods:
+        one = statistics.median(walls[(method, "one")])
+        further = (statistics.median(walls[(method, "more")]) - one) / args.more_processes
+        inner = (statistics.median(measured[(method, "more")])
+                 - statistics.median(measured[(method, "one")])) / args.more_processes
+        costs = " ".join(f"{per_extra[method] + (p - args.processes) * (further - inner):>9.3f}s"
+                         for p in sorted(set(DEFAULT_PROCESSES.values())))
+        print(f"{method:<12} {further:>11.3f}s {inner:>9.3f}s {further - inner:>8.3f}s {costs}")
+    print("P=N cost: the overhead per experiment at N timing processes (measuring aside), "
+          f"defaults {DEFAULT_PROCESSES}")
     return 0
 
 

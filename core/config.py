@@ -146,6 +146,12 @@ class RunSettings:
     #: Time each iteration between CUDA events instead of the host clock (--pure-wall-time;
     #: stacks whose work runs on CUDA streams only).
     pure_wall_time: bool = False
+    #: Time the reference workload before and after each timing process (slow periods:
+    #: runner/child/reference.py, runner/run/slow_periods.py).
+    reference_workload: bool = True
+    #: Re-measure an experiment flagged as measured in a slow period, at the end of the
+    #: sweep, up to this many times (--remeasure-slow).
+    remeasure_slow: int = 0
     #: Observability options by flag name (runner/observers declares the flags).
     observe: Mapping[str, Any] = field(default_factory=dict)
 

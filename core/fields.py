@@ -46,6 +46,10 @@ INDUCTOR_MODES = ("default", "cudagraphs", "dynamic", "max-autotune")
 OPTIMIZERS = (None, "sgd", "adam")
 AMP_DTYPES = (None, "bf16", "fp16")
 DEFAULT_SEED = 1234
+#: Timing processes per experiment when --processes is not given, by accelerator (measured:
+#: docs/timing.md, "Several processes"). CUDA's is provisional until measured on a card.
+DEFAULT_PROCESSES = {"cpu": 1, "cuda": 5, "tpu": 1}
+MAX_PROCESSES = 100
 #: Seeds torch accepts, less room for the per-iteration offsets of --randomize-input.
 SEED_RANGE = (-(2**63), 2**63 - 1)
 #: A dynamo backend's name (inductor, openxla, aot_eager, a registered custom one).
@@ -292,6 +296,11 @@ FIELDS: tuple[Field, ...] = (
     _f("seed", EXPERIMENT, int, default=DEFAULT_SEED, minimum=SEED_RANGE[0],
        maximum=SEED_RANGE[1], flags=("--seed",), since=SCHEMA_VERSION,
        help="seed of the weights and the inputs (a 64-bit signed integer)"),
+    _f("processes", EXPERIMENT, int, default=None, optional=True, minimum=1,
+       maximum=MAX_PROCESSES, identity=False, report=NOT_SHOWN, flags=("--processes",),
+       help="timing processes per experiment, each with its own warm-up and timed runs; the "
+            "figure is the median over processes (how it is measured, not what: not identity). "
+            "Default: " + ", ".join(f"{name} {count}" for name, count in DEFAULT_PROCESSES.items())),
     _f("stack", EXPERIMENT, str, default=None, optional=True, identity=False, report=NOT_SHOWN,
        help="the registry name of the stack that runs it (backends/stacks), set at planning"),
 )
@@ -366,6 +375,11 @@ def line_values(scope: str, data: Mapping[str, Any]) -> dict[str, Any]:
         elif spec.line_key and spec.name in data:
             values[spec.name] = data[spec.name]
     return values
+
+
+def processes_for(accelerator: str, processes: Optional[int]) -> int:
+    """The timing processes of an experiment: those asked for, else its accelerator's default."""
+    return processes if processes is not None else DEFAULT_PROCESSES.get(accelerator, 1)
 
 
 def flagged_fields() -> tuple[Field, ...]:

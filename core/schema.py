@@ -32,6 +32,7 @@ from core.config import (
     fingerprint,
 )
 from core.fields import SCHEMA_VERSION
+from core.peaks import throughput
 
 MAX_ERROR_CHARS = 4000
 #: `metrics.error` of a skipped line, as PyTorch/XLA's runner writes it.
@@ -237,6 +238,9 @@ class ResultLine:
                              if Status(self.status) is Status.FAILED else None),
         }
         line.update({key: value for key, value in optional.items() if value is not None})
+        achieved = throughput(line)  # from the line's workload signature, when it has one
+        if achieved is not None:
+            line["summary"]["throughput"] = achieved
         return line
 
 

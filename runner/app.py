@@ -176,7 +176,8 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         executor.start()
         run_plan(plan, suite, sweep_dispatcher(args, executor, slots, plan), claims, report,
                  show_progress=not args.no_progress, no_skip=args.no_skip,
-                 durations=expected_durations(known.lines))
+                 durations=expected_durations(known.lines),
+                 remeasure_slow=settings.remeasure_slow)
     except KeyboardInterrupt as stop:
         print(f"\n{signals.describe(stop)}: {len(report.lines)} experiment(s) finished and "
               f"recorded in {results_path}; run the same command again to resume",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import statistics
 import os
 import time
 
@@ -74,3 +75,23 @@ def test_a_loaded_machine_flags_the_line_as_unreliable(run_cli):
     assert summary["unreliable"] is True, summary
     assert any(reason.startswith("contention") for reason in summary["unreliable_reasons"])
     assert summary["cpu"]["others_fraction"] > 0.3
+
+
+def test_several_timing_processes_and_the_reference_workload_reach_the_line(run_cli):
+    run = run_cli(*EAGER, "--dynamo=None", "--processes=2")
+    assert run.returncode == 0, run.stderr
+    (line,) = run.lines()
+    summary, metrics = line["summary"], line["metrics"]
+    assert line["experiment"]["processes"] == 2
+    assert set(line["artifacts"]) == {"time", "time-2"}
+    processes = summary["processes"]
+    assert processes["count"] == 2 and len(processes["medians"]) == 2
+    assert processes["median"] == statistics.median(processes["medians"])
+    assert metrics["process"] == [1, 1, 1, 1, 2, 2, 2]  # the cold start, then 3 runs each
+    # The reference workload ran before and after each process's timed runs, and the line
+    # was judged against this host's usual figure (or says why it could not be).
+    references = summary["reference_processes"]
+    assert len(references) == 2
+    assert all(reading["launch_us"] > 0 and reading["kernel_ms"] > 0
+               for each in references for reading in (each["before"], each["after"]))
+    assert "ratio" in summary["slow_period"] and "flagged" in summary["slow_period"]

@@ -136,10 +136,13 @@ class CudaEventTimer(DeviceTimer):
         self._spans.append((self._start, self._event()))
 
     def seconds(self) -> float:
+        return sum(self.span_seconds())
+
+    def span_seconds(self) -> list[float]:
         torch.cuda.synchronize(self.device)
-        total_ms = sum(start.elapsed_time(end) for start, end in self._spans)
+        spans = [start.elapsed_time(end) / 1e3 for start, end in self._spans]
         self._spans.clear()
-        return total_ms / 1e3
+        return spans
 
 
 def to_cpu(value: Any) -> Any:

@@ -149,6 +149,11 @@ def _warnings(row: Row) -> list[str]:
         found.append(f"compile time {record.compile_time:.0f} s > {COMPILE_TIME_WARNING_S:.0f} s")
     if record.unreliable:
         found.append("unreliable timings" + (f": {record.unreliable_reason}" if record.unreliable_reason else ""))
+    if record.host_bound:
+        share = f"{record.host_bound_fraction:.0%} of" if record.host_bound_fraction is not None else "most"
+        found.append(f"host-bound: {share} the timed iterations had the device waiting for the host")
+    if record.tflops is not None and record.peak_fraction is None and record.peak_note:
+        found.append(record.peak_note)
     if row.compression_ratio is not None and row.compression_ratio < COMPRESSION_WARNING:
         found.append(f"memory compression {row.compression_ratio:.2f} < {COMPRESSION_WARNING}")
     return found

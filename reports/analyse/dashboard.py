@@ -104,6 +104,8 @@ def build_payload(
             "ran": r.ran, "passed": r.passed, "ver": r.verified, "acc": r.accurate,
             "mem": r.peak_memory, "mk": r.memory_kind or "", "cr": _num(row.compression_ratio),
             "w": row.warnings, "run": r.run_id, "err": r.error, "unrel": r.unreliable,
+            "hb": _num(r.host_bound_fraction) if r.host_bound else None, "slow": _num(r.slow_ratio),
+            "tf": _num(r.tflops), "pk": _num(r.peak_fraction), "pkn": r.peak_note,
         })
     payload: dict[str, Any] = {
         "title": title,

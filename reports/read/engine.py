@@ -42,7 +42,7 @@ from reports.errors import ReportError
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the normalised columns change: older caches are rebuilt.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
@@ -94,6 +94,13 @@ READ_COLUMNS: dict[str, Any] = {
         # How many entries lead the per-run lists for the cold-start run (core.schema).
         "cold_start_entries": _D,
         "paired_speedup": {"speedup": _D, "median": _D, "p_value": _D, "method": _V},
+        # Several timing processes: each one's median per iteration (runner/run/processes.py).
+        "processes": {"medians": "DOUBLE[]", "spread": _D},
+        # Host-bound iterations (CUDA), slow periods, percent of peak (docs/timing.md).
+        "host_bound": _B,
+        "host_bound_fraction": _D,
+        "slow_period": {"ratio": _D, "flagged": _B},
+        "throughput": {"tflops": _D, "fraction_of_peak": _D, "no_peak_reason": _V},
         "unreliable": _B,
         "unreliable_reasons": "VARCHAR[]",
         "unreliable_reason": _V,
@@ -107,6 +114,8 @@ READ_COLUMNS: dict[str, Any] = {
     "finished_at": _D,
     "skip_reason": _V,
     "batch_size_used": _D,
+    # The workload signature: what was run (its FLOPs per iteration, where counted).
+    "workload": {"flops_per_iteration": _D},
 }
 
 
@@ -124,6 +133,8 @@ _DETAIL_READ = (
     "metrics.eager_peak_device_memory_bytes",
     "summary.paired_speedup.p_value", "summary.paired_speedup.method",
     "summary.unreliable", "summary.unreliable_reasons", "summary.unreliable_reason",
+    "summary.processes.spread", "summary.host_bound", "summary.host_bound_fraction",
+    "summary.slow_period", "summary.throughput",
 )
 
 
@@ -165,6 +176,15 @@ def _figure(name: str) -> str:
 #: The cold-start entries to leave out of the steady state (core.schema.timed_values).
 _COLD_ENTRIES = ("(CASE WHEN isfinite(summary.cold_start_entries) AND summary.cold_start_entries > 0 "
                  "THEN CAST(summary.cold_start_entries AS BIGINT) ELSE 0 END)")
+
+
+#: An experiment's samples: the medians of its timing processes where it had several (the
+#: figure is their median, its interval theirs, and compare and the history test them),
+#: else its timed runs' times per iteration.
+_SAMPLES = (f"(CASE WHEN len(list_filter(summary.processes.medians, lambda x: isfinite(x))) >= 2 "
+            f"THEN list_filter(summary.processes.medians, lambda x: isfinite(x)) "
+            f"ELSE list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
+            f"len(metrics.per_iter_time)), lambda x: isfinite(x)) END)")
 
 
 def _sql_text(value: str) -> str:
@@ -237,6 +257,9 @@ _ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS)
 
 _NOT_RUN_CODES = ", ".join(_sql_text(c.value) for c in (VerificationCode.VERIFIER_SKIPPED, VerificationCode.VERIFIER_DIDNT_RUN))
 
+#: TFLOP/s from a line's FLOP count and its figure, for lines that do not give them.
+_COUNTED_TFLOPS = "workload.flops_per_iteration / list_aggregate(_times, 'median') / 1e12"
+
 #: The normalised columns, computed from the typed read in the same pass: (name, SQL).
 _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("kind", f"""CASE WHEN {_ALL_NULL} THEN 2
@@ -290,13 +313,21 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("paired_method", """COALESCE(summary.paired_speedup.method, '')"""),
     ("unreliable", """COALESCE(summary.unreliable, false)"""),
     ("unreliable_reason", """COALESCE(array_to_string(summary.unreliable_reasons, '; '), summary.unreliable_reason, '')"""),
+    ("process_spread", f"""{_finite('summary.processes.spread')}"""),
+    ("host_bound", """COALESCE(summary.host_bound, false)"""),
+    ("host_bound_fraction", f"""{_finite('summary.host_bound_fraction')}"""),
+    ("slow_ratio", f"""{_finite('summary.slow_period.ratio')}"""),
+    ("tflops", f"""COALESCE({_positive('summary.throughput.tflops')}, {_positive(_COUNTED_TFLOPS)})"""),
+    ("peak_fraction", f"""{_finite('summary.throughput.fraction_of_peak')}"""),
+    ("peak_note", """COALESCE(summary.throughput.no_peak_reason, '')"""),
 ]
 
 #: The columns only a selected line needs (a record's details); every other column is
 #: needed for every line (selecting, grouping into runs, the history).
 DETAIL_COLUMNS = ("fp", "times", "peak_host", "error", "skip_reason", "graph_count", "unique_graphs",
                   "graph_breaks", "unique_graph_breaks", "calls_captured", "paired_p", "paired_method",
-                  "unreliable", "unreliable_reason")
+                  "unreliable", "unreliable_reason", "process_spread", "host_bound",
+                  "host_bound_fraction", "slow_ratio", "tflops", "peak_fraction", "peak_note")
 #: Every normalised column (a file read with its details, or cached).
 NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
 #: The columns of every line (`kind` aside, which only sets lines aside).
@@ -411,9 +442,8 @@ def scan_into(con, source: Path, table: str, details: bool = True) -> int:
     def scan(path: Path, object_size: Optional[int] = None) -> None:
         size = f", maximum_object_size={int(object_size)}" if object_size else ""
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, "
-            f"list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
-            f"len(metrics.per_iter_time)), lambda x: isfinite(x)) AS _times FROM read_ndjson("
+            f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, {_SAMPLES} "
+            f"AS _times FROM read_ndjson("
             f"{_sql_text(str(path))}, format='newline_delimited', records=true, "
             f"ignore_errors=true{size}, columns={_columns_argument(columns)}))"
         )

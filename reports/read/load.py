@@ -103,6 +103,17 @@ class Record:
     paired_method: str = ""
     unreliable: bool = False
     unreliable_reason: str = ""
+    #: Spread of the timing processes' medians ((max - min) / median), with several.
+    process_spread: Optional[float] = None
+    #: CUDA: most timed iterations had the device waiting for the host (docs/timing.md).
+    host_bound: bool = False
+    host_bound_fraction: Optional[float] = None
+    #: How much slower than this host's usual figure the reference workload ran.
+    slow_ratio: Optional[float] = None
+    #: Achieved TFLOP/s, its fraction of the device's peak, or why there is no peak.
+    tflops: Optional[float] = None
+    peak_fraction: Optional[float] = None
+    peak_note: str = ""
 
     @property
     def model_label(self) -> str:
@@ -178,7 +189,8 @@ _RECORD_COLUMNS = (
     "suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status, "
     "code, run, fin, times, med, cold, compile, peak_dev, peak_host, eager_peak_dev, error, "
     "skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks, "
-    "calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, id, n_times"
+    "calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, process_spread, "
+    "host_bound, host_bound_fraction, slow_ratio, tflops, peak_fraction, peak_note, id, n_times"
 )
 
 
@@ -190,7 +202,8 @@ def record_from_row(row: tuple) -> Record:
     (suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status,
      code, run, fin, times, med, cold, compile_time, peak_dev, peak_host, eager_peak_dev, error,
      skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks,
-     calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, _id, _n) = row
+     calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, process_spread,
+     host_bound, host_bound_fraction, slow_ratio, tflops, peak_fraction, peak_note, _id, _n) = row
     times = list(times or [])
     if peak_dev is not None:
         peak, kind = int(peak_dev), "device"
@@ -210,6 +223,9 @@ def record_from_row(row: tuple) -> Record:
         unique_graph_breaks=unique_graph_breaks, calls_captured=calls_captured,
         paired_speedup=paired, paired_p_value=paired_p, paired_method=paired_method,
         unreliable=bool(unreliable), unreliable_reason=unreliable_reason,
+        process_spread=process_spread, host_bound=bool(host_bound),
+        host_bound_fraction=host_bound_fraction, slow_ratio=slow_ratio, tflops=tflops,
+        peak_fraction=peak_fraction, peak_note=peak_note or "",
     )
 
 

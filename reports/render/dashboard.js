@@ -370,6 +370,32 @@
     host.appendChild(chartLegend(series));
   }
 
+  /* Achieved TFLOP/s as a share of the device's peak, per model, sorted; lines without a
+     peak for their device are counted in a note. */
+  function renderPeakChart(visible) {
+    const host = clear("peak-chart");
+    const series = [];
+    let noPeak = 0;
+    for (const ci of visibleConfigs()) {
+      const counted = visible.filter((r) => r.c === ci && isNum(r.tf));
+      noPeak += counted.filter((r) => !isNum(r.pk)).length;
+      const members = counted.filter((r) => isNum(r.pk)).sort((a, b) => a.pk - b.pk);
+      if (!members.length) continue;
+      series.push({ name: configs[ci].label, colour: colourOf(ci),
+        points: members.map((r, i) => [members.length === 1 ? 50 : 100 * i / (members.length - 1),
+          100 * r.pk, r.m + ": " + r.tf.toPrecision(3) + " TFLOP/s, " + fmtPct(r.pk) + " of peak"]) });
+    }
+    host.appendChild(chart({ id: "peak", title: "Percent of the device's peak per model, sorted",
+      series, log: false, zero: true, unit: "%", xmin: 0, xmax: 100,
+      xlabel: "models, sorted by percent of peak (percentile)",
+      empty: "no line with a FLOP count and a known peak" }));
+    host.appendChild(chartLegend(series));
+    if (noPeak) {
+      host.appendChild(el("p", { class: "muted" }, noPeak + " experiment(s) with a FLOP count ran " +
+        "on a device without a peak in the table: no percent of peak"));
+    }
+  }
+
   /* ---------- history ---------- */
   function historyByRunConfig() {
     const points = new Map();
@@ -534,6 +560,8 @@
     { key: "comp", label: "compile", get: (r) => r.comp, fmt: fmtTime },
     { key: "mem", label: "peak memory", get: (r) => r.mem, fmt: (v, r) => (isNum(v) ? fmtBytes(v) + " (" + r.mk + ")" : "-") },
     { key: "cr", label: "mem ratio", get: (r) => r.cr, fmt: fmtX },
+    { key: "tf", label: "TFLOP/s (% peak)", get: (r) => r.tf,
+      fmt: (v, r) => (isNum(v) ? v.toPrecision(3) + (isNum(r.pk) ? " (" + fmtPct(r.pk) + ")" : " (no peak)") : "-") },
     { key: "w", label: "warnings", get: (r) => r.w.join("; ") },
   ];
   function renderExperiments(visible) {
@@ -608,6 +636,7 @@
     renderChanges();
     renderPivot(visible);
     renderSpeedupChart(visible);
+    renderPeakChart(visible);
     renderExperiments(visible);
   }
 

@@ -56,6 +56,7 @@ _SECTIONS = [
     ("changes", "Models that changed the most (latest run against the previous one)"),
     ("pivot", "Speedup per model and configuration"),
     ("speedup-chart", "Speedup distribution"),
+    ("peak-chart", "Percent of peak (achieved TFLOP/s over the device's peak for the precision used)"),
     ("experiments", "Experiments"),
     ("provenance", "Provenance: runs, commands, versions, devices"),
     ("notes", "Notes"),

@@ -48,8 +48,19 @@ def _interval(row: Row) -> str:
 
 ROW_HEADERS = [
     "model", "configuration", "batch", "status", "verification", "median/iter", "interval",
-    "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "warnings",
+    "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "TFLOP/s (% peak)",
+    "warnings",
 ]
+
+
+def throughput_cell(record) -> str:
+    """Achieved TFLOP/s with its percent of the device's peak; 'no peak' where the device
+    has none in the table; '-' without a FLOP count."""
+    if record.tflops is None:
+        return "-"
+    if record.peak_fraction is None:
+        return f"{record.tflops:.3g} (no peak)"
+    return f"{record.tflops:.3g} ({record.peak_fraction:.0%})"
 
 
 def row_cells(row: Row) -> list[str]:
@@ -71,6 +82,7 @@ def row_cells(row: Row) -> list[str]:
         fmt_time(record.compile_time),
         memory if record.peak_memory else "-",
         fmt_ratio(row.compression_ratio),
+        throughput_cell(record),
         "; ".join(row.warnings),
     ]
 

@@ -23,6 +23,7 @@ from core.config import RunSettings
 from core.fields import DEFAULT_SEED
 from core.schema import COLD_START_ENTRIES
 from models.base import BenchmarkModel
+from runner.child.host_bound import host_bound_summary
 from runner.child.trust import CpuWatch
 from runner.observers.base import RunHooks
 
@@ -58,6 +59,13 @@ class TimingResult:
     #: What timed the runs: the host clock, or CUDA events (--pure-wall-time).
     clock: str = HOST_CLOCK
     last_result: Any = None
+    #: On a device with a timer (CUDA): per timed run, device seconds per iteration and
+    #: the host's enqueue seconds per iteration; per timed iteration, its device span and
+    #: enqueue time (empty where the timer knows only sums).
+    device_time: list[float] = field(default_factory=list)
+    enqueue_time: list[float] = field(default_factory=list)
+    iteration_spans: list[float] = field(default_factory=list)
+    iteration_enqueues: list[float] = field(default_factory=list)
 
     @property
     def per_iter_time(self) -> list[float]:
@@ -87,6 +95,10 @@ class TimingResult:
             metrics["paired_speedup"] = lead_speedup + [
                 eager / compiled for eager, compiled in zip(self.reference_total_time,
                                                            self.total_time)]
+        if self.device_time:
+            lead = [None] if cold else []
+            metrics["device_time"] = lead + list(self.device_time)
+            metrics["enqueue_time"] = lead + list(self.enqueue_time)
         names = list(dict.fromkeys([*(cold.metrics if cold else {}), *self.run_metrics]))
         for name in names:
             lead = [cold.metrics.get(name)] if cold else []
@@ -111,6 +123,10 @@ class TimingResult:
                 summary["compile_time_s"] = max(self.warmup_times[0] - steady, 0.0)
         if self.peak_device_memory is not None:
             summary["peak_device_memory_bytes"] = self.peak_device_memory
+        if self.iteration_spans:
+            summary.update(host_bound_summary(self.iteration_spans, self.iteration_enqueues))
+        if self.device_time:
+            summary["median_device_time"] = statistics.median(self.device_time)
         if self.reference_total_time and self.total_time:
             summary["paired_speedup"] = paired_speedup(self.reference_per_iter_time,
                                                        self.per_iter_time)
@@ -154,17 +170,22 @@ def _iteration(prepared: PreparedModel, device_inputs: Any) -> Any:
 
 
 def _run(prepared: PreparedModel, inputs: list[Any], iterations: int,
-         timer: Optional[DeviceTimer] = None) -> Any:
+         timer: Optional[DeviceTimer] = None,
+         enqueues: Optional[list[float]] = None) -> Any:
     """One run: `iterations` iterations, then the stack's synchronization. With a device
-    timer, each iteration is bracketed by its events."""
+    timer, each iteration is bracketed by its events, and the host's time to queue it (from
+    before its first event to after its last) goes to `enqueues`."""
     result = None
     for index in range(iterations):
         result = None  # one iteration's outputs alive at a time
         if timer is not None:
+            queued = time.perf_counter()
             timer.begin()
         result = _iteration(prepared, inputs[index % len(inputs)])
         if timer is not None:
             timer.end()
+            if enqueues is not None:
+                enqueues.append(time.perf_counter() - queued)
     prepared.sync_run(result)
     return result
 
@@ -188,13 +209,28 @@ def warm_up(prepared: PreparedModel, inputs: list[Any], count: int,
     return times, cold
 
 
+@dataclass
+class RunTimes:
+    """One timed run: host seconds, and with a device timer the device's seconds, each
+    iteration's device span (None where the timer knows only the sum) and enqueue time."""
+
+    host: float
+    device: Optional[float] = None
+    spans: Optional[list[float]] = None
+    enqueues: list[float] = field(default_factory=list)
+
+
 def timed_run(prepared: PreparedModel, inputs: list[Any], iterations: int,
-              timer: Optional[DeviceTimer] = None) -> tuple[float, Any]:
-    """One run timed by the host clock, or by the device timer when there is one."""
+              timer: Optional[DeviceTimer] = None) -> tuple[RunTimes, Any]:
+    """One run timed by the host clock and, when there is a device timer, by the device."""
+    enqueues: list[float] = []
     start = time.perf_counter()
-    result = _run(prepared, inputs, iterations, timer)
-    elapsed = time.perf_counter() - start
-    return (timer.seconds() if timer is not None else elapsed), result
+    result = _run(prepared, inputs, iterations, timer, enqueues)
+    times = RunTimes(time.perf_counter() - start, enqueues=enqueues)
+    if timer is not None:
+        times.spans = timer.span_seconds()
+        times.device = sum(times.spans) if times.spans is not None else timer.seconds()
+    return times, result
 
 
 def measure(
@@ -222,9 +258,12 @@ def measure(
     inputs = [prepared.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
     iterations = settings.iterations_per_run
     timing = TimingResult(iterations_per_run=iterations)
-    timer = prepared.device_timer() if settings.pure_wall_time else None
+    # Where the stack offers a device timer (CUDA), every timed iteration is bracketed by
+    # its events: the device time and host-bound iterations are recorded; the device's
+    # clock times the runs only with --pure-wall-time.
+    timer = prepared.device_timer()
     reference_timer = None
-    if timer is not None:
+    if timer is not None and settings.pure_wall_time:
         timing.clock = CUDA_EVENTS_CLOCK
     if reference is not None:
         reference_inputs = [reference.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
@@ -242,13 +281,21 @@ def measure(
     result = None
     for run_index in range(settings.repeat):
         if reference is not None:
-            elapsed, _ = timed_run(reference, reference_inputs, iterations, reference_timer)
-            timing.reference_total_time.append(elapsed)
+            times, _ = timed_run(reference, reference_inputs, iterations, reference_timer)
+            timing.reference_total_time.append(
+                times.device if reference_timer is not None else times.host)
         hooks.before_timed_run(run_index)
         prepared.begin_timed_run()
         result = None
-        elapsed, result = timed_run(prepared, inputs, iterations, timer)
-        timing.total_time.append(elapsed)
+        times, result = timed_run(prepared, inputs, iterations, timer)
+        clocked = times.device if timing.clock == CUDA_EVENTS_CLOCK else times.host
+        timing.total_time.append(clocked)
+        if times.device is not None:
+            timing.device_time.append(times.device / iterations)
+            timing.enqueue_time.append(sum(times.enqueues) / iterations)
+            if times.spans is not None:
+                timing.iteration_spans.extend(times.spans)
+                timing.iteration_enqueues.extend(times.enqueues)
         for name, value in prepared.end_timed_run().items():
             timing.run_metrics.setdefault(name, []).append(value)
         hooks.after_timed_run(run_index)

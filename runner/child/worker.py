@@ -15,7 +15,7 @@ import socket
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from core.contract import (
     RESULT_FILE,
@@ -125,8 +125,12 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     prepared = stack.prepare(bench, spec.experiment, spec.settings)
     observers.attach(prepared)
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
+    before = reference_reading(spec)
     timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch,
                      seed=spec.experiment.seed)
+    after = reference_reading(spec)
+    if before is not None or after is not None:
+        result.summary["reference"] = {"before": before, "after": after}
     if spec.settings.pure_wall_time and timing.clock == HOST_CLOCK:
         note = (f"--pure-wall-time does not apply to the {stack.name} stack on "
                 f"{spec.experiment.accelerator}: its work does not run on CUDA streams that "
@@ -147,6 +151,20 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
         log.warning("unreliable timings: %s", reason)
     result.accelerator_model = prepared.accelerator_model()
     result.environment["torch_settings"] = torch_settings()  # as the stack left them
+
+
+def reference_reading(spec: ChildSpec) -> Optional[dict[str, Any]]:
+    """The reference workload's figures on the experiment's device (runner/child/reference.py),
+    or None where it has none or could not run (logged)."""
+    from runner.child.reference import measure_reference
+
+    if not spec.settings.reference_workload:
+        return None
+    try:
+        return measure_reference(spec.experiment.accelerator)
+    except Exception as error:  # the experiment's line matters more than its reference
+        log.warning("the reference workload could not run: %s: %s", type(error).__name__, error)
+        return None
 
 
 def verification_verdict(spec: ChildSpec, suite, stack, nondeterministic_reason) -> Verdict:

@@ -216,6 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="verify without timing")
     how.add_argument("--verify-iterations", type=positive_int, default=1,
                      help="iterations run before the results are compared")
+    how.add_argument("--no-reference-workload", action="store_true",
+                     help="do not time the short reference workload before and after each "
+                          "timing process (it detects slow periods of the machine: "
+                          "docs/timing.md)")
+    how.add_argument("--remeasure-slow", type=non_negative_int, default=0, metavar="N",
+                     help="re-measure an experiment whose line is flagged as measured in a "
+                          "slow period, later in the sweep, up to N times; the line kept is "
+                          "the first not flagged, else the least slow (default 0: never)")
     how.add_argument("--pure-wall-time", action="store_true",
                      help="time each iteration of the timed runs between CUDA events, not by "
                           "the host clock (stacks whose work runs on CUDA streams: eager and "
@@ -351,6 +359,8 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         threads=args.threads,
         paired=not args.no_paired_timing,
         pure_wall_time=args.pure_wall_time,
+        reference_workload=not args.no_reference_workload,
+        remeasure_slow=args.remeasure_slow,
         observe=observers.options_from(args),
     )
 

@@ -13,7 +13,9 @@ nothing can be recorded on a full disk.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import shutil
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -22,15 +24,18 @@ from typing import Optional
 
 import backends
 from core.config import RunSettings
-from core.contract import RESULT_FILE, SPEC_FILE, ChildSpec, Role, write_message
-from core.schema import ResultLine
+from core.contract import RESULT_FILE, SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, write_message
+from core.fields import processes_for
+from core.schema import ResultLine, Status
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot
 from runner.run.child_env import child_cores, child_environment, child_folder
 from runner.run.forkserver_client import ForkedChild, ForkServer, ForkServerError, ForkServers, names_own_folder
 from runner.run.guard import ProcessGuard
-from runner.run.lines import SweepInfo, line_from_outcome, new_line, skipped_line, verdict_of
+from runner.run.lines import SweepInfo, failure_text, line_from_outcome, new_line, skipped_line, verdict_of
+from runner.run.processes import combine
 from runner.run.scratch import ScratchRoot
+from runner.run.slow_periods import ReferenceHistory
 from runner.run.supervision import ChildOutcome, ExperimentCancelled, Supervisor, spawn_worker
 
 log = logging.getLogger(__name__)
@@ -59,8 +64,10 @@ class ExperimentExecutor:
 
     def __init__(self, options: ExecutorOptions, settings: RunSettings, sweep: SweepInfo,
                  guard: Optional[ProcessGuard] = None,
-                 scratch: Optional[ScratchRoot] = None) -> None:
+                 scratch: Optional[ScratchRoot] = None,
+                 references: Optional[ReferenceHistory] = None) -> None:
         self.options = options
+        self.references = references or ReferenceHistory()
         self.settings = settings
         self.sweep = sweep
         self.guard = guard
@@ -94,9 +101,11 @@ class ExperimentExecutor:
         """Kill the children that run now and refuse to start more (thread-safe)."""
         self._cancelled.set()
 
-    def child_folder(self, planned: PlannedExperiment, role: Role) -> Path:
-        """The child's own folder, absolute: <experiment id>/<run id>/<role>."""
-        return child_folder(self.options.output_dir, self.sweep.run_id, planned, role)
+    def child_folder(self, planned: PlannedExperiment, role: Role, process: int = 1) -> Path:
+        """The child's own folder, absolute: <experiment id>/<run id>/<role>, and
+        <role>-<process> for the timing processes after the first."""
+        folder = child_folder(self.options.output_dir, self.sweep.run_id, planned, role)
+        return folder if process == 1 else folder.with_name(f"{folder.name}-{process}")
 
     def child_environment(self, planned: PlannedExperiment, role: Role, folder: Path,
                           scratch: Path, slot: Optional[Slot] = None) -> dict[str, str]:
@@ -106,20 +115,54 @@ class ExperimentExecutor:
                                  dict(self.options.host_variables))
 
     def run_child(self, planned: PlannedExperiment, role: Role,
-                  slot: Optional[Slot] = None) -> ChildOutcome:
+                  slot: Optional[Slot] = None, process: int = 1,
+                  scratch: Optional[Path] = None) -> ChildOutcome:
         """Start a child in its own folder (on `slot`'s cores and GPU when given), watch it,
-        and collect its result and output."""
+        and collect its result and output. With `scratch`, the child's compile caches go
+        there and stay for the next process; otherwise to a fresh folder removed after it."""
         if self._cancelled.is_set():
             raise ExperimentCancelled("the sweep was stopped")
-        folder = self.child_folder(planned, role)
+        folder = self.child_folder(planned, role, process)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / RESULT_FILE).unlink(missing_ok=True)
         spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
                          self.options.log_level, child_cores(slot, self.options.cpu_set))
         write_message(folder / SPEC_FILE, spec)
-        scratch = self.scratch.new_folder()
+        shared = scratch is not None
+        scratch = scratch if scratch is not None else self.scratch.new_folder()
         return self._supervisor.run(folder, scratch, lambda: self._start(
-            planned, folder, self.child_environment(planned, role, folder, scratch, slot)))
+            planned, folder, self.child_environment(planned, role, folder, scratch, slot)),
+            keep_scratch=shared)
+
+    def time_processes(self, planned: PlannedExperiment, count: int,
+                       slot: Optional[Slot] = None) -> tuple[ChildOutcome, list[ChildOutcome]]:
+        """Run the timing child `count` times, one process after the other, each with its
+        own warm-up and timed runs; later ones reuse the first one's compile caches (a
+        folder shared by them, removed at the end). The experiment's outcome (its result
+        made of every process's: runner/run/processes.py) and each process's outcome.
+
+        When the first process fails, no other runs: its outcome is the experiment's."""
+        if count == 1:
+            outcome = self.run_child(planned, Role.TIME, slot)
+            return outcome, [outcome]
+        caches = self.scratch.new_folder()
+        outcomes: list[ChildOutcome] = []
+        try:
+            for process in range(1, count + 1):
+                outcome = self.run_child(planned, Role.TIME, slot, process, caches)
+                outcomes.append(outcome)
+                if process == 1 and not _succeeded(outcome):
+                    return outcome, outcomes
+        finally:
+            shutil.rmtree(caches, ignore_errors=True)
+        results = [outcome.result if _succeeded(outcome) else _failed_result(outcome)
+                   for outcome in outcomes]
+        first = outcomes[0]
+        combined = dataclasses.replace(
+            first, result=combine(results, count),
+            peak_tree_rss_bytes=max(o.peak_tree_rss_bytes for o in outcomes),
+            wall_seconds=sum(o.wall_seconds for o in outcomes))
+        return combined, outcomes
 
     def _start(self, planned: PlannedExperiment, folder: Path,
                environment: dict[str, str]) -> "subprocess.Popen | ForkedChild":
@@ -150,10 +193,15 @@ class ExperimentExecutor:
             line = self.line_from_outcome(planned, outcome)
             line.artifacts = {Role.VERIFY.value: self._relative(outcome.folder)}
             return line
-        outcome = self.run_child(planned, Role.TIME, slot)
+        count = processes_for(planned.experiment.accelerator, planned.experiment.processes)
+        planned = dataclasses.replace(
+            planned, experiment=dataclasses.replace(planned.experiment, processes=count))
+        outcome, outcomes = self.time_processes(planned, count, slot)
         self._log_child_notes(outcome)
         line = self.line_from_outcome(planned, outcome)
-        line.artifacts = {Role.TIME.value: self._relative(outcome.folder)}
+        line.artifacts = {each.folder.name: self._relative(each.folder) for each in outcomes}
+        if line.status is Status.OK:
+            self.references.judge_summary(line.summary, line.accelerator_model)
         if self.settings.verify:
             verification = self.run_child(planned, Role.VERIFY, slot)
             line.apply_verdict(verdict_of(verification))
@@ -184,3 +232,15 @@ class ExperimentExecutor:
     def line_from_outcome(self, planned: PlannedExperiment, outcome: ChildOutcome) -> ResultLine:
         """The results line for a child's outcome, success or any kind of failure."""
         return line_from_outcome(self.settings, self.sweep, planned, outcome)
+
+
+def _succeeded(outcome: ChildOutcome) -> bool:
+    return (outcome.result is not None and outcome.result.status is Status.OK
+            and not outcome.timed_out and not outcome.memory_exceeded)
+
+
+def _failed_result(outcome: ChildOutcome) -> ChildResult:
+    """A process that did not end OK, as a result naming what happened."""
+    if outcome.result is not None and outcome.result.status is not Status.OK:
+        return outcome.result
+    return ChildResult(status=Status.FAILED, error=ChildError(failure_text(outcome)))

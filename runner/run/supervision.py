@@ -256,9 +256,11 @@ class Supervisor:
         self.cancelled = cancelled
 
     def run(self, folder: Path, scratch: Path,
-            start_child: Callable[[], "subprocess.Popen | ForkedChild"]) -> ChildOutcome:
+            start_child: Callable[[], "subprocess.Popen | ForkedChild"],
+            keep_scratch: bool = False) -> ChildOutcome:
         """Start the child with `start_child()`, watch it, kill its tree, remove its
-        `scratch` folder, and collect its result and output."""
+        `scratch` folder (unless `keep_scratch`: a later process reuses its compile caches),
+        and collect its result and output."""
         result_path = folder / RESULT_FILE
         outcome = ChildOutcome(folder)
         start = time.monotonic()
@@ -281,7 +283,8 @@ class Supervisor:
                     if self.guard is not None:
                         self.guard.forget(process.pid)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if not keep_scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
         if pump.error is not None:
             raise OSError(pump.error.errno, pump.error.strerror, str(folder / LOG_FILE))
         outcome.returncode = process.returncode

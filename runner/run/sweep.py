@@ -47,6 +47,7 @@ def run_plan(
     show_progress: bool = True,
     no_skip: bool = False,
     durations: Optional[Mapping[str, float]] = None,
+    remeasure_slow: int = 0,
 ) -> SweepReport:
     """Run every planned experiment no other runner records, up to the dispatcher's capacity
     at a time, appending each line as soon as it exists.
@@ -55,9 +56,14 @@ def run_plan(
     earlier runs; see `expected_durations`), those never timed before the others.
     `report` is filled as lines are written, so a caller that catches KeyboardInterrupt
     still knows what was finished.
+
+    With `remeasure_slow`, an experiment whose line says it was measured in a slow period
+    (`summary.slow_period.flagged`) goes to the end of the queue, its claim kept, and runs
+    again, up to that many times (`Remeasures`).
     """
     pending = longest_first(plan.experiments, durations or {})
     in_flight: dict[Future, PlannedExperiment] = {}
+    remeasures = Remeasures(remeasure_slow)
     waiting_told = False
     with claims, tqdm(
         total=len(pending), unit="exp", disable=not show_progress, dynamic_ncols=True
@@ -67,6 +73,9 @@ def run_plan(
                 busy = []
                 while pending and len(in_flight) < dispatcher.capacity:
                     planned = pending.pop(0)
+                    if remeasures.holds(planned):  # claimed already: measured again
+                        in_flight[dispatcher.submit(planned)] = planned
+                        continue
                     status, _ = claims.claim(planned.fingerprint)
                     if status is ClaimStatus.BUSY:
                         busy.append(planned)
@@ -81,7 +90,12 @@ def run_plan(
                 if in_flight:
                     done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                     for future in done:
-                        _record(in_flight.pop(future), future.result(), claims, report)
+                        planned = in_flight.pop(future)
+                        line = remeasures.line_to_record(planned, future.result())
+                        if line is None:
+                            pending.append(planned)
+                            continue
+                        _record(planned, line, claims, report)
                         bar.update(1)
                 if busy and not waiting_told:
                     log.info("%d experiment(s) are being run by other runners; waiting for "
@@ -96,7 +110,9 @@ def run_plan(
         finally:
             dispatcher.close()
             for future, planned in in_flight.items():
-                _record_if_finished(planned, future, claims, report)
+                _record_if_finished(planned, future, claims, report, remeasures)
+            for planned, line in remeasures.held_lines(in_flight.values()):
+                _record(planned, line, claims, report)
     report.recorded_elsewhere = claims.counts.recorded_elsewhere
     report.left_out = claims.counts.left_out
     report.taken_over = claims.counts.taken_over
@@ -134,13 +150,74 @@ def _record(planned: PlannedExperiment, line: dict[str, Any], claims: Claims,
 
 
 def _record_if_finished(planned: PlannedExperiment, future: Future, claims: Claims,
-                        report: SweepReport) -> None:
-    """After a stop: keep the line of an experiment that finished meanwhile; release the
-    claim of one that did not."""
+                        report: SweepReport, remeasures: Optional["Remeasures"] = None) -> None:
+    """After a stop: keep the line of an experiment that finished meanwhile (or the line
+    held for it while it was measured again); release the claim of one that did not."""
     if future.done() and not future.cancelled() and future.exception() is None:
-        _record(planned, future.result(), claims, report)
+        line = future.result()
+        if remeasures is not None:
+            line = remeasures.final_line(planned, line)
+        _record(planned, line, claims, report)
+    elif remeasures is not None and remeasures.holds(planned):
+        _record(planned, remeasures.final_line(planned, None), claims, report)
     else:
         claims.release(planned.fingerprint)
+
+
+def slow_ratio(line: Mapping[str, Any]) -> Optional[float]:
+    """The slow-period ratio of a flagged line (runner/run/slow_periods.py), else None."""
+    verdict = (line.get("summary") or {}).get("slow_period")
+    if isinstance(verdict, dict) and verdict.get("flagged"):
+        ratio = verdict.get("ratio")
+        return float(ratio) if isinstance(ratio, (int, float)) else float("inf")
+    return None
+
+
+class Remeasures:
+    """Experiments measured again because their line was flagged as slow (--remeasure-slow).
+
+    The flagged line is held (its claim kept) while the experiment waits at the end of the
+    queue. The line recorded is the first one not flagged, else, once the attempts are
+    spent, the least slow; it lists every earlier attempt's ratio
+    (`summary.slow_period.earlier_ratios`)."""
+
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+        self._held: dict[str, tuple[PlannedExperiment, list[dict[str, Any]]]] = {}
+
+    def holds(self, planned: PlannedExperiment) -> bool:
+        return planned.fingerprint in self._held
+
+    def line_to_record(self, planned: PlannedExperiment,
+                       line: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """The line to record now, or None when the experiment is to be measured again."""
+        earlier = self._held.get(planned.fingerprint, (planned, []))[1]
+        ratio = slow_ratio(line)
+        if ratio is not None and len(earlier) < self.attempts:
+            self._held[planned.fingerprint] = (planned, [*earlier, line])
+            log.info("%s was measured in a slow period (%.2fx); it will be measured again",
+                     describe(planned), ratio)
+            return None
+        return self.final_line(planned, line)
+
+    def final_line(self, planned: PlannedExperiment,
+                   line: Optional[dict[str, Any]]) -> dict[str, Any]:
+        """The line kept of the held ones and `line`: the first not flagged, else the least
+        slow; with the earlier attempts' ratios."""
+        attempts = [*self._held.pop(planned.fingerprint, (planned, []))[1], *([line] if line else [])]
+        chosen = min(attempts, key=lambda each: slow_ratio(each) or 0.0)
+        if len(attempts) > 1:
+            verdict = chosen.setdefault("summary", {}).setdefault("slow_period", {})
+            verdict["earlier_ratios"] = [slow_ratio(each) for each in attempts if each is not chosen]
+        return chosen
+
+    def held_lines(self, running: Iterable[PlannedExperiment]
+                   ) -> list[tuple[PlannedExperiment, dict[str, Any]]]:
+        """After a stop: the held lines of experiments not running now, to be recorded."""
+        busy = {planned.fingerprint for planned in running}
+        waiting = [planned for fingerprint, (planned, _) in list(self._held.items())
+                   if fingerprint not in busy]
+        return [(planned, self.final_line(planned, None)) for planned in waiting]
 
 
 def duration_key(model_name: str, stack_label: str, experiment: Mapping[str, Any]) -> str:
@@ -193,7 +270,11 @@ def describe(planned: PlannedExperiment) -> str:
 
 
 def median_iteration_time(line: dict[str, Any]) -> Optional[float]:
-    """The median of the timed runs (the cold-start entry left out)."""
+    """The experiment's figure: the median over its timing processes where it had several,
+    else the median of the timed runs (the cold-start entry left out)."""
+    processes = (line.get("summary") or {}).get("processes")
+    if isinstance(processes, dict) and isinstance(processes.get("median"), (int, float)):
+        return float(processes["median"])
     times = timed_values(line, "per_iter_time")
     return statistics.median(times) if times else None
 

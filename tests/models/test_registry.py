@@ -9,7 +9,7 @@ import pytest
 from models import UnknownSuiteError, get_suite, suite_names
 from models.base import Suite
 
-SUITES = ("builtin", "dummy", "faults", "timm", "huggingface", "torchbench")
+SUITES = ("builtin", "dummy", "faults", "bound", "timm", "huggingface", "torchbench")
 
 
 def test_the_suites_are_discovered_in_their_order():

@@ -43,6 +43,7 @@ def _history_lines():
                                         peak_host=2**28, code="PASS", run_id=run, timestamp=stamp))
     lines.append(craft_line("mlp", "inductor", times=[0.004, 0.004, 0.004], test="train", run_id="night-2",
                             timestamp=86400.0 * 2 + 7200))
+    lines[-1]["workload"] = {"flops_per_iteration": 4e9}  # a FLOP count on a CPU: no peak
     return lines
 
 
@@ -90,8 +91,10 @@ def test_tables_and_charts_render_without_console_errors(page):
     assert any("rgb(" in (c.get_attribute("style") or "") for c in cells)
     assert "fail" in [c.text for c in cells]
     # Charts: the speedup distribution and the four history charts, drawn as SVG.
-    for chart in ("speedup", "pass-rate", "geomean-speedup", "compile-time", "memory-compression"):
+    for chart in ("speedup", "peak", "pass-rate", "geomean-speedup", "compile-time", "memory-compression"):
         assert page.find_elements("css selector", f'svg[data-chart="{chart}"]'), chart
+    assert "1 experiment(s) with a FLOP count ran on a device without a peak" in page.find_element(
+        "css selector", "#peak-chart").text
     assert page.find_elements("css selector", 'svg[data-chart="geomean-speedup"] polyline.series')
     assert "no device memory" in page.find_element("css selector", 'svg[data-chart="memory-compression"]').text
     # The last night is flagged: cnn regressed under inductor, mlp newly failing under aot_eager.

@@ -1,0 +1,195 @@
+"""Slow periods: was the machine itself slow while an experiment was measured? (parent side)
+
+Every timing process times a short fixed reference workload before and after its timed runs
+(runner/child/reference.py: a host-side launch loop and a device kernel). This module keeps
+each host's usual figures for it, per device, in the cache folder beside the probe's
+(`core.host.cache_root()/reference`): the latest `HISTORY` readings of each figure, a week
+at most. The usual figure is their median, once there are `MIN_HISTORY` of them.
+
+How slow a process ran is, for the figure that ran slowest against its usual value, the
+lesser of its readings before and after the timed runs: a slow period over the process
+slows both, while one reading caught by a moment's noise does not count. The line's ratio
+is the median of its processes' ratios (its figure is their median too). A line is flagged
+(`summary.slow_period.flagged`, and `summary.unreliable` with the reason) when its ratio is
+above `SLOW_BOUND`; the ratio is recorded either way. Every reading joins the history after the line is judged, so
+the usual figure follows a lasting change of the machine within `HISTORY / 2` experiments,
+while a slow period shorter than that stands out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+from core.host import cache_root
+
+log = logging.getLogger(__name__)
+
+#: A reading this many times the usual figure flags the line.
+SLOW_BOUND = 1.3
+#: Readings kept per figure, and the fewest that make a usual figure.
+HISTORY = 50
+MIN_HISTORY = 3
+MAX_AGE_SECONDS = 7 * 24 * 3600
+#: The reference's figures (runner/child/reference.py), with what each measures.
+FIGURES = {"launch_us": "the host's launch loop", "kernel_ms": "the device kernel"}
+
+
+def processes_of(summary: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
+    """The reference readings of a line's summary: for each process, those taken before and
+    after its timed runs."""
+    references = summary.get("reference_processes")
+    if not isinstance(references, list):
+        references = [summary.get("reference")]
+    found = []
+    for reference in references:
+        if isinstance(reference, dict):
+            readings = [reading for reading in (reference.get("before"), reference.get("after"))
+                        if isinstance(reading, dict)]
+            if readings:
+                found.append(readings)
+    return found
+
+
+def readings_of(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every reference reading of a line's summary."""
+    return [reading for readings in processes_of(summary) for reading in readings]
+
+
+def process_ratio(readings: list[dict[str, Any]],
+                  usual: Mapping[str, float]) -> Optional[tuple[float, str]]:
+    """How slow one process ran, and by which figure: for each figure the lesser ratio of
+    its readings (before, after) to the usual value; the largest of those."""
+    ratios = []
+    for name, value in usual.items():
+        measured = [reading[name] for reading in readings
+                    if isinstance(reading.get(name), (int, float))]
+        if measured:
+            ratios.append((min(measured) / value, name))
+    return max(ratios) if ratios else None
+
+
+@dataclass
+class SlowVerdict:
+    """How slow the reference ran against the usual figure, and whether that flags the line."""
+
+    ratio: Optional[float]
+    flagged: bool
+    figure: Optional[str] = None
+    usual: dict[str, float] = field(default_factory=dict)
+    readings: int = 0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ratio": self.ratio, "flagged": self.flagged, "figure": self.figure,
+                "usual": self.usual, "readings": self.readings, "bound": SLOW_BOUND,
+                "reason": self.reason}
+
+
+def judge(processes: list[list[dict[str, Any]]], usual: Mapping[str, Optional[float]],
+          bound: float = SLOW_BOUND) -> SlowVerdict:
+    """Compare each process's readings with the usual figures; the median of the processes'
+    ratios decides (see the module's doc)."""
+    count = sum(len(readings) for readings in processes)
+    if not count:
+        return SlowVerdict(None, False, reason="no reference was measured")
+    known = {name: value for name, value in usual.items() if value}
+    if not known:
+        return SlowVerdict(None, False, readings=count,
+                           reason=f"no usual figure for this host yet (fewer than {MIN_HISTORY} "
+                                  "readings)")
+    ratios = sorted(found for readings in processes
+                    if (found := process_ratio(readings, known)) is not None)
+    if not ratios:
+        return SlowVerdict(None, False, readings=count, reason="no comparable figure")
+    ratio, figure = ratios[(len(ratios) - 1) // 2]  # the median (the lower one of two)
+    flagged = ratio > bound
+    reason = (f"slow period: the reference ({FIGURES[figure]}) ran {ratio:.2f}x this host's "
+              f"usual figure (bound {bound:.2f}x)") if flagged else ""
+    return SlowVerdict(ratio, flagged, figure, dict(known), count, reason)
+
+
+def history_key(device: str, accelerator_model: Optional[str]) -> str:
+    """A file name for this host's figures on one device model (and thread count)."""
+    text = f"{socket.gethostname()}-{device}-{accelerator_model or 'unknown'}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:150]
+
+
+class ReferenceHistory:
+    """This host's recent reference readings per device, in the cache folder (thread-safe
+    within a runner; runners sharing a host replace the file atomically, and at worst
+    one's readings are lost)."""
+
+    def __init__(self, folder: Optional[Path] = None) -> None:
+        self.folder = Path(folder) if folder is not None else cache_root() / "reference"
+        self._lock = threading.Lock()
+
+    def _path(self, device: str, accelerator_model: Optional[str]) -> Path:
+        return self.folder / f"{history_key(device, accelerator_model)}.json"
+
+    def _read(self, path: Path) -> dict[str, list[list[float]]]:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def usual(self, device: str, accelerator_model: Optional[str]) -> dict[str, Optional[float]]:
+        """The median of each figure's recent readings (None with too few)."""
+        data = self._read(self._path(device, accelerator_model))
+        now = time.time()
+        usual: dict[str, Optional[float]] = {}
+        for name in FIGURES:
+            values = [value for stamp, value in data.get(name, []) if now - stamp < MAX_AGE_SECONDS]
+            usual[name] = statistics.median(values) if len(values) >= MIN_HISTORY else None
+        return usual
+
+    def add(self, device: str, accelerator_model: Optional[str],
+            readings: Iterable[Mapping[str, Any]]) -> None:
+        """Keep the readings (the latest HISTORY per figure); a failed write is only logged."""
+        path = self._path(device, accelerator_model)
+        now = time.time()
+        with self._lock:
+            data = self._read(path)
+            for reading in readings:
+                for name in FIGURES:
+                    if isinstance(reading.get(name), (int, float)):
+                        data.setdefault(name, []).append([now, float(reading[name])])
+            data = {name: values[-HISTORY:] for name, values in data.items() if name in FIGURES}
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".reference-")
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    json.dump(data, out)
+                os.replace(temporary, path)
+            except OSError as error:
+                log.debug("the reference readings were not kept: %s", error)
+
+    def judge_summary(self, summary: dict[str, Any], accelerator_model: Optional[str]) -> None:
+        """Judge a line's summary against this host's usual figures, record the verdict
+        (`summary.slow_period`, and the unreliable flag with its reason), then keep its
+        readings."""
+        processes = processes_of(summary)
+        readings = [reading for each in processes for reading in each]
+        if not readings:
+            return
+        device = str(readings[0].get("device") or "unknown")
+        if readings[0].get("threads"):
+            device += f"-t{readings[0]['threads']}"
+        verdict = judge(processes, self.usual(device, accelerator_model))
+        summary["slow_period"] = verdict.to_dict()
+        if verdict.flagged:
+            summary["unreliable"] = True
+            summary["unreliable_reasons"] = [*(summary.get("unreliable_reasons") or []),
+                                             verdict.reason]
+        self.add(device, accelerator_model, readings)

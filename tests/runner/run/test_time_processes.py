@@ -1,0 +1,73 @@
+"""The executor's timing processes share one compile-cache folder (no child is started:
+run_child is replaced)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.config import ExperimentConfig, ModelConfig, RunSettings
+from core.contract import ChildError, ChildResult, Role
+from core.schema import Status
+from runner.plan.matrix import PlannedExperiment
+from runner.run.executor import ExecutorOptions, ExperimentExecutor
+from runner.run.lines import SweepInfo
+from runner.run.scratch import ScratchRoot
+from runner.run.supervision import ChildOutcome
+
+
+def executor(tmp_path: Path) -> ExperimentExecutor:
+    (tmp_path / "scratch").mkdir()
+    return ExperimentExecutor(ExecutorOptions(output_dir=tmp_path / "out"), RunSettings(),
+                              SweepInfo(run_id="run"), scratch=ScratchRoot(tmp_path / "scratch"))
+
+
+def planned() -> PlannedExperiment:
+    experiment = ExperimentConfig(accelerator="cpu", xla=None, dynamo=None, torch_xla2=None,
+                                  test="eval", stack="eager")
+    return PlannedExperiment(ModelConfig("builtin", "mlp"), experiment, "eager")
+
+
+def ok(median: float) -> ChildResult:
+    return ChildResult(status=Status.OK, metrics={"per_iter_time": [1.0, median]},
+                       summary={"cold_start_entries": 1})
+
+
+def fake_children(runner: ExperimentExecutor, results: list[ChildResult], seen: list):
+    def run_child(planned, role, slot=None, process=1, scratch=None):
+        assert role is Role.TIME
+        seen.append((process, scratch, scratch.is_dir() if scratch else None))
+        folder = runner.child_folder(planned, role, process)
+        return ChildOutcome(folder, returncode=0, result=results[process - 1], wall_seconds=2.0)
+
+    runner.run_child = run_child
+
+
+def test_processes_share_one_cache_folder_removed_at_the_end(tmp_path):
+    runner = executor(tmp_path)
+    seen: list = []
+    fake_children(runner, [ok(0.1), ok(0.3), ok(0.2)], seen)
+    outcome, outcomes = runner.time_processes(planned(), 3)
+    assert [process for process, _, _ in seen] == [1, 2, 3]
+    caches = {scratch for _, scratch, _ in seen}
+    assert len(caches) == 1 and all(exists for _, _, exists in seen)
+    assert not next(iter(caches)).exists()
+    assert [o.folder.name for o in outcomes] == ["time", "time-2", "time-3"]
+    assert outcome.result.summary["processes"]["medians"] == [0.1, 0.3, 0.2]
+    assert outcome.wall_seconds == 6.0
+
+
+def test_a_failed_first_process_ends_the_experiment(tmp_path):
+    runner = executor(tmp_path)
+    seen: list = []
+    failed = ChildResult(status=Status.FAILED, error=ChildError("RuntimeError: boom"))
+    fake_children(runner, [failed, ok(0.1)], seen)
+    outcome, outcomes = runner.time_processes(planned(), 2)
+    assert len(seen) == 1 and outcome.result is failed and len(outcomes) == 1
+
+
+def test_one_process_gets_a_cache_of_its_own(tmp_path):
+    runner = executor(tmp_path)
+    seen: list = []
+    fake_children(runner, [ok(0.1)], seen)
+    outcome, _ = runner.time_processes(planned(), 1)
+    assert seen == [(1, None, None)] and "processes" not in outcome.result.summary
