@@ -174,6 +174,9 @@ class ResultLine:
     verification_details: Optional[dict[str, Any]] = None
     #: Folders of the children, relative to the output folder, by role.
     artifacts: dict[str, str] = field(default_factory=dict)
+    #: What one iteration ran (parameters, inputs, mode, optimizer, FLOPs): None when the
+    #: child never loaded the model.
+    workload: Optional[dict[str, Any]] = None
     timestamp: float = field(default_factory=time.time)
     finished_at: float = field(default_factory=time.time)
 
@@ -211,6 +214,7 @@ class ResultLine:
             "run_id": self.run_id,
             "command": self.command,
             "environment": self.environment,
+            "workload": self.workload,
         }
         optional = {
             "notes": self.notes or None,
