@@ -103,6 +103,15 @@ class Record:
     paired_method: str = ""
     unreliable: bool = False
     unreliable_reason: str = ""
+    #: FLOPs of one iteration (the line's workload.flops_per_iteration), when counted.
+    flops_per_iteration: Optional[float] = None
+
+    @property
+    def achieved_tflops(self) -> Optional[float]:
+        """FLOPs per iteration over the median time per iteration, in TFLOP/s."""
+        if not self.flops_per_iteration or not self.median_time or self.median_time <= 0:
+            return None
+        return self.flops_per_iteration / self.median_time / 1e12
 
     @property
     def model_label(self) -> str:
@@ -178,7 +187,7 @@ _RECORD_COLUMNS = (
     "suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status, "
     "code, run, fin, times, med, cold, compile, peak_dev, peak_host, eager_peak_dev, error, "
     "skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks, "
-    "calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, id, n_times"
+    "calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, flops, id, n_times"
 )
 
 
@@ -190,7 +199,8 @@ def record_from_row(row: tuple) -> Record:
     (suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status,
      code, run, fin, times, med, cold, compile_time, peak_dev, peak_host, eager_peak_dev, error,
      skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks,
-     calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, _id, _n) = row
+     calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, flops, _id,
+     _n) = row
     times = list(times or [])
     if peak_dev is not None:
         peak, kind = int(peak_dev), "device"
@@ -210,6 +220,7 @@ def record_from_row(row: tuple) -> Record:
         unique_graph_breaks=unique_graph_breaks, calls_captured=calls_captured,
         paired_speedup=paired, paired_p_value=paired_p, paired_method=paired_method,
         unreliable=bool(unreliable), unreliable_reason=unreliable_reason,
+        flops_per_iteration=flops,
     )
 
 

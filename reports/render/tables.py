@@ -39,6 +39,15 @@ def fmt_bytes(value: Optional[int]) -> str:
     return f"{value / 2**20:.1f} MiB"
 
 
+def fmt_flops(value: Optional[float]) -> str:
+    """FLOPs of one iteration in GFLOP, '-' when not counted."""
+    return "-" if value is None else f"{value / 1e9:,.4g} G"
+
+
+def fmt_tflops(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def _interval(row: Row) -> str:
     interval = row.record.interval
     if interval is None or len(row.record.per_iter_times) < 2:
@@ -48,7 +57,8 @@ def _interval(row: Row) -> str:
 
 ROW_HEADERS = [
     "model", "configuration", "batch", "status", "verification", "median/iter", "interval",
-    "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "warnings",
+    "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "FLOP/iter",
+    "TFLOP/s", "warnings",
 ]
 
 
@@ -71,6 +81,8 @@ def row_cells(row: Row) -> list[str]:
         fmt_time(record.compile_time),
         memory if record.peak_memory else "-",
         fmt_ratio(row.compression_ratio),
+        fmt_flops(record.flops_per_iteration),
+        fmt_tflops(record.achieved_tflops),
         "; ".join(row.warnings),
     ]
 

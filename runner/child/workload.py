@@ -18,6 +18,7 @@ describes PyTorch's harness's models with the same code.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -58,7 +59,7 @@ def memory_format(tensor: torch.Tensor) -> str:
 def value_kind(tensor: torch.Tensor) -> dict[str, Any]:
     """What the values are: integers with their observed range, normalised floats (mean 0,
     standard deviation 1), other floats with their mean and spread; unknown on meta."""
-    if tensor.device.type == "meta":
+    if tensor.device.type == "meta" or _is_fake(tensor):
         return {"kind": "unknown (meta tensor)"}
     if tensor.numel() == 0:
         return {"kind": "empty"}
@@ -72,6 +73,12 @@ def value_kind(tensor: torch.Tensor) -> dict[str, Any]:
     normalised = abs(mean) <= NORMALISED_TOLERANCE and abs(std - 1) <= NORMALISED_TOLERANCE
     return {"kind": "normalised floats" if normalised else "floats",
             "mean": round(mean, 3), "std": round(std, 3)}
+
+
+def _is_fake(tensor: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(tensor, FakeTensor)
 
 
 def describe_tensor(name: str, tensor: torch.Tensor,
@@ -156,6 +163,19 @@ def count_flops(iteration: Callable[[], Any]) -> tuple[Optional[int], Optional[s
         return int(counter.get_total_flops()), None
     except Exception as error:  # a model the meta device cannot run: no count, and why
         return None, f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
+
+
+def to_fake(value: Any, mode: Any) -> Any:
+    """Every tensor of a nested value as a fake tensor of `mode`."""
+    if isinstance(value, torch.Tensor):
+        return mode.from_tensor(value)
+    if isinstance(value, tuple):
+        return tuple(to_fake(v, mode) for v in value)
+    if isinstance(value, list):
+        return [to_fake(v, mode) for v in value]
+    if isinstance(value, dict):
+        return {k: to_fake(v, mode) for k, v in value.items()}
+    return value
 
 
 def to_meta(value: Any) -> Any:
@@ -294,9 +314,53 @@ def experiment_workload(suite: Any, model: Any, experiment: Any, batch_size: Opt
     return cached(key, compute, folder)
 
 
+def on_meta_or_fake(count: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """`count("meta")`, or `count("fake")` where the meta device cannot answer: code that reads
+    a value (`.item()`, a tensor's truth) cannot run on meta tensors, while fake tensors
+    (FakeTensorMode) make model libraries take the value-free paths they keep for tracing
+    (transformers' is_tracing). Models are built on meta either way (building under a fake
+    mode fails where a library reads values while it builds, as timm does), then their
+    parameters and buffers are made fake (`make_fake`)."""
+    workload = count("meta")
+    if workload.get(FLOPS_KEY) is None and "meta tensors" in str(workload.get("flops_error")):
+        try:
+            fake = count("fake")
+        except Exception as error:
+            workload["flops_error"] += f"; on fake tensors: {type(error).__name__}: {error}"[:300]
+            return workload
+        if fake.get(FLOPS_KEY) is not None or "flops_error" not in workload:
+            return fake
+    return workload
+
+
+def fake_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode()
+
+
+def make_fake(module: torch.nn.Module, mode: Any) -> None:
+    """Turn a meta module's parameters and buffers into fake tensors of `mode`, in place."""
+    for sub in module.modules():
+        for name, parameter in list(sub._parameters.items()):
+            if parameter is not None:
+                sub._parameters[name] = torch.nn.Parameter(
+                    mode.from_tensor(parameter), requires_grad=parameter.requires_grad)
+        for name, buffer in list(sub._buffers.items()):
+            if buffer is not None:
+                sub._buffers[name] = mode.from_tensor(buffer)
+
+
 def our_signature(suite: Any, model_name: str, experiment: Any,
                   batch_size: Optional[int]) -> dict[str, Any]:
-    """Build the model on meta, its inputs on the CPU, and describe one iteration."""
+    """Build the model on meta (or fake) tensors, its inputs on the CPU, and describe one
+    iteration."""
+    return on_meta_or_fake(lambda place: _our_signature(suite, model_name, experiment,
+                                                        batch_size, place))
+
+
+def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Optional[int],
+                   place: str) -> dict[str, Any]:
     from backends.runtimes.precision import amp_dtype, cast_floating, parameter_dtype
     from backends.runtimes.torch_device import make_optimizer, optimizer_settings
     from models.base import ModelInputs
@@ -305,30 +369,35 @@ def our_signature(suite: Any, model_name: str, experiment: Any,
     with torch.device("meta"):
         bench = suite.load(model_name, experiment.test, batch_size, seed=experiment.seed)
     dtype = parameter_dtype(experiment.precision)
-    module = bench.module.to(dtype=dtype).train(training)
     made = bench.make_inputs(experiment.seed)
     real = tuple(cast_floating(part, torch.device("cpu"), dtype)
                  for part in (made.args, made.kwargs, made.targets))
-    meta = to_meta(real)
+    module = bench.module.to(dtype=dtype).train(training)
+    placed = to_meta(real)
+    mode = fake_mode() if place == "fake" else None
+    if mode is not None:
+        make_fake(module, mode)
+        placed = to_fake(placed, mode)
     autocast = amp_dtype(experiment.precision, experiment.accelerator, experiment.amp_dtype)
     settings = optimizer_settings(experiment.optimizer_in_effect(), experiment.accelerator,
                                   bench.harness_optimizer)
     parameters = [p for p in module.parameters() if p.requires_grad]
 
     def iteration() -> None:
-        if not training:
-            with torch.no_grad():
-                module(*meta[0], **meta[1])
-            return
-        for parameter in parameters:
-            parameter.grad = None
-        output = module(*meta[0], **meta[1])
-        loss = bench.loss_fn(output, ModelInputs(meta[0], meta[1], meta[2]))
-        loss.backward()
-        if settings is not None:
-            # capturable needs a CUDA device; it changes where the step's scalars live, not
-            # its arithmetic (which FlopCounterMode does not count either way).
-            make_optimizer(settings, parameters).step()
+        with (mode if mode is not None else contextlib.nullcontext()):
+            if not training:
+                with torch.no_grad():
+                    module(*placed[0], **placed[1])
+                return
+            for parameter in parameters:
+                parameter.grad = None
+            output = module(*placed[0], **placed[1])
+            loss = bench.loss_fn(output, ModelInputs(placed[0], placed[1], placed[2]))
+            loss.backward()
+            if settings is not None:
+                # capturable needs CUDA; it changes where the step's scalars live, not its
+                # arithmetic (which FlopCounterMode does not count either way).
+                make_optimizer(settings, parameters).step()
 
     spec = IterationSpec(
         mode=experiment.test,
@@ -339,7 +408,8 @@ def our_signature(suite: Any, model_name: str, experiment: Any,
                + (("optimizer step",) if settings is not None else ())) if training
         else ("forward",),
     )
-    workload = signature(module, meta, spec, iteration, real_inputs=real)
+    workload = signature(module, placed, spec, iteration, real_inputs=real)
     workload["batch_size"] = bench.batch_size
     workload["parameter_dtype"] = dtype_name(dtype)
+    workload["counted_on"] = f"{place} tensors"
     return workload
