@@ -85,7 +85,12 @@ class TorchPreparedModel(PreparedModel):
         experiment: ExperimentConfig,
         device: torch.device,
         wrap: Optional[Callable[[torch.nn.Module], Callable]] = None,
+        compile_iteration: Optional[Callable[[Callable], Callable]] = None,
     ) -> None:
+        """`wrap` wraps the module (inference, and training without `compile_iteration`);
+        `compile_iteration` compiles the whole training iteration instead, as PyTorch's
+        harness compiles its forward_and_backward_pass: forward and loss, the backward that
+        follows the graph break, and the optimizer's step (zeroing the gradients stays out)."""
         self.bench = bench
         self.experiment = experiment
         self.device = device
@@ -100,7 +105,10 @@ class TorchPreparedModel(PreparedModel):
         settings = optimizer_settings(experiment.optimizer_in_effect(), experiment.accelerator,
                                       bench.harness_optimizer)
         self.optimizer = make_optimizer(settings, self.parameters) if settings else None
-        self.callable = wrap(self.module) if wrap else self.module
+        whole_iteration = self.training and compile_iteration is not None
+        self.callable = wrap(self.module) if wrap and not whole_iteration else self.module
+        self.train_iteration = (compile_iteration(self._train_iteration) if whole_iteration
+                                else self._train_iteration)
 
     def inputs_to_device(self, inputs: ModelInputs) -> ModelInputs:
         return ModelInputs(
@@ -116,8 +124,16 @@ class TorchPreparedModel(PreparedModel):
         if not self.training:
             with torch.no_grad(), self._autocast():
                 return call_module(self.callable, device_inputs)
+        return self.train_iteration(device_inputs)
+
+    @torch._disable_dynamo(recursive=True)
+    def _zero_grad(self) -> None:
         for parameter in self.parameters:
             parameter.grad = None
+
+    def _train_iteration(self, device_inputs: ModelInputs) -> Any:
+        """Zero the gradients, forward and loss (autocast), backward, the optimizer's step."""
+        self._zero_grad()
         with self._autocast():
             output = call_module(self.callable, device_inputs)
             loss = self.bench.loss_fn(output, device_inputs)
