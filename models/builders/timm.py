@@ -21,8 +21,9 @@ def disable_dropout(module: torch.nn.Module) -> None:
 
 
 def output_mean_loss(output, inputs: ModelInputs) -> torch.Tensor:
-    """the mean of the output (of its first element for a tuple), as PyTorch's harness
-    trains timm models (reduce_to_scalar_loss)"""
+    """the mean of the output, as PyTorch's harness trains timm models (no labels)
+
+    Its reduce_to_scalar_loss; a tuple's first element."""
     if isinstance(output, (tuple, list)):
         output = output[0]
     return output.sum() / output.numel()
