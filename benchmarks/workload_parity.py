@@ -213,7 +213,7 @@ class Harness:
         real = self.real_inputs(model, module, batch_size) if model.suite == "huggingface" else None
 
         def iteration() -> None:
-            with (mode if mode is not None else contextlib.nullcontext()), \
+            with (mode if mode is not None else torch.device("meta")), \
                     runner.pick_grad(model.harness_name, test == "train"):
                 runner.model_iter_fn(module, inputs, collect_outputs=False)
 

@@ -340,15 +340,24 @@ def fake_mode():
 
 
 def make_fake(module: torch.nn.Module, mode: Any) -> None:
-    """Turn a meta module's parameters and buffers into fake tensors of `mode`, in place."""
+    """Turn a meta module's parameters and buffers into fake tensors of `mode`, in place; a
+    tensor shared by several modules (tied weights) stays one tensor."""
+    made: dict[int, torch.Tensor] = {}
+
+    def fake(tensor: torch.Tensor, parameter: bool) -> torch.Tensor:
+        if id(tensor) not in made:
+            converted = mode.from_tensor(tensor)
+            made[id(tensor)] = (torch.nn.Parameter(converted, requires_grad=tensor.requires_grad)
+                                if parameter else converted)
+        return made[id(tensor)]
+
     for sub in module.modules():
         for name, parameter in list(sub._parameters.items()):
             if parameter is not None:
-                sub._parameters[name] = torch.nn.Parameter(
-                    mode.from_tensor(parameter), requires_grad=parameter.requires_grad)
+                sub._parameters[name] = fake(parameter, True)
         for name, buffer in list(sub._buffers.items()):
             if buffer is not None:
-                sub._buffers[name] = mode.from_tensor(buffer)
+                sub._buffers[name] = fake(buffer, False)
 
 
 def our_signature(suite: Any, model_name: str, experiment: Any,
@@ -372,7 +381,8 @@ def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Opt
     made = bench.make_inputs(experiment.seed)
     real = tuple(cast_floating(part, torch.device("cpu"), dtype)
                  for part in (made.args, made.kwargs, made.targets))
-    module = bench.module.to(dtype=dtype).train(training)
+    # On meta as a whole (a buffer a library makes on the CPU while it builds, XLNet's, too).
+    module = bench.module.to(device="meta", dtype=dtype).train(training)
     placed = to_meta(real)
     mode = fake_mode() if place == "fake" else None
     if mode is not None:
@@ -384,7 +394,9 @@ def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Opt
     parameters = [p for p in module.parameters() if p.requires_grad]
 
     def iteration() -> None:
-        with (mode if mode is not None else contextlib.nullcontext()):
+        # Tensors a model makes while it runs land on meta too (some, XLNet's, would be
+        # made on the CPU and meet meta ones otherwise).
+        with (mode if mode is not None else torch.device("meta")):
             if not training:
                 with torch.no_grad():
                     module(*placed[0], **placed[1])
