@@ -104,6 +104,7 @@ def build_payload(
             "ran": r.ran, "passed": r.passed, "ver": r.verified, "acc": r.accurate,
             "mem": r.peak_memory, "mk": r.memory_kind or "", "cr": _num(row.compression_ratio),
             "w": row.warnings, "run": r.run_id, "err": r.error, "unrel": r.unreliable,
+            "fl": _num(r.flops_per_iteration), "tf": _num(r.achieved_tflops),
         })
     payload: dict[str, Any] = {
         "title": title,

@@ -251,3 +251,15 @@ def test_the_cache_reads_only_what_was_appended(write_results, tmp_path, report_
     write_results([craft_line("transformer_block", times=[3.0])], name=path.name)
     fresh = load([path], cache_dir=report_cache)
     assert [r.model for r in fresh.records] == ["transformer_block"] and not fresh.bad_lines
+
+
+def test_flops_per_iteration_give_the_achieved_rate(write_results):
+    """The line's workload.flops_per_iteration over the median time per iteration; lines
+    without a count (older ones) show none."""
+    counted = craft_line("mlp", times=[0.1, 0.4, 0.2])
+    counted["workload"] = {"flops_per_iteration": 6e12, "parameters": {"count": 3}}
+    path = write_results([counted, craft_line("cnn", times=[0.1])])
+    by_model = {r.model: r for r in load([path]).records}
+    assert by_model["mlp"].flops_per_iteration == 6e12
+    assert by_model["mlp"].achieved_tflops == pytest.approx(6e12 / 0.2 / 1e12)
+    assert by_model["cnn"].flops_per_iteration is None and by_model["cnn"].achieved_tflops is None
