@@ -42,7 +42,7 @@ class OptimizerSettings:
 def optimizer_settings(name: Optional[str], accelerator: str,
                        harness_optimizer: str = "adam") -> Optional[OptimizerSettings]:
     """The optimizer of a training experiment: none, sgd or adam (lr 1e-3), or the harness's
-    (`harness_optimizer`, "adam" or "sgd", is what it uses for the model on CUDA)."""
+    (`harness_optimizer`, "adam", "sgd" or "none", is what it uses for the model on CUDA)."""
     if not name:
         return None
     if name == "sgd":
@@ -50,7 +50,7 @@ def optimizer_settings(name: Optional[str], accelerator: str,
     if name == "adam":
         return OptimizerSettings("Adam", {"lr": 1e-3})
     if name == HARNESS:
-        if accelerator != "cuda":
+        if accelerator != "cuda" or harness_optimizer == "none":
             return None
         if harness_optimizer == "sgd":
             return OptimizerSettings("SGD", {"lr": HARNESS_LR, "foreach": True},

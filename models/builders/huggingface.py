@@ -141,4 +141,11 @@ def build(
         return ModelInputs((), kwargs, None)
 
     return BenchmarkModel(name, module, make_inputs, model_loss, batch_size,
-                          harness_optimizer="sgd" if name in hs.HARNESS_SGD_MODELS else "adam")
+                          harness_optimizer=harness_optimizer(name))
+
+
+def harness_optimizer(name: str) -> str:
+    """What PyTorch's harness trains the model with on CUDA: sgd, none or adam."""
+    if name in hs.HARNESS_SGD_MODELS:
+        return "sgd"
+    return "none" if name in hs.HARNESS_NO_OPTIMIZER_MODELS else "adam"

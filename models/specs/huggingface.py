@@ -35,3 +35,6 @@ HARNESS_SGD_MODELS = frozenset({
     "M2M100ForConditionalGeneration", "MBartForCausalLM", "OPTForCausalLM", "PLBartForCausalLM",
     "PegasusForCausalLM", "TrOCRForCausalLM", "XGLMForCausalLM",
 })
+
+#: The models PyTorch's harness trains without an optimizer step (CI_SKIP_OPTIMIZER).
+HARNESS_NO_OPTIMIZER_MODELS = frozenset({"MobileBertForMaskedLM"})
