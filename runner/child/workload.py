@@ -67,9 +67,14 @@ def value_kind(tensor: torch.Tensor) -> dict[str, Any]:
         return {"kind": "booleans", "true_fraction": round(float(tensor.float().mean()), 3)}
     if not tensor.is_floating_point():
         return {"kind": "integers", "min": int(tensor.min()), "max": int(tensor.max())}
-    values = tensor.detach().double()
-    mean = float(values.mean())
-    std = float(values.std()) if values.numel() > 1 else 0.0
+    values = tensor.detach()
+    if values.dtype not in (torch.float32, torch.float64):
+        values = values.float()  # no copy of a large fp32 batch
+    if values.numel() > 1:
+        std_tensor, mean_tensor = torch.std_mean(values)
+        std, mean = float(std_tensor), float(mean_tensor)
+    else:
+        std, mean = 0.0, float(values.mean())
     normalised = abs(mean) <= NORMALISED_TOLERANCE and abs(std - 1) <= NORMALISED_TOLERANCE
     return {"kind": "normalised floats" if normalised else "floats",
             "mean": round(mean, 3), "std": round(std, 3)}
