@@ -1,50 +1,106 @@
 #!/usr/bin/env bash
-# Run PyTorch's own dynamo harness and ours on the same models, precision, batch size and
-# inductor mode, one after the other on one GPU, and print the two side by side.
+# Run PyTorch's own dynamo harness and ours on the same models, precision, batch size, inductor
+# mode and test (inference or training), and print the two side by side.
 #
 #   benchmarks/fidelity.sh HARNESS_DIR OUT_DIR [CASES_FILE]
 #
 # HARNESS_DIR: a copy of PyTorch's benchmarks/dynamo harness (shared/reference/dynamobench).
-# CASES_FILE: lines of "suite model batch_size precision mode" (suite: huggingface|timm;
-# precision: bf16|amp; mode: default|cudagraphs); default: benchmarks/fidelity_cases.txt.
-# Both run 30 timed repeats of inference, eager and compiled interleaved in one process.
+# CASES_FILE: lines of "suite model batch_size precision mode [test]" (suite: huggingface|timm;
+# precision: bf16|amp; mode: default|cudagraphs; test: eval|train, eval when left out);
+# default: benchmarks/fidelity_cases.txt. benchmarks/fidelity_cases.py writes the cases of
+# both whole lists (benchmarks/fidelity_cases_all.txt).
+# Both run 30 timed repeats (REPEAT), eager and compiled interleaved in one process.
+#
+# Side by side: with HARNESS_GPU and OUR_GPUS set (CUDA device numbers, OUR_GPUS a comma
+# list), the harness runs every case on HARNESS_GPU while ours runs them at the same time on
+# OUR_GPUS, one experiment per GPU (--devices, --jobs). Without them both run one after the
+# other on the machine's first GPU. Every raw output stays under OUT_DIR: the harness's CSV
+# and log per case (peer-*), our results file (ours/results.jsonl) and logs (ours-*.log).
+# Our runner needs jsonlines: where it is missing, it is installed from the wheels in
+# .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.
 set -uo pipefail
 harness=$(cd "$1" && pwd)
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cases=${3:-$root/benchmarks/fidelity_cases.txt}
 python=${PYTHON:-python3}
+repeat=${REPEAT:-30}
+harness_gpu=${HARNESS_GPU:-}
+our_gpus=${OUR_GPUS:-}
 
-grep -v '^\s*#' "$cases" | while read -r suite model batch precision mode; do
-  [ -n "${suite:-}" ] || continue
-  peer_model=$model
-  case "$suite" in
-    huggingface) script=huggingface.py ;;
-    timm) script=timm_models.py
-      # The harness names some timm models with their pretrained tag (name.tag).
-      peer_model=$(awk -v m="$model" '$1 == m || index($1, m ".") == 1 {print $1; exit}' \
-        "$harness/timm_models_list.txt")
-      peer_model=${peer_model:-$model} ;;
-    *) echo "unknown suite $suite" >&2; continue ;;
-  esac
-  case "$precision" in
-    bf16) peer_precision=--bfloat16 ;;
-    amp) peer_precision=--amp ;;
-    *) echo "unknown precision $precision" >&2; continue ;;
-  esac
-  peer_mode=()
-  [ "$mode" = "cudagraphs" ] || peer_mode=(--disable-cudagraphs)
-  echo "== $suite $model bs=$batch $precision $mode" >&2
-  peer_csv="$out/peer-$suite-$model-$precision-$mode.csv"
-  [ -s "$peer_csv" ] || (cd "$harness" && "$python" "$script" --performance --inference "$peer_precision" \
-      --backend inductor --device cuda --only "$peer_model" --batch-size "$batch" \
-      --cold-start-latency "${peer_mode[@]}" --repeat 30 \
-      --output "$peer_csv" >"$out/peer-$model-$mode.log" 2>&1) \
-    || echo "harness failed on $model ($mode): see peer-$model-$mode.log" >&2
-  (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" --filter="^$model\$" \
-      --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" --test=eval \
-      --precision="$precision" --batch-size="$batch" --repeat=30 --warmup=3 --no-progress \
-      --output-dirname="$out/ours" >"$out/ours-$model-$mode.log" 2>&1) \
-    || echo "ours failed on $model ($mode): see ours-$model-$mode.log" >&2
-done
-"$python" "$root/benchmarks/fidelity_table.py" "$out" "$cases"
+"$python" -c "import jsonlines" 2>/dev/null \
+  || "$python" -m pip install --quiet --no-index --find-links "$root/.whl" jsonlines \
+  || { echo "our runner needs jsonlines: put its wheel (and attrs') in $root/.whl" >&2; exit 2; }
+
+# The cases, one per line: suite model batch precision mode test.
+case_lines() {
+  grep -v '^\s*#' "$cases" | while read -r suite model batch precision mode test; do
+    [ -n "${suite:-}" ] && echo "$suite $model $batch $precision $mode ${test:-eval}"
+  done
+}
+
+run_harness() {
+  case_lines | while read -r suite model batch precision mode test; do
+    peer_model=$model
+    case "$suite" in
+      huggingface) script=huggingface.py ;;
+      timm) script=timm_models.py
+        # The harness names some timm models with their pretrained tag (name.tag).
+        peer_model=$(awk -v m="$model" '$1 == m || index($1, m ".") == 1 {print $1; exit}' \
+          "$harness/timm_models_list.txt")
+        peer_model=${peer_model:-$model} ;;
+      *) echo "unknown suite $suite" >&2; continue ;;
+    esac
+    case "$precision" in
+      bf16) peer_precision=--bfloat16 ;;
+      amp) peer_precision=--amp ;;
+      *) echo "unknown precision $precision" >&2; continue ;;
+    esac
+    peer_test=--inference
+    [ "$test" = "train" ] && peer_test=--training
+    peer_mode=()
+    [ "$mode" = "cudagraphs" ] || peer_mode=(--disable-cudagraphs)
+    name="$suite-$model-$precision-$mode-$test"
+    echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
+    [ -s "$out/peer-$name.csv" ] || (cd "$harness" && "$python" "$script" --performance \
+        "$peer_test" "$peer_precision" --backend inductor --device cuda --only "$peer_model" \
+        --batch-size "$batch" --cold-start-latency "${peer_mode[@]}" --repeat "$repeat" \
+        --output "$out/peer-$name.csv" >"$out/peer-$name.log" 2>&1) \
+      || echo "harness failed on $name: see peer-$name.log" >&2
+  done
+}
+
+# Ours: one runner invocation per group of cases sharing suite, batch size, precision, mode
+# and test, so that --jobs spreads a group's models over OUR_GPUS.
+run_ours() {
+  local devices=() jobs=1
+  if [ -n "$our_gpus" ]; then
+    devices=(--devices="$our_gpus")
+    jobs=$(echo "$our_gpus" | tr ',' '\n' | grep -c .)
+  fi
+  case_lines | awk '{print $1, $3, $4, $5, $6}' | sort -u | while read -r suite batch precision mode test; do
+    filters=()
+    while read -r model; do filters+=(-k "^$model\$"); done < <(case_lines | \
+      awk -v s="$suite" -v b="$batch" -v p="$precision" -v m="$mode" -v t="$test" \
+        '$1 == s && $3 == b && $4 == p && $5 == m && $6 == t {print $2}')
+    group="$suite-bs$batch-$precision-$mode-$test"
+    echo "== ours: $group ($(( ${#filters[@]} / 2 )) models)" >&2
+    (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" "${filters[@]}" \
+        --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" --test="$test" \
+        --precision="$precision" --batch-size="$batch" --repeat="$repeat" --warmup=3 \
+        --jobs="$jobs" "${devices[@]}" --no-progress --output-dirname="$out/ours" \
+        >"$out/ours-$group.log" 2>&1) \
+      || echo "ours failed in $group: see ours-$group.log" >&2
+  done
+}
+
+if [ -n "$harness_gpu" ] && [ -n "$our_gpus" ]; then
+  CUDA_VISIBLE_DEVICES=$harness_gpu run_harness &
+  harness_pid=$!
+  run_ours
+  wait "$harness_pid"
+else
+  run_harness
+  run_ours
+fi
+"$python" "$root/benchmarks/fidelity_table.py" "$out" "$cases" | tee "$out/table.md"

@@ -2,9 +2,12 @@
 
     python benchmarks/fidelity_table.py OUT_DIR CASES_FILE
 
-Reads the harness's CSVs (peer-<suite>-<model>-<precision>-<mode>.csv: speedup and
-abs_latency, the compiled latency in ms) and our OUT_DIR/ours/results.jsonl (the compiled
-median per iteration and the paired speedup of the same child).
+Reads the harness's CSVs (peer-<suite>-<model>-<precision>-<mode>-<test>.csv, or without
+-<test> as older runs named them: speedup and abs_latency, the compiled latency in ms) and
+our OUT_DIR/ours/results.jsonl (the compiled median per iteration and the paired speedup of
+the same child, and the FLOPs of one iteration from the line's workload). Prints a Markdown
+table for docs/fidelity.md, then how many rows agree within 5% on compiled latency and on
+speedup, and the card and versions our lines recorded.
 """
 
 from __future__ import annotations
@@ -13,62 +16,99 @@ import csv
 import json
 import sys
 from pathlib import Path
+from typing import Any, Optional
+
+AGREEMENT = 0.05
 
 
-def peer_row(out: Path, suite: str, model: str, precision: str, mode: str):
-    path = out / f"peer-{suite}-{model}-{precision}-{mode}.csv"
-    if not path.exists():
-        return None
-    # The harness names some timm models name.tag.
-    rows = [row for row in csv.DictReader(path.open())
-            if (row.get("name") or "").split(".")[0] == model]
-    try:
-        return rows[-1] if rows and float(rows[-1]["speedup"]) > 0 else None
-    except (KeyError, ValueError):
-        return None
+def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test: str):
+    for name in (f"peer-{suite}-{model}-{precision}-{mode}-{test}.csv",
+                 f"peer-{suite}-{model}-{precision}-{mode}.csv" if test == "eval" else None):
+        path = out / name if name else None
+        if path is None or not path.exists():
+            continue
+        # The harness names some timm models name.tag.
+        rows = [row for row in csv.DictReader(path.open())
+                if (row.get("name") or "").split(".")[0] == model]
+        try:
+            return rows[-1] if rows and float(rows[-1]["speedup"]) > 0 else None
+        except (KeyError, ValueError):
+            return None
+    return None
 
 
-def our_line(lines, model: str, precision: str, mode: str):
+def our_line(lines: list[dict], model: str, batch: str, precision: str, mode: str,
+             test: str) -> Optional[dict]:
     for line in reversed(lines):
         experiment = line["experiment"]
         if (line["model"]["model_name"] == model and experiment["precision"] == precision
-                and experiment.get("mode") == mode and line["status"] == "ok"):
+                and experiment.get("mode") == mode and experiment["test"] == test
+                and str(experiment.get("requested_batch_size", experiment.get("batch_size")))
+                == batch and line["status"] == "ok"):
             return line
     return None
 
 
-def main(out: Path, cases: Path) -> int:
-    results = out / "ours" / "results.jsonl"
-    lines = [json.loads(text) for text in results.open()] if results.exists() else []
-    header = ("model", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
-              "ours eager", "ours ind.", "ours x", "latency d", "speedup d")
-    print(" | ".join(header))
-    print(" | ".join("---" for _ in header))
+def read_cases(cases: Path) -> list[tuple[str, ...]]:
+    found = []
     for text in cases.read_text().splitlines():
         if not text.strip() or text.lstrip().startswith("#"):
             continue
-        suite, model, batch, precision, mode = text.split()
-        peer, ours = peer_row(out, suite, model, precision, mode), our_line(lines, model, precision, mode)
-        cells = [model, batch, precision, mode]
+        parts = text.split()
+        found.append(tuple(parts[:5]) + ((parts[5] if len(parts) > 5 else "eval"),))
+    return found
+
+
+def main(out: Path, cases: Path) -> int:
+    results = out / "ours" / "results.jsonl"
+    lines = [json.loads(text) for text in results.open() if text.strip()] if results.exists() else []
+    header = ("model", "test", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
+              "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours")
+    print("| " + " | ".join(header) + " |")
+    print("| " + " | ".join("---" for _ in header) + " |")
+    compared = agree = 0
+    for suite, model, batch, precision, mode, test in read_cases(cases):
+        peer = peer_row(out, suite, model, precision, mode, test)
+        ours = our_line(lines, model, batch, precision, mode, test)
+        cells = [model, test, batch, precision, mode]
+        paired = (ours or {}).get("summary", {}).get("paired_speedup")
         if peer:
             speedup, latency = float(peer["speedup"]), float(peer["abs_latency"])
             cells += [f"{latency * speedup:.2f} ms", f"{latency:.2f} ms", f"{speedup:.2f}x"]
         else:
             cells += ["-", "-", "-"]
-        if ours and "paired_speedup" in ours.get("summary", {}):
-            paired = ours["summary"]["paired_speedup"]
+        compiled = None
+        if paired:
             compiled = paired["eager_median_per_iter_time"] / paired["speedup"]
             cells += [f"{paired['eager_median_per_iter_time'] * 1e3:.2f} ms",
                       f"{compiled * 1e3:.2f} ms", f"{paired['speedup']:.2f}x"]
         else:
             cells += ["-", "-", "-"]
-        if peer and ours and "paired_speedup" in ours.get("summary", {}):
-            cells += [f"{(compiled * 1e3 - latency) / latency:+.1%}",
-                      f"{(paired['speedup'] - speedup) / speedup:+.1%}"]
+        if peer and paired:
+            latency_d = (compiled * 1e3 - latency) / latency
+            speedup_d = (paired["speedup"] - speedup) / speedup
+            cells += [f"{latency_d:+.1%}", f"{speedup_d:+.1%}"]
+            compared += 1
+            agree += abs(latency_d) <= AGREEMENT and abs(speedup_d) <= AGREEMENT
         else:
             cells += ["-", "-"]
-        print(" | ".join(cells))
+        flops = ((ours or {}).get("workload") or {}).get("flops_per_iteration")
+        cells.append(f"{flops / compiled / 1e12:.1f}" if flops and compiled else "-")
+        print("| " + " | ".join(cells) + " |")
+    print(f"\n{agree} of {compared} rows with both figures agree within {AGREEMENT:.0%} on "
+          f"compiled latency and on speedup.")
+    describe_machine(lines)
     return 0
+
+
+def describe_machine(lines: list[dict[str, Any]]) -> None:
+    """The cards and versions our lines recorded."""
+    cards = sorted({line["experiment"].get("accelerator_model") or "?" for line in lines})
+    versions = sorted({json.dumps({name: (line.get("environment") or {}).get("packages", {}).get(name)
+                                   for name in ("torch", "transformers", "timm")}, sort_keys=True)
+                       for line in lines})
+    if lines:
+        print(f"Cards: {', '.join(cards)}. Versions: {'; '.join(versions)}.")
 
 
 if __name__ == "__main__":

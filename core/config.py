@@ -22,6 +22,7 @@ from typing import Any, Mapping, Optional
 from core.fields import (
     DEFAULT_SEED,
     EXPERIMENT,
+    HARNESS_OPTIMIZER,
     MODEL,
     REQUIRED,
     fields_of,
@@ -105,6 +106,15 @@ class ExperimentConfig:
         if self.disable_tf32:
             return "highest"
         return TORCH_MATMUL_PRECISIONS.get(self.matmul_precision, self.matmul_precision)
+
+    def optimizer_in_effect(self) -> Optional[str]:
+        """The optimizer a training step runs: None in eval, and for `harness` off CUDA
+        (PyTorch's harness trains without one there)."""
+        if self.test != "train":
+            return None
+        if self.optimizer == HARNESS_OPTIMIZER and self.accelerator != "cuda":
+            return None
+        return self.optimizer
 
     def option(self, name: str, default: Optional[str] = None) -> Optional[str]:
         """The value of one stack option, or `default`."""

@@ -93,6 +93,9 @@ class ChildResult:
     verdict: Optional[Verdict] = None
     error: Optional[ChildError] = None
     skip_reason: Optional[str] = None
+    #: What one iteration ran (runner.child.workload), or None when the child did not get
+    #: as far as loading the model.
+    workload: Optional[dict[str, Any]] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +110,7 @@ class ChildResult:
             "error": ({"exception": self.error.exception, "traceback": self.error.traceback}
                       if self.error else None),
             "skip_reason": self.skip_reason,
+            "workload": self.workload,
         }
 
     @classmethod
@@ -124,6 +128,7 @@ class ChildResult:
             verdict=Verdict.from_dict(verdict) if verdict else None,
             error=ChildError(error["exception"], error.get("traceback", "")) if error else None,
             skip_reason=data.get("skip_reason"),
+            workload=data.get("workload"),
         )
 
 

@@ -43,7 +43,10 @@ PRECISIONS = ("fp32", "bf16", "fp16", "amp")
 MATMUL_PRECISIONS = ("default", "high", "highest")
 #: Inductor's modes as the compiler dashboard tracks them, plus max-autotune.
 INDUCTOR_MODES = ("default", "cudagraphs", "dynamic", "max-autotune")
-OPTIMIZERS = (None, "sgd", "adam")
+#: harness: what PyTorch's harness trains with (Adam, capturable and foreach, or SGD for the
+#: models it names; no optimizer off CUDA).
+OPTIMIZERS = (None, "sgd", "adam", "harness")
+HARNESS_OPTIMIZER = "harness"
 AMP_DTYPES = (None, "bf16", "fp16")
 DEFAULT_SEED = 1234
 #: Timing processes per experiment when --processes is not given, by accelerator (measured:
@@ -135,6 +138,8 @@ class Field:
     #: planning leaves it at its default, so one sweep can ask for a compiler's switch and
     #: still time eager as it is. None: everywhere.
     applies: Optional[Callable[[Mapping[str, Any]], bool]] = None
+    #: The value planning gives the field where it does not apply (AS_DEFAULT: the default).
+    inapplicable: Any = AS_DEFAULT
     #: The values an unset dimension takes, where it is not "every value valid here"
     #: (decided by the planner) nor just the default.
     sweep_default: Optional[tuple] = None
@@ -147,6 +152,11 @@ class Field:
     def implied_value(self) -> Any:
         """The value of a line (or a config) that does not name the field."""
         return self.default if self.implied is AS_DEFAULT else self.implied
+
+    @property
+    def inapplicable_value(self) -> Any:
+        """The value the field takes where it does not apply."""
+        return self.default if self.inapplicable is AS_DEFAULT else self.inapplicable
 
     @property
     def key(self) -> str:
@@ -277,9 +287,16 @@ FIELDS: tuple[Field, ...] = (
        flags=("--enable-functionalization",),
        help="run PyTorch/XLA with functionalization (otherwise "
             "XLA_DISABLE_FUNCTIONALIZATION=1)"),
-    _f("optimizer", EXPERIMENT, str, default=None, optional=True, choices=OPTIMIZERS,
-       flags=("--optimizer",), help="training only: add an optimizer step after backward "
-                                    "(none, sgd or adam)"),
+    _f("optimizer", EXPERIMENT, str, default=HARNESS_OPTIMIZER, optional=True,
+       choices=OPTIMIZERS, flags=("--optimizer",), since=SCHEMA_VERSION, implied=None,
+       # In eval, and for harness off CUDA (where PyTorch's harness trains without one),
+       # no optimizer: those experiments stay what they were before the default.
+       applies=lambda e: e["test"] == "train" and (
+           e["optimizer"] != HARNESS_OPTIMIZER or e["accelerator"] == "cuda"),
+       inapplicable=None,
+       help="training only: the optimizer step after backward: harness (default: as PyTorch's "
+            "harness on CUDA, Adam with capturable and foreach at lr 0.01, or SGD for the "
+            "models it trains with SGD; none on other devices), none, sgd or adam (lr 1e-3)"),
     _f("amp_dtype", EXPERIMENT, str, default=None, optional=True, choices=AMP_DTYPES,
        flags=("--amp-dtype",),
        help="autocast dtype for --precision=amp (default bf16 on CPU/TPU, fp16 on CUDA)"),

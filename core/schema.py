@@ -190,6 +190,9 @@ class ResultLine:
     artifacts: dict[str, str] = field(default_factory=dict)
     #: A failed line's kind of failure (written on failed lines only).
     failure_kind: Optional[FailureKind] = None
+    #: What one iteration ran (parameters, inputs, mode, optimizer, FLOPs): None when the
+    #: child never loaded the model.
+    workload: Optional[dict[str, Any]] = None
     timestamp: float = field(default_factory=time.time)
     finished_at: float = field(default_factory=time.time)
 
@@ -227,6 +230,7 @@ class ResultLine:
             "run_id": self.run_id,
             "command": self.command,
             "environment": self.environment,
+            "workload": self.workload,
         }
         optional = {
             "notes": self.notes or None,

@@ -44,6 +44,8 @@ class BenchmarkModel:
     batch_size: int
     # Names that make a result known to differ between two eager runs (verifier).
     nondeterministic_reason: Optional[str] = None
+    # The optimizer PyTorch's harness trains this model with on CUDA: adam, sgd or none.
+    harness_optimizer: str = "adam"
 
 
 class Suite(ABC):

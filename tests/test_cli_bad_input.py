@@ -52,7 +52,7 @@ def one_error_line(run, *named):
     (["--batch-size=0"], ["--batch-size", "batch_size 0 must be at least 1"]),
     (["--precision=fp64"], ["--precision", '"fp64" is not one of: fp32, bf16, fp16, amp']),
     (["--dynamo=induc tor"], ["--dynamo", "'induc tor' is not a valid name"]),
-    (["--optimizer=lbfgs"], ["--optimizer", '"lbfgs" is not one of: None, sgd, adam']),
+    (["--optimizer=lbfgs"], ["--optimizer", '"lbfgs" is not one of: None, sgd, adam, harness']),
 ])
 def test_a_bad_flag_is_one_line_naming_it(run_cli, args, named):
     one_error_line(run_cli(*DRY, *args), *named)

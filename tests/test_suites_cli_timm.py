@@ -22,3 +22,13 @@ def test_timm_model_runs_eager_and_inductor_in_eval_and_train(tmp_path):
         assert line["status"] == "ok", line["metrics"].get("error")
         assert line["experiment"]["batch_size"] == 4  # the reduced cap, recorded as used
         assert line["model"]["reduced"] is True  # the suite option, in the identity
+    # Every line says what it ran: the same work for eager and inductor; training counts
+    # forward and backward.
+    flops = {key: line["workload"]["flops_per_iteration"] for key, line in lines.items()}
+    for test in ("eval", "train"):
+        assert flops[("deit_tiny_patch16_224", None, test)] == \
+            flops[("deit_tiny_patch16_224", "inductor", test)] > 0
+    assert flops[("deit_tiny_patch16_224", None, "train")] > \
+        2 * flops[("deit_tiny_patch16_224", None, "eval")]
+    assert lines[("deit_tiny_patch16_224", None, "eval")]["workload"]["inputs"][0]["shape"] == \
+        [4, 3, 64, 64]

@@ -7,6 +7,7 @@ device, the wrapper and how they synchronize.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
@@ -16,6 +17,59 @@ from core.host import cpu_model_name
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig
 from backends.runtimes.precision import amp_dtype, autocast, cast_floating, parameter_dtype
+
+
+#: The optimizer as PyTorch's harness trains with it on CUDA (common.py's init_optimizer):
+#: Adam, capturable and foreach, at lr 0.01; SGD (foreach, lr 0.01, its step left out of the
+#: compiled graphs) for the models its BENCHMARK_USE_SGD names; none on other devices.
+HARNESS = "harness"
+HARNESS_LR = 0.01
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """An optimizer class (torch.optim) with its keyword arguments, and whether its step
+    stays out of the compiled graphs."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    compiled_step: bool = True
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, **self.options, "compiled_step": self.compiled_step}
+
+
+def optimizer_settings(name: Optional[str], accelerator: str,
+                       harness_optimizer: str = "adam") -> Optional[OptimizerSettings]:
+    """The optimizer of a training experiment: none, sgd or adam (lr 1e-3), or the harness's
+    (`harness_optimizer`, "adam", "sgd" or "none", is what it uses for the model on CUDA)."""
+    if not name:
+        return None
+    if name == "sgd":
+        return OptimizerSettings("SGD", {"lr": 1e-3})
+    if name == "adam":
+        return OptimizerSettings("Adam", {"lr": 1e-3})
+    if name == HARNESS:
+        if accelerator != "cuda" or harness_optimizer == "none":
+            return None
+        if harness_optimizer == "sgd":
+            return OptimizerSettings("SGD", {"lr": HARNESS_LR, "foreach": True},
+                                     compiled_step=False)
+        return OptimizerSettings("Adam", {"lr": HARNESS_LR, "capturable": True, "foreach": True})
+    raise ValueError(f"unknown optimizer {name!r}; expected none, sgd, adam or harness")
+
+
+def make_optimizer(settings: OptimizerSettings, parameters: list) -> torch.optim.Optimizer:
+    """The optimizer over `parameters`; `capturable` only where they are on CUDA (it keeps
+    the step's scalars on the device; the meta tensors that FLOPs are counted on, and XLA's
+    devices, take the plain step)."""
+    options = dict(settings.options)
+    if any(p.device.type != "cuda" for p in parameters):
+        options.pop("capturable", None)
+    optimizer = getattr(torch.optim, settings.name)(parameters, **options)
+    if not settings.compiled_step:
+        optimizer.step = torch._dynamo.disable(optimizer.step)
+    return optimizer
 
 
 def call_module(module: Callable, inputs: ModelInputs) -> Any:
@@ -31,7 +85,12 @@ class TorchPreparedModel(PreparedModel):
         experiment: ExperimentConfig,
         device: torch.device,
         wrap: Optional[Callable[[torch.nn.Module], Callable]] = None,
+        compile_iteration: Optional[Callable[[Callable], Callable]] = None,
     ) -> None:
+        """`wrap` wraps the module (inference, and training without `compile_iteration`);
+        `compile_iteration` compiles the whole training iteration instead, as PyTorch's
+        harness compiles its forward_and_backward_pass: forward and loss, the backward that
+        follows the graph break, and the optimizer's step (zeroing the gradients stays out)."""
         self.bench = bench
         self.experiment = experiment
         self.device = device
@@ -43,17 +102,13 @@ class TorchPreparedModel(PreparedModel):
         self.training = experiment.test == "train"
         self.module.train(self.training)
         self.parameters = [p for p in self.module.parameters() if p.requires_grad]
-        self.optimizer = self._make_optimizer(experiment.optimizer)
-        self.callable = wrap(self.module) if wrap else self.module
-
-    def _make_optimizer(self, name: Optional[str]):
-        if not self.training or not name:
-            return None
-        if name == "sgd":
-            return torch.optim.SGD(self.parameters, lr=1e-3)
-        if name == "adam":
-            return torch.optim.Adam(self.parameters, lr=1e-3)
-        raise ValueError(f"unknown optimizer {name!r}; expected none, sgd or adam")
+        settings = optimizer_settings(experiment.optimizer_in_effect(), experiment.accelerator,
+                                      bench.harness_optimizer)
+        self.optimizer = make_optimizer(settings, self.parameters) if settings else None
+        whole_iteration = self.training and compile_iteration is not None
+        self.callable = wrap(self.module) if wrap and not whole_iteration else self.module
+        self.train_iteration = (compile_iteration(self._train_iteration) if whole_iteration
+                                else self._train_iteration)
 
     def inputs_to_device(self, inputs: ModelInputs) -> ModelInputs:
         return ModelInputs(
@@ -69,8 +124,16 @@ class TorchPreparedModel(PreparedModel):
         if not self.training:
             with torch.no_grad(), self._autocast():
                 return call_module(self.callable, device_inputs)
+        return self.train_iteration(device_inputs)
+
+    @torch._disable_dynamo(recursive=True)
+    def _zero_grad(self) -> None:
         for parameter in self.parameters:
             parameter.grad = None
+
+    def _train_iteration(self, device_inputs: ModelInputs) -> Any:
+        """Zero the gradients, forward and loss (autocast), backward, the optimizer's step."""
+        self._zero_grad()
         with self._autocast():
             output = call_module(self.callable, device_inputs)
             loss = self.bench.loss_fn(output, device_inputs)

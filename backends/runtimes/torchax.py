@@ -296,8 +296,13 @@ class TorchaxPreparedModel(PreparedModel):
         params, optimizer_state = self._update(params, gradients, optimizer_state)
         return {"loss": loss, "gradients": gradients}, params, optimizer_state
 
+    def _optimizer(self) -> Optional[str]:
+        """sgd, adam or None; the harness's optimizer is Adam here (on CUDA; none elsewhere)."""
+        optimizer = self.experiment.optimizer_in_effect()
+        return "adam" if optimizer == "harness" else optimizer
+
     def _initial_optimizer_state(self) -> Any:
-        if not self.training or self.experiment.optimizer != "adam":
+        if not self.training or self._optimizer() != "adam":
             return None
         import jax.numpy as jnp
 
@@ -306,7 +311,7 @@ class TorchaxPreparedModel(PreparedModel):
 
     def _update(self, params, gradients, state):
         tree_map = self.jax.tree_util.tree_map
-        optimizer = self.experiment.optimizer
+        optimizer = self._optimizer()
         if optimizer == "sgd":
             return tree_map(lambda p, g: p - LEARNING_RATE * g, params, gradients), state
         if optimizer == "adam":

@@ -82,8 +82,8 @@ class DynamoStack(Stack):
 
         arguments = compile_arguments(experiment)
 
-        def compile_module(module):
-            compiled = torch.compile(module, **arguments)
+        def compile_function(function):
+            compiled = torch.compile(function, **arguments)
             if experiment.mode != "cudagraphs":
                 return compiled
 
@@ -95,8 +95,11 @@ class DynamoStack(Stack):
 
             return replay
 
+        # Inference compiles the module; training compiles the whole iteration (forward,
+        # loss, backward, optimizer step), as PyTorch's harness compiles its model_iter_fn.
         return TorchPreparedModel(
-            bench, experiment, torch.device(experiment.accelerator), wrap=compile_module
+            bench, experiment, torch.device(experiment.accelerator), wrap=compile_function,
+            compile_iteration=compile_function,
         )
 
 

@@ -49,7 +49,7 @@ class OpenXlaStack(TorchXlaStack):
 
         # An optimizer step runs outside the compiled graphs, as lazy tensors: cut it
         # every iteration so that runs do not grow one graph across iterations.
-        lazy_work = experiment.test == "train" and experiment.optimizer is not None
+        lazy_work = experiment.optimizer_in_effect() is not None
         return XlaPreparedModel(bench, experiment, wrap=compile_module, sync_every_iteration=lazy_work)
 
 

@@ -10,7 +10,7 @@ from core.config import ExperimentConfig, RunSettings
 from core.host import HostCapabilities
 
 TORCHAX_MODES = ("extract_jax", "torch_export")
-TORCHAX_OPTIMIZERS = (None, "sgd", "adam")
+TORCHAX_OPTIMIZERS = (None, "sgd", "adam", "harness")
 
 
 class TorchaxStack(Stack):

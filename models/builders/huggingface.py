@@ -10,7 +10,17 @@ from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
 from models.specs import huggingface as hs
 
-IGNORED_LABEL = -100  # cross-entropy's ignore index in transformers' losses
+# How PyTorch's harness feeds its models (huggingface.py: generate_inputs_for_model and
+# _get_model_cls_and_config), as rules on the model's name and class, so they hold for every
+# model of its list. Encoder-decoders of these families get their input ids as decoder ids too.
+_DECODER_INPUT_PREFIXES = ("T5", "M2M100", "MT5")
+_DECODER_INPUT_CLASSES = ("BlenderbotModel", "BlenderbotSmallModel",
+                          "BlenderbotForConditionalGeneration", "PegasusModel", "MarianModel",
+                          "MarianMTModel")
+# Classes whose batches need a pad id (0, as the harness sets it).
+_PAD_ZERO_CLASSES = ("GPT2ForSequenceClassification", "GPTNeoForSequenceClassification",
+                     "GPTJForSequenceClassification")
+_PAD_ZERO_PREFIXES = ("Roberta", "Marian")
 _DROPOUT_MARKERS = ("dropout", "pdrop", "layerdrop")
 
 # Generic shrinking for reduced configs: applied to the keys a config has.
@@ -64,11 +74,16 @@ def build_config(spec: hs.HFSpec, model_class: type, reduced: bool):
     config_class = model_class.config_class
     defaults = config_class().to_dict()
     config = config_class(**config_settings(spec, defaults, reduced))
-    if spec.head == hs.SEQUENCE_CLASSIFICATION and config.pad_token_id is None:
-        # Batches above one need a pad id to find each sequence's last token; inputs never
-        # contain it, so the last position is used.
-        config.pad_token_id = config.vocab_size - 1
+    if spec.model_class in _PAD_ZERO_CLASSES or spec.model_class.startswith(_PAD_ZERO_PREFIXES):
+        # Batches above one need a pad id (to find each sequence's last token); the harness
+        # sets 0.
+        config.pad_token_id = 0
     return config
+
+
+def takes_decoder_inputs(name: str, spec: hs.HFSpec) -> bool:
+    """Whether the harness passes the input ids as decoder input ids too."""
+    return name.startswith(_DECODER_INPUT_PREFIXES) or spec.model_class in _DECODER_INPUT_CLASSES
 
 
 def disable_dropout(module: torch.nn.Module) -> None:
@@ -78,7 +93,7 @@ def disable_dropout(module: torch.nn.Module) -> None:
 
 
 def model_loss(output: Any, inputs: ModelInputs) -> torch.Tensor:
-    """The model's own loss (its labels are among the forward's keyword arguments)."""
+    """the model's own loss (its labels are among the forward's keyword arguments)"""
     return output.loss
 
 
@@ -95,30 +110,42 @@ def build(
     module = model_class(config)
     disable_dropout(module)
     vocab_size = config.vocab_size
-    token_limit = vocab_size
-    if spec.head == hs.SEQUENCE_CLASSIFICATION and config.pad_token_id == vocab_size - 1:
-        token_limit = vocab_size - 1
     shape = (batch_size, sequence_length)
+    decoder_inputs = takes_decoder_inputs(name, spec)
 
     def make_inputs(seed: int) -> ModelInputs:
+        """Token ids (all 0 for Roberta, whose pad id is 0; the end-of-sequence id last for
+        Bart's family) and the labels of the model's head, as the harness draws them."""
         generator = torch.Generator().manual_seed(seed)
-        input_ids = torch.randint(0, token_limit, shape, generator=generator)
+
+        def integers(high: int, size: tuple[int, ...]) -> torch.Tensor:
+            return torch.randint(0, high, size, generator=generator, device="cpu")
+
+        input_ids = integers(1 if spec.model_class.startswith("Roberta") else vocab_size, shape)
+        if "Bart" in spec.model_class and isinstance(config.eos_token_id, int):
+            input_ids[:, -1] = config.eos_token_id
         kwargs: dict[str, Any] = {"input_ids": input_ids}
-        if spec.head == hs.CAUSAL_LM and spec.model_shifts_labels:
-            kwargs["labels"] = input_ids.clone()
-        elif spec.head == hs.CAUSAL_LM:
-            labels = torch.roll(input_ids, -1, dims=1)
-            labels[:, -1] = IGNORED_LABEL
-            kwargs["labels"] = labels
-        elif spec.head in (hs.MASKED_LM, hs.SEQ2SEQ):
-            kwargs["labels"] = torch.randint(0, vocab_size, shape, generator=generator)
+        if decoder_inputs:
+            kwargs["decoder_input_ids"] = input_ids
+        if spec.head in (hs.CAUSAL_LM, hs.MASKED_LM):
+            kwargs["labels"] = integers(vocab_size, shape)
+        elif spec.head == hs.SEQ2SEQ:
+            kwargs["labels"] = integers(vocab_size - 1, shape)
         elif spec.head == hs.SEQUENCE_CLASSIFICATION:
-            kwargs["labels"] = torch.randint(0, config.num_labels, (batch_size,), generator=generator)
+            kwargs["labels"] = integers(max(config.num_labels - 1, 1), (batch_size,))
         elif spec.head == hs.QUESTION_ANSWERING:
             for key in ("start_positions", "end_positions"):
-                kwargs[key] = torch.randint(0, sequence_length, (batch_size,), generator=generator)
+                kwargs[key] = integers(sequence_length, (batch_size,))
         else:
             raise ValueError(f"model {name!r} has unknown head {spec.head!r}")
         return ModelInputs((), kwargs, None)
 
-    return BenchmarkModel(name, module, make_inputs, model_loss, batch_size)
+    return BenchmarkModel(name, module, make_inputs, model_loss, batch_size,
+                          harness_optimizer=harness_optimizer(name))
+
+
+def harness_optimizer(name: str) -> str:
+    """What PyTorch's harness trains the model with on CUDA: sgd, none or adam."""
+    if name in hs.HARNESS_SGD_MODELS:
+        return "sgd"
+    return "none" if name in hs.HARNESS_NO_OPTIMIZER_MODELS else "adam"

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import torch
-from torch.nn import functional as F
 
 from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
-from models.specs.timm import TimmSpec
+from models.specs.timm import HARNESS_SGD_MODELS, TimmSpec
 
-NUM_CLASSES = 1000
 
 
 def disable_dropout(module: torch.nn.Module) -> None:
@@ -22,40 +20,47 @@ def disable_dropout(module: torch.nn.Module) -> None:
                 setattr(sub, attribute, 0.0)
 
 
-def classification_loss(output: torch.Tensor, inputs: ModelInputs) -> torch.Tensor:
-    return F.cross_entropy(output.float(), inputs.targets)
+def output_mean_loss(output, inputs: ModelInputs) -> torch.Tensor:
+    """the mean of the output, as PyTorch's harness trains timm models (no labels)
+
+    Its reduce_to_scalar_loss; a tuple's first element."""
+    if isinstance(output, (tuple, list)):
+        output = output[0]
+    return output.sum() / output.numel()
 
 
-def input_shape(pretrained_cfg: dict, test: str) -> tuple[int, ...]:
-    """The image shape PyTorch's harness feeds: inference uses the configuration's test size
-    where it has one (timm's resolve_data_config with use_test_size), training its train size."""
-    if test == "eval" and pretrained_cfg.get("test_input_size"):
-        return tuple(pretrained_cfg["test_input_size"])
-    return tuple(pretrained_cfg["input_size"])
+def input_shape(module: torch.nn.Module, test: str) -> tuple[int, ...]:
+    """The image shape PyTorch's harness feeds: timm's resolve_data_config, with the
+    configuration's test size in inference (use_test_size) and its train size in training."""
+    from timm.data import resolve_data_config
+
+    return tuple(resolve_data_config({}, model=module, use_test_size=test == "eval")["input_size"])
 
 
 def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False,
           test: str = "eval", seed: int = DEFAULT_SEED) -> BenchmarkModel:
-    """A timm model with seeded random weights and a seeded image and label factory."""
+    """A timm model with seeded random weights and a seeded image factory, built as PyTorch's
+    harness builds it: the configuration's own classes (a features-only configuration keeps
+    no head), no dropout, the default stochastic depth (then zeroed)."""
     import timm
 
     kwargs = dict(spec.reduced_kwargs) if reduced else {}
     full_name = f"{spec.architecture}.{spec.tag}" if spec.tag else spec.architecture
     torch.manual_seed(seed)
     module = timm.create_model(
-        full_name, pretrained=False, num_classes=NUM_CLASSES, drop_rate=0.0, **kwargs
+        full_name, pretrained=False, in_chans=3, scriptable=False, drop_rate=0.0, **kwargs
     )
     disable_dropout(module)
     if reduced:
         image_size = spec.reduced_kwargs.get("img_size", spec.reduced_image_size)
         shape = (3, image_size, image_size)
     else:
-        shape = input_shape(module.pretrained_cfg, test)
+        shape = input_shape(module, test)
 
     def make_inputs(seed: int) -> ModelInputs:
         generator = torch.Generator().manual_seed(seed)
-        images = torch.randn((batch_size, *shape), generator=generator)
-        labels = torch.randint(0, NUM_CLASSES, (batch_size,), generator=generator)
-        return ModelInputs((images,), {}, labels)
+        images = torch.randn((batch_size, *shape), generator=generator, device="cpu")
+        return ModelInputs((images,), {}, None)
 
-    return BenchmarkModel(name, module, make_inputs, classification_loss, batch_size)
+    return BenchmarkModel(name, module, make_inputs, output_mean_loss, batch_size,
+                          harness_optimizer="sgd" if name in HARNESS_SGD_MODELS else "adam")

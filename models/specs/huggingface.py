@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MASKED_LM = "masked_lm"  # labels: a token per position
-CAUSAL_LM = "causal_lm"  # labels: the next tokens (see HFSpec.model_shifts_labels)
+CAUSAL_LM = "causal_lm"  # labels: a token per position (the model shifts them)
 SEQ2SEQ = "seq2seq"  # encoder input ids; labels: decoder tokens (decoder inputs derive from them)
 SEQUENCE_CLASSIFICATION = "sequence_classification"  # labels: a class per sequence
 QUESTION_ANSWERING = "question_answering"  # start and end positions per sequence
@@ -27,6 +27,14 @@ class HFSpec:
     # Settings on top of the generic shrinking, for the reduced form.
     reduced_config: dict[str, Any] = field(default_factory=dict)
     extra: bool = False  # not on the dashboard's list
-    # Most causal LMs shift labels themselves (labels = input ids); the decoder-only classes
-    # of encoder-decoder families do not, so they get the next tokens, the last one ignored.
-    model_shifts_labels: bool = True
+
+
+#: The models PyTorch's harness trains with SGD rather than Adam (BENCHMARK_USE_SGD).
+HARNESS_SGD_MODELS = frozenset({
+    "AlbertForMaskedLM", "BartForCausalLM", "ElectraForCausalLM",
+    "M2M100ForConditionalGeneration", "MBartForCausalLM", "OPTForCausalLM", "PLBartForCausalLM",
+    "PegasusForCausalLM", "TrOCRForCausalLM", "XGLMForCausalLM",
+})
+
+#: The models PyTorch's harness trains without an optimizer step (CI_SKIP_OPTIMIZER).
+HARNESS_NO_OPTIMIZER_MODELS = frozenset({"MobileBertForMaskedLM"})

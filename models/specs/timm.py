@@ -16,3 +16,7 @@ class TimmSpec:
     tag: str = ""
     reduced_kwargs: dict[str, Any] = field(default_factory=dict)
     reduced_image_size: int = 64
+
+
+#: The models PyTorch's harness trains with SGD rather than Adam (BENCHMARK_USE_SGD).
+HARNESS_SGD_MODELS = frozenset({"adv_inception_v3", "ghostnet_100", "tf_efficientnet_b0"})

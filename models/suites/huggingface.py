@@ -19,8 +19,6 @@ from models.specs.huggingface import (
 
 REDUCED_SEQUENCE_LENGTH = 32
 
-_ROBERTA_POSITIONS = {"max_position_embeddings": 514}  # positions start after the pad id
-
 # t5-small's setting; T5Config's defaults leave it out and shifting labels needs it.
 _T5_DECODER_START = {"decoder_start_token_id": 0}
 
@@ -31,9 +29,9 @@ HF_MODELS: dict[str, HFSpec] = {
         config={"max_position_embeddings": 4098, "vocab_size": 50265, "attention_window": 512},
         reduced_config={"attention_window": 16},
     ),
-    "BartForCausalLM": HFSpec("BartForCausalLM", CAUSAL_LM, 8, 1024, model_shifts_labels=False),
+    "BartForCausalLM": HFSpec("BartForCausalLM", CAUSAL_LM, 8, 1024),
     "BertForMaskedLM": HFSpec("BertForMaskedLM", MASKED_LM, 32, 512),
-    "BlenderbotForCausalLM": HFSpec("BlenderbotForCausalLM", CAUSAL_LM, 32, 128, model_shifts_labels=False),
+    "BlenderbotForCausalLM": HFSpec("BlenderbotForCausalLM", CAUSAL_LM, 32, 128),
     "BlenderbotForConditionalGeneration": HFSpec(
         "BlenderbotForConditionalGeneration", SEQ2SEQ, 16, 128
     ),
@@ -61,7 +59,7 @@ HF_MODELS: dict[str, HFSpec] = {
     "GoogleFnet": HFSpec("FNetForMaskedLM", MASKED_LM, 32, 512),
     "LayoutLMForMaskedLM": HFSpec("LayoutLMForMaskedLM", MASKED_LM, 32, 512),
     "M2M100ForConditionalGeneration": HFSpec("M2M100ForConditionalGeneration", SEQ2SEQ, 64, 128),
-    "MBartForCausalLM": HFSpec("MBartForCausalLM", CAUSAL_LM, 8, 1024, model_shifts_labels=False),
+    "MBartForCausalLM": HFSpec("MBartForCausalLM", CAUSAL_LM, 8, 1024),
     "MT5ForConditionalGeneration": HFSpec("MT5ForConditionalGeneration", SEQ2SEQ, 32, 128),
     "MegatronBertForCausalLM": HFSpec(
         "MegatronBertForCausalLM", CAUSAL_LM, 16, 512
@@ -71,18 +69,16 @@ HF_MODELS: dict[str, HFSpec] = {
         reduced_config={"num_feedforward_networks": 1},
     ),
     "OPTForCausalLM": HFSpec("OPTForCausalLM", CAUSAL_LM, 4, 2048),
-    "PLBartForCausalLM": HFSpec("PLBartForCausalLM", CAUSAL_LM, 16, 1024, model_shifts_labels=False),
-    "PegasusForCausalLM": HFSpec("PegasusForCausalLM", CAUSAL_LM, 128, 128, model_shifts_labels=False),
-    "RobertaForCausalLM": HFSpec(
-        "RobertaForCausalLM", CAUSAL_LM, 32, 512, config=_ROBERTA_POSITIONS
-    ),
+    "PLBartForCausalLM": HFSpec("PLBartForCausalLM", CAUSAL_LM, 16, 1024),
+    "PegasusForCausalLM": HFSpec("PegasusForCausalLM", CAUSAL_LM, 128, 128),
+    "RobertaForCausalLM": HFSpec("RobertaForCausalLM", CAUSAL_LM, 32, 512),
     "T5ForConditionalGeneration": HFSpec(
         "T5ForConditionalGeneration", SEQ2SEQ, 8, 1024, config=_T5_DECODER_START
     ),
     # T5Config's defaults are t5-small's sizes, so T5Small is T5ForConditionalGeneration's
     # network; the dashboard tracks both names.
     "T5Small": HFSpec("T5ForConditionalGeneration", SEQ2SEQ, 8, 1024, config=_T5_DECODER_START),
-    "TrOCRForCausalLM": HFSpec("TrOCRForCausalLM", CAUSAL_LM, 64, 256, model_shifts_labels=False),
+    "TrOCRForCausalLM": HFSpec("TrOCRForCausalLM", CAUSAL_LM, 64, 256),
     "XGLMForCausalLM": HFSpec("XGLMForCausalLM", CAUSAL_LM, 32, 128),
     "XLNetLMHeadModel": HFSpec("XLNetLMHeadModel", MASKED_LM, 16, 512),
     "YituTechConvBert": HFSpec("ConvBertForMaskedLM", MASKED_LM, 32, 512),

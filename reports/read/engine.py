@@ -42,7 +42,7 @@ from reports.errors import ReportError
 log = logging.getLogger(__name__)
 
 #: Bumped whenever the normalised columns change: older caches are rebuilt.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
@@ -308,6 +308,7 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("unique_graph_breaks", """COALESCE(cardinality(summary.dynamo_graph_break_reasons), cardinality(metrics.dynamo_graph_break_reasons))"""),
     ("calls_captured", f"""COALESCE({_finite('summary.calls_captured')}, {_finite('summary.dynamo_counters.stats.calls_captured')},
              {_finite('metrics.calls_captured')}, {_finite('metrics.dynamo_counters.stats.calls_captured')})"""),
+    ("flops", f"""{_positive('workload.flops_per_iteration')}"""),
     ("paired", f"""COALESCE({_positive('summary.paired_speedup.speedup')}, {_positive('summary.paired_speedup.median')})"""),
     ("paired_p", f"""{_finite('summary.paired_speedup.p_value')}"""),
     ("paired_method", """COALESCE(summary.paired_speedup.method, '')"""),

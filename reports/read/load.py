@@ -114,6 +114,18 @@ class Record:
     tflops: Optional[float] = None
     peak_fraction: Optional[float] = None
     peak_note: str = ""
+    #: FLOPs of one iteration (the line's workload.flops_per_iteration), when counted.
+    flops_per_iteration: Optional[float] = None
+
+    @property
+    def achieved_tflops(self) -> Optional[float]:
+        """TFLOP/s: the line's own (summary.throughput), else FLOPs per iteration over the
+        median time per iteration."""
+        if self.tflops is not None:
+            return self.tflops
+        if not self.flops_per_iteration or not self.median_time or self.median_time <= 0:
+            return None
+        return self.flops_per_iteration / self.median_time / 1e12
 
     @property
     def model_label(self) -> str:
@@ -190,7 +202,7 @@ _RECORD_COLUMNS = (
     "code, run, fin, times, med, cold, compile, peak_dev, peak_host, eager_peak_dev, error, "
     "skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks, "
     "calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, process_spread, "
-    "host_bound, host_bound_fraction, slow_ratio, tflops, peak_fraction, peak_note, id, n_times"
+    "host_bound, host_bound_fraction, slow_ratio, tflops, peak_fraction, peak_note, flops, id, n_times"
 )
 
 
@@ -203,7 +215,7 @@ def record_from_row(row: tuple) -> Record:
      code, run, fin, times, med, cold, compile_time, peak_dev, peak_host, eager_peak_dev, error,
      skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks,
      calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, process_spread,
-     host_bound, host_bound_fraction, slow_ratio, tflops, peak_fraction, peak_note, _id, _n) = row
+     host_bound, host_bound_fraction, slow_ratio, tflops, peak_fraction, peak_note, flops, _id, _n) = row
     times = list(times or [])
     if peak_dev is not None:
         peak, kind = int(peak_dev), "device"
@@ -226,6 +238,7 @@ def record_from_row(row: tuple) -> Record:
         process_spread=process_spread, host_bound=bool(host_bound),
         host_bound_fraction=host_bound_fraction, slow_ratio=slow_ratio, tflops=tflops,
         peak_fraction=peak_fraction, peak_note=peak_note or "",
+        flops_per_iteration=flops,
     )
 
 

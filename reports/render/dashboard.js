@@ -560,6 +560,8 @@
     { key: "comp", label: "compile", get: (r) => r.comp, fmt: fmtTime },
     { key: "mem", label: "peak memory", get: (r) => r.mem, fmt: (v, r) => (isNum(v) ? fmtBytes(v) + " (" + r.mk + ")" : "-") },
     { key: "cr", label: "mem ratio", get: (r) => r.cr, fmt: fmtX },
+    { key: "fl", label: "FLOP/iter", get: (r) => r.fl,
+      fmt: (v) => (isNum(v) ? (v / 1e9).toPrecision(4) + " G" : "-") },
     { key: "tf", label: "TFLOP/s (% peak)", get: (r) => r.tf,
       fmt: (v, r) => (isNum(v) ? v.toPrecision(3) + (isNum(r.pk) ? " (" + fmtPct(r.pk) + ")" : " (no peak)") : "-") },
     { key: "w", label: "warnings", get: (r) => r.w.join("; ") },

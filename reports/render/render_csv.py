@@ -13,8 +13,8 @@ CSV_FIELDS = [
     "xla_flags", "extras", "status", "verification_code", "repeats", "median_time_s",
     "interval_low_s", "interval_high_s", "interval_coverage", "baseline", "baseline_median_time_s",
     "speedup", "speedup_method", "cold_start_time_s", "compile_time_s", "peak_memory_bytes", "memory_kind",
-    "compression_ratio", "unreliable", "host_bound_fraction", "slow_ratio", "process_spread", "tflops",
-    "fraction_of_peak", "run_id", "fingerprint", "warnings", "error",
+    "compression_ratio", "flops_per_iteration", "unreliable", "host_bound_fraction", "slow_ratio",
+    "process_spread", "tflops", "fraction_of_peak", "run_id", "fingerprint", "warnings", "error",
 ]
 
 
@@ -44,9 +44,10 @@ def render_csv(report: Report) -> str:
             "speedup": _num(row.speedup), "speedup_method": row.speedup_method, "cold_start_time_s": _num(r.cold_start_time),
             "compile_time_s": _num(r.compile_time),
             "peak_memory_bytes": "" if r.peak_memory is None else str(r.peak_memory),
-            "memory_kind": r.memory_kind or "", "compression_ratio": _num(row.compression_ratio), "unreliable": "yes" if r.unreliable else "",
+            "memory_kind": r.memory_kind or "", "compression_ratio": _num(row.compression_ratio),
+            "flops_per_iteration": _num(r.flops_per_iteration), "unreliable": "yes" if r.unreliable else "",
             "host_bound_fraction": _num(r.host_bound_fraction), "slow_ratio": _num(r.slow_ratio),
-            "process_spread": _num(r.process_spread), "tflops": _num(r.tflops),
+            "process_spread": _num(r.process_spread), "tflops": _num(r.achieved_tflops),
             "fraction_of_peak": _num(r.peak_fraction),
             "run_id": r.run_id, "fingerprint": r.fingerprint, "warnings": "; ".join(row.warnings),
             "error": r.error,

@@ -39,6 +39,15 @@ def fmt_bytes(value: Optional[int]) -> str:
     return f"{value / 2**20:.1f} MiB"
 
 
+def fmt_flops(value: Optional[float]) -> str:
+    """FLOPs of one iteration in GFLOP, '-' when not counted."""
+    return "-" if value is None else f"{value / 1e9:,.4g} G"
+
+
+def fmt_tflops(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def _interval(row: Row) -> str:
     interval = row.record.interval
     if interval is None or len(row.record.per_iter_times) < 2:
@@ -48,19 +57,20 @@ def _interval(row: Row) -> str:
 
 ROW_HEADERS = [
     "model", "configuration", "batch", "status", "verification", "median/iter", "interval",
-    "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "TFLOP/s (% peak)",
-    "warnings",
+    "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "FLOP/iter",
+    "TFLOP/s (% peak)", "warnings",
 ]
 
 
 def throughput_cell(record) -> str:
     """Achieved TFLOP/s with its percent of the device's peak; 'no peak' where the device
     has none in the table; '-' without a FLOP count."""
-    if record.tflops is None:
+    tflops = record.achieved_tflops
+    if tflops is None:
         return "-"
     if record.peak_fraction is None:
-        return f"{record.tflops:.3g} (no peak)"
-    return f"{record.tflops:.3g} ({record.peak_fraction:.0%})"
+        return f"{fmt_tflops(tflops)} (no peak)"
+    return f"{fmt_tflops(tflops)} ({record.peak_fraction:.0%})"
 
 
 def row_cells(row: Row) -> list[str]:
@@ -82,6 +92,7 @@ def row_cells(row: Row) -> list[str]:
         fmt_time(record.compile_time),
         memory if record.peak_memory else "-",
         fmt_ratio(row.compression_ratio),
+        fmt_flops(record.flops_per_iteration),
         throughput_cell(record),
         "; ".join(row.warnings),
     ]

@@ -85,6 +85,7 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
                              f"{error}") from error
     stack = backends.get_stack(experiment.stack)
     result.batch_size_used = bench.batch_size
+    result.workload = workload_of(suite, spec, bench.batch_size)
     result.environment["torch_settings"] = torch_settings()
     if spec.role is Role.VERIFY:
         # Verification runs in a child of its own (see executor), never after timing: a
@@ -92,6 +93,20 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
         result.verdict = verification_verdict(spec, suite, stack, bench.nondeterministic_reason)
         return
     time_experiment(spec, stack, bench, result)
+
+
+def workload_of(suite, spec: ChildSpec, batch_size: int) -> dict[str, Any]:
+    """The experiment's workload signature (cached); a signature that cannot be made is
+    recorded with its error and never fails the experiment."""
+    from runner.child.workload import experiment_workload
+
+    try:
+        return experiment_workload(suite, spec.model, spec.experiment, batch_size)
+    except Exception as error:
+        log.warning("no workload signature: %s: %s", type(error).__name__, error)
+        return {"error": f"{type(error).__name__}: {error}"[:500],
+                "flops_per_iteration": None,
+                "flops_error": "the signature could not be made"}
 
 
 def thread_count(spec: ChildSpec) -> int:

@@ -244,11 +244,11 @@ def unset_dimension(spec: Field, host: HostCapabilities) -> tuple:
 
 def where_it_applies(experiment: ExperimentConfig) -> ExperimentConfig:
     """The experiment with each field that does not apply to it (core.fields: `applies`)
-    at its default: --filter-by-single-graph compiles fullgraph where dynamo compiles, and
+    at its default (or its `inapplicable` value: no optimizer in eval): --filter-by-single-graph compiles fullgraph where dynamo compiles, and
     eager in the same sweep runs as it is."""
     values = experiment.to_dict()
-    reset = {spec.name: spec.default for spec in fields_of(EXPERIMENT)
-             if spec.applies is not None and values[spec.name] != spec.default
+    reset = {spec.name: spec.inapplicable_value for spec in fields_of(EXPERIMENT)
+             if spec.applies is not None and values[spec.name] != spec.inapplicable_value
              and not spec.applies(values)}
     return dataclasses.replace(experiment, **reset) if reset else experiment
 

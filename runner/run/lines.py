@@ -58,7 +58,8 @@ def line_from_outcome(settings: RunSettings, sweep: SweepInfo, planned: PlannedE
         summary["peak_host_memory_bytes"] = peak
     summary["wall_time"] = outcome.wall_seconds
     common = dict(environment=result.environment, batch_size_used=result.batch_size_used,
-                  accelerator_model=result.accelerator_model, summary=summary)
+                  accelerator_model=result.accelerator_model, summary=summary,
+                  workload=result.workload)
     if outcome.result is not None and result.status is Status.SKIPPED:
         return new_line(settings, sweep, planned, status=Status.SKIPPED, metrics=metrics,
                              verification_code=VerificationCode.VERIFIER_SKIPPED,

@@ -77,7 +77,7 @@ def test_a_line_lacking_a_field_reads_as_what_lines_before_it_measured():
             "experiment": {"accelerator": "cpu", "xla": None, "dynamo": "inductor",
                            "torch_xla2": None, "test": "eval"}}
     then = ExperimentConfig("cpu", None, "inductor", None, "eval", matmul_precision="highest",
-                            fp16_bf16_reduction_math_sdp=False)
+                            fp16_bf16_reduction_math_sdp=False, optimizer=None)
     assert fingerprint_of_line(line) == fingerprint(MODEL, then) != fingerprint(MODEL, EXPERIMENT)
 
 

@@ -71,10 +71,9 @@ def test_inputs_are_deterministic_from_the_seed(reduced_suite):
     bench = reduced_suite.load(SMALL_MODEL, "eval", 3)
     first, again, other = bench.make_inputs(7), bench.make_inputs(7), bench.make_inputs(8)
     assert torch.equal(first.args[0], again.args[0])
-    assert torch.equal(first.targets, again.targets)
     assert not torch.equal(first.args[0], other.args[0])
-    assert first.targets.shape == (3,)
-    assert int(first.targets.min()) >= 0 and int(first.targets.max()) < 1000
+    # No labels: PyTorch's harness trains timm models on the mean of the output.
+    assert first.targets is None
 
 
 def test_weights_are_seeded(reduced_suite):

@@ -290,3 +290,15 @@ def test_a_line_nested_5000_deep_is_read_or_skipped_with_its_number(write_result
     skipped = [(b.lineno, b.reason) for b in loaded.bad_lines] + [(n, "unusable") for n in
                                                                    [int(u.split(" line ")[1].split()[0]) for u in loaded.unusable]]
     assert [n for n, _ in skipped] == [2], skipped
+
+
+def test_flops_per_iteration_give_the_achieved_rate(write_results):
+    """The line's workload.flops_per_iteration over the median time per iteration; lines
+    without a count (older ones) show none."""
+    counted = craft_line("mlp", times=[0.1, 0.4, 0.2])
+    counted["workload"] = {"flops_per_iteration": 6e12, "parameters": {"count": 3}}
+    path = write_results([counted, craft_line("cnn", times=[0.1])])
+    by_model = {r.model: r for r in load([path]).records}
+    assert by_model["mlp"].flops_per_iteration == 6e12
+    assert by_model["mlp"].achieved_tflops == pytest.approx(6e12 / 0.2 / 1e12)
+    assert by_model["cnn"].flops_per_iteration is None and by_model["cnn"].achieved_tflops is None

@@ -1,0 +1,441 @@
+"""The workload signature: what one iteration of an experiment actually runs.
+
+Every line carries one (`workload`), so that two tools' figures can be checked to be the same
+work: the parameters and buffers (count, bytes, dtypes), every input tensor (shape, dtype,
+memory format, kind of values), the mode, the autocast dtype, what requires grad, the loss,
+the optimizer with its settings, and the FLOPs of one iteration counted by
+`torch.utils.flop_counter.FlopCounterMode` (forward only in eval; forward, loss, backward and
+the optimizer's step in training).
+
+Counting stays cheap: the model is built again on the meta device (no memory, no
+initialisation, no arithmetic), the inputs are made on the CPU (their values are described)
+and moved to meta, and the count is cached per model, precision, batch size and versions in
+the runner's cache folder (`core.host.cache_root()/workload`).
+
+The describing functions take any module and inputs, so `benchmarks/workload_parity.py`
+describes PyTorch's harness's models with the same code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from core.host import cache_root
+
+log = logging.getLogger(__name__)
+
+#: Bump when the signature's shape or the way it is counted changes (the cache's key has it).
+SIGNATURE_VERSION = 1
+#: The key another reader (percent of peak) takes the count from.
+FLOPS_KEY = "flops_per_iteration"
+#: How far from 0 and 1 a float tensor's mean and standard deviation may be to be "normalised".
+NORMALISED_TOLERANCE = 0.05
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def memory_format(tensor: torch.Tensor) -> str:
+    """contiguous, channels_last (4-d) or channels_last_3d (5-d), else strided."""
+    if tensor.dim() == 4 and not tensor.is_contiguous() and tensor.is_contiguous(
+            memory_format=torch.channels_last):
+        return "channels_last"
+    if tensor.dim() == 5 and not tensor.is_contiguous() and tensor.is_contiguous(
+            memory_format=torch.channels_last_3d):
+        return "channels_last_3d"
+    return "contiguous" if tensor.is_contiguous() else "strided"
+
+
+def value_kind(tensor: torch.Tensor) -> dict[str, Any]:
+    """What the values are: integers with their observed range, normalised floats (mean 0,
+    standard deviation 1), other floats with their mean and spread; unknown on meta."""
+    if tensor.device.type == "meta" or _is_fake(tensor):
+        return {"kind": "unknown (meta tensor)"}
+    if tensor.numel() == 0:
+        return {"kind": "empty"}
+    if tensor.dtype == torch.bool:
+        return {"kind": "booleans", "true_fraction": round(float(tensor.float().mean()), 3)}
+    if not tensor.is_floating_point():
+        return {"kind": "integers", "min": int(tensor.min()), "max": int(tensor.max())}
+    values = tensor.detach()
+    if values.dtype not in (torch.float32, torch.float64):
+        values = values.float()  # no copy of a large fp32 batch
+    if values.numel() > 1:
+        std_tensor, mean_tensor = torch.std_mean(values)
+        std, mean = float(std_tensor), float(mean_tensor)
+    else:
+        std, mean = 0.0, float(values.mean())
+    normalised = abs(mean) <= NORMALISED_TOLERANCE and abs(std - 1) <= NORMALISED_TOLERANCE
+    return {"kind": "normalised floats" if normalised else "floats",
+            "mean": round(mean, 3), "std": round(std, 3)}
+
+
+def _is_fake(tensor: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(tensor, FakeTensor)
+
+
+def describe_tensor(name: str, tensor: torch.Tensor,
+                    values: Optional[torch.Tensor] = None) -> dict[str, Any]:
+    """One input: its name, shape, dtype, memory format, bytes and kind of values (read
+    from `values`, a real copy, when `tensor` is on meta)."""
+    return {
+        "name": name,
+        "shape": list(tensor.shape),
+        "dtype": dtype_name(tensor.dtype),
+        "memory_format": memory_format(tensor),
+        "bytes": tensor.numel() * tensor.element_size(),
+        "requires_grad": bool(tensor.requires_grad),
+        "values": value_kind(values if values is not None else tensor),
+    }
+
+
+def named_tensors(value: Any, prefix: str) -> list[tuple[str, torch.Tensor]]:
+    """Every tensor of a nested value with its path (args[0], input_ids, targets, ...)."""
+    if isinstance(value, torch.Tensor):
+        return [(prefix, value)]
+    found: list[tuple[str, torch.Tensor]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += named_tensors(item, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found += named_tensors(item, f"{prefix}[{index}]")
+    return found
+
+
+def describe_inputs(args: Any, kwargs: Any, targets: Any = None,
+                    real: Optional[tuple[Any, Any, Any]] = None) -> list[dict[str, Any]]:
+    """Every input tensor of one call (positional, keyword, and the loss's targets), in
+    name order for keywords; `real` holds the same inputs with values, when these are on
+    meta."""
+    tensors = (named_tensors(tuple(args), "args") + named_tensors(dict(sorted(kwargs.items())), "")
+               + named_tensors(targets, "targets"))
+    reals = dict(named_tensors(tuple(real[0]), "args") + named_tensors(dict(sorted(real[1].items())), "")
+                 + named_tensors(real[2], "targets")) if real else {}
+    return [describe_tensor(name, tensor, reals.get(name)) for name, tensor in tensors]
+
+
+def tensor_group(tensors: list[torch.Tensor]) -> dict[str, Any]:
+    """Count of elements, bytes and the elements of each dtype."""
+    dtypes: dict[str, int] = {}
+    for tensor in tensors:
+        dtypes[dtype_name(tensor.dtype)] = dtypes.get(dtype_name(tensor.dtype), 0) + tensor.numel()
+    return {
+        "count": sum(t.numel() for t in tensors),
+        "tensors": len(tensors),
+        "bytes": sum(t.numel() * t.element_size() for t in tensors),
+        "dtypes": dict(sorted(dtypes.items())),
+    }
+
+
+def describe_module(module: torch.nn.Module) -> dict[str, Any]:
+    """Parameters (all, and those that require grad) and buffers; shared ones once."""
+    parameters = list(module.parameters())
+    trainable = [p for p in parameters if p.requires_grad]
+    return {
+        "parameters": {**tensor_group(parameters),
+                       "requires_grad": sum(p.numel() for p in trainable)},
+        "buffers": tensor_group(list(module.buffers())),
+        "module_class": type(module).__name__,
+        "training": bool(module.training),
+        "active_dropout": sum(1 for m in module.modules()
+                              if isinstance(m, torch.nn.modules.dropout._DropoutNd)
+                              and m.p > 0 and m.training),
+    }
+
+
+def count_flops(iteration: Callable[[], Any]) -> tuple[Optional[int], Optional[str]]:
+    """FLOPs of one call of `iteration` (FlopCounterMode), or None and why it could not be
+    counted."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        counter = FlopCounterMode(display=False)
+        with counter:
+            iteration()
+        return int(counter.get_total_flops()), None
+    except Exception as error:  # a model the meta device cannot run: no count, and why
+        return None, f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
+
+
+def to_fake(value: Any, mode: Any) -> Any:
+    """Every tensor of a nested value as a fake tensor of `mode`."""
+    if isinstance(value, torch.Tensor):
+        return mode.from_tensor(value)
+    if isinstance(value, tuple):
+        return tuple(to_fake(v, mode) for v in value)
+    if isinstance(value, list):
+        return [to_fake(v, mode) for v in value]
+    if isinstance(value, dict):
+        return {k: to_fake(v, mode) for k, v in value.items()}
+    return value
+
+
+def to_meta(value: Any) -> Any:
+    """Every tensor of a nested value as a meta tensor of the same shape, dtype and layout."""
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    if isinstance(value, tuple):
+        return tuple(to_meta(v) for v in value)
+    if isinstance(value, list):
+        return [to_meta(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_meta(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class IterationSpec:
+    """What one iteration does, besides the module and its inputs."""
+
+    mode: str  # eval or train
+    autocast_dtype: Optional[str] = None
+    loss: Optional[str] = None
+    optimizer: Optional[dict[str, Any]] = None
+    steps: tuple[str, ...] = ()
+
+
+def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: IterationSpec,
+              iteration: Callable[[], Any], real_inputs: Optional[tuple[Any, Any, Any]] = None,
+              ) -> dict[str, Any]:
+    """The signature of `module` run on `inputs` (args, kwargs, targets) as `spec` says;
+    `iteration` runs one iteration (on meta tensors, for the count)."""
+    described = describe_module(module)
+    input_list = describe_inputs(*inputs, real=real_inputs)
+    if spec.mode == "eval":
+        # Inference runs without grad: nothing needs it, and FlopCounterMode's module
+        # tracker fails on a parameter passed as an argument under no_grad (SigLIP's
+        # attention pooling). The FLOPs are the same.
+        for parameter in module.parameters():
+            parameter.requires_grad_(False)
+    flops, error = count_flops(iteration)
+    parameters, buffers = described["parameters"], described["buffers"]
+    result: dict[str, Any] = {
+        "signature_version": SIGNATURE_VERSION,
+        "mode": spec.mode,
+        "autocast_dtype": spec.autocast_dtype,
+        "parameters": parameters,
+        "buffers": buffers,
+        "inputs": input_list,
+        "requires_grad": ("parameters" if spec.mode == "train" and parameters["requires_grad"]
+                          else "nothing"),
+        "loss": spec.loss if spec.mode == "train" else None,
+        "optimizer": spec.optimizer if spec.mode == "train" else None,
+        "iteration_steps": list(spec.steps),
+        "active_dropout": described["active_dropout"],
+        "weight_bytes": parameters["bytes"] + buffers["bytes"],
+        "input_bytes": sum(item["bytes"] for item in input_list),
+        FLOPS_KEY: flops,
+        "flops_counted": ("forward" if spec.mode == "eval"
+                          else "forward, loss, backward and optimizer step"),
+    }
+    if error is not None:
+        result["flops_error"] = error
+    return result
+
+
+# The cache: one JSON file per key, written atomically.
+
+def cache_path(key: dict[str, Any], folder: Optional[Path] = None) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+    return (folder or cache_root() / "workload") / f"{digest[:32]}.json"
+
+
+def cached(key: dict[str, Any], compute: Callable[[], dict[str, Any]],
+           folder: Optional[Path] = None) -> dict[str, Any]:
+    """The cached signature for `key`, else `compute()`'s, cached when its FLOPs counted."""
+    path = cache_path(key, folder)
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("key") == json.loads(json.dumps(key, default=str)):
+            return {**stored["workload"], "cached": True}
+    except (OSError, ValueError, AttributeError):
+        pass
+    workload = compute()
+    if workload.get(FLOPS_KEY) is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            temporary.write_text(json.dumps({"key": key, "workload": workload}, default=str),
+                                 encoding="utf-8")
+            os.replace(temporary, path)
+        except OSError as error:  # a cache that cannot be written only costs a recount
+            log.debug("the workload signature was not cached: %s", error)
+    return {**workload, "cached": False}
+
+
+# The signature of one experiment of ours.
+
+def loss_description(loss_fn: Callable) -> str:
+    """The loss function's name and the first line of its docstring."""
+    doc = (loss_fn.__doc__ or "").strip().splitlines()
+    name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+    return f"{name}: {doc[0]}" if doc else name
+
+
+def versions() -> dict[str, Optional[str]]:
+    """The versions a count depends on (the model libraries define the networks)."""
+    from importlib import metadata
+
+    found: dict[str, Optional[str]] = {}
+    for package in ("torch", "transformers", "timm"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def experiment_key(model: Any, experiment: Any, batch_size: Optional[int]) -> dict[str, Any]:
+    """What an experiment's signature depends on: the model, test, precision, batch size,
+    seed, optimizer and accelerator (the harness's optimizer depends on it), and versions."""
+    return {
+        "signature_version": SIGNATURE_VERSION,
+        "suite": model.suite_name, "model": model.model_name, "reduced": model.reduced,
+        "test": experiment.test, "precision": experiment.precision,
+        "amp_dtype": experiment.amp_dtype, "batch_size": batch_size, "seed": experiment.seed,
+        "optimizer": experiment.optimizer, "accelerator": experiment.accelerator,
+        "versions": versions(),
+    }
+
+
+def experiment_workload(suite: Any, model: Any, experiment: Any, batch_size: Optional[int],
+                        folder: Optional[Path] = None, use_cache: bool = True) -> dict[str, Any]:
+    """The signature of `model` under `experiment` as our child runs it, counted on meta
+    tensors and cached (`folder`: the cache's folder, by default the runner's)."""
+    key = experiment_key(model, experiment, batch_size)
+
+    def compute() -> dict[str, Any]:
+        return our_signature(suite, model.model_name, experiment, batch_size)
+
+    if not use_cache:
+        return compute()
+    return cached(key, compute, folder)
+
+
+def on_meta_or_fake(count: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """`count("meta")`, or `count("fake")` where the meta device cannot answer: code that reads
+    a value (`.item()`, a tensor's truth) cannot run on meta tensors, while fake tensors
+    (FakeTensorMode) make model libraries take the value-free paths they keep for tracing
+    (transformers' is_tracing). Models are built on meta either way (building under a fake
+    mode fails where a library reads values while it builds, as timm does), then their
+    parameters and buffers are made fake (`make_fake`)."""
+    workload = count("meta")
+    if workload.get(FLOPS_KEY) is None and "meta tensors" in str(workload.get("flops_error")):
+        try:
+            fake = count("fake")
+        except Exception as error:
+            workload["flops_error"] += f"; on fake tensors: {type(error).__name__}: {error}"[:300]
+            return workload
+        if fake.get(FLOPS_KEY) is not None or "flops_error" not in workload:
+            return fake
+    return workload
+
+
+def fake_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def make_fake(module: torch.nn.Module, mode: Any) -> None:
+    """Turn a meta module's parameters and buffers into fake tensors of `mode`, in place; a
+    tensor shared by several modules (tied weights) stays one tensor."""
+    made: dict[int, torch.Tensor] = {}
+
+    def fake(tensor: torch.Tensor, parameter: bool) -> torch.Tensor:
+        if id(tensor) not in made:
+            converted = mode.from_tensor(tensor)
+            made[id(tensor)] = (torch.nn.Parameter(converted, requires_grad=tensor.requires_grad)
+                                if parameter else converted)
+        return made[id(tensor)]
+
+    for sub in module.modules():
+        for name, parameter in list(sub._parameters.items()):
+            if parameter is not None:
+                sub._parameters[name] = fake(parameter, True)
+        for name, buffer in list(sub._buffers.items()):
+            if buffer is not None:
+                sub._buffers[name] = fake(buffer, False)
+        for name, value in list(vars(sub).items()):  # tensors kept as plain attributes
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                setattr(sub, name, fake(value, False))
+
+
+def our_signature(suite: Any, model_name: str, experiment: Any,
+                  batch_size: Optional[int]) -> dict[str, Any]:
+    """Build the model on meta (or fake) tensors, its inputs on the CPU, and describe one
+    iteration."""
+    return on_meta_or_fake(lambda place: _our_signature(suite, model_name, experiment,
+                                                        batch_size, place))
+
+
+def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Optional[int],
+                   place: str) -> dict[str, Any]:
+    from backends.runtimes.precision import amp_dtype, cast_floating, parameter_dtype
+    from backends.runtimes.torch_device import make_optimizer, optimizer_settings
+    from models.base import ModelInputs
+
+    training = experiment.test == "train"
+    with torch.device("meta"):
+        bench = suite.load(model_name, experiment.test, batch_size, seed=experiment.seed)
+    dtype = parameter_dtype(experiment.precision)
+    made = bench.make_inputs(experiment.seed)
+    real = tuple(cast_floating(part, torch.device("cpu"), dtype)
+                 for part in (made.args, made.kwargs, made.targets))
+    # On meta as a whole (a buffer a library makes on the CPU while it builds, XLNet's, too).
+    module = bench.module.to(device="meta", dtype=dtype).train(training)
+    placed = to_meta(real)
+    mode = fake_mode() if place == "fake" else None
+    if mode is not None:
+        make_fake(module, mode)
+        placed = to_fake(placed, mode)
+    autocast = amp_dtype(experiment.precision, experiment.accelerator, experiment.amp_dtype)
+    settings = optimizer_settings(experiment.optimizer_in_effect(), experiment.accelerator,
+                                  bench.harness_optimizer)
+    parameters = [p for p in module.parameters() if p.requires_grad]
+
+    def iteration() -> None:
+        # Tensors a model makes while it runs land on meta too (some, XLNet's, would be
+        # made on the CPU and meet meta ones otherwise).
+        with (mode if mode is not None else torch.device("meta")):
+            if not training:
+                with torch.no_grad():
+                    module(*placed[0], **placed[1])
+                return
+            for parameter in parameters:
+                parameter.grad = None
+            output = module(*placed[0], **placed[1])
+            loss = bench.loss_fn(output, ModelInputs(placed[0], placed[1], placed[2]))
+            loss.backward()
+            if settings is not None:
+                # capturable needs CUDA; it changes where the step's scalars live, not its
+                # arithmetic (which FlopCounterMode does not count either way).
+                make_optimizer(settings, parameters).step()
+
+    spec = IterationSpec(
+        mode=experiment.test,
+        autocast_dtype=dtype_name(autocast) if autocast is not None else None,
+        loss=loss_description(bench.loss_fn),
+        optimizer=settings.describe() if settings is not None else None,
+        steps=(("zero grad", "forward", "loss", "backward")
+               + (("optimizer step",) if settings is not None else ())) if training
+        else ("forward",),
+    )
+    workload = signature(module, placed, spec, iteration, real_inputs=real)
+    workload["batch_size"] = bench.batch_size
+    workload["parameter_dtype"] = dtype_name(dtype)
+    workload["counted_on"] = f"{place} tensors"
+    return workload

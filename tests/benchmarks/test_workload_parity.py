@@ -1,0 +1,67 @@
+"""Our suites build the work PyTorch's harness builds: benchmarks/workload_parity.py on a
+subset of its lists that covers every head and kind of input of both suites.
+
+It imports the harness from ../shared/reference/dynamobench beside the clone (as CI has
+it) and builds every model twice on meta or fake tensors, so no weights are made. It starts
+no process but takes about a minute of CPU, so it is in the end-to-end tier.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import workload_parity as parity
+
+#: (harness name, test): a masked LM, a causal LM fed its pad id (Roberta), a sequence
+#: classifier with pad id 0, an encoder-decoder fed decoder ids, a question-answering head
+#: counted on fake tensors (GPT-J reads values), Bart's end-of-sequence ids; timm: a
+#: convolutional classifier, a tagged configuration, and one without a head (DINOv2).
+SUBSET = (
+    ("BertForMaskedLM", "train"), ("RobertaForCausalLM", "eval"),
+    ("GPT2ForSequenceClassification", "eval"), ("T5ForConditionalGeneration", "eval"),
+    ("GPTJForQuestionAnswering", "eval"), ("BartForCausalLM", "eval"),
+    ("mobilenetv2_100", "train"), ("convnextv2_nano.fcmae_ft_in22k_in1k", "eval"),
+    ("vit_base_patch14_dinov2.lvd142m", "eval"),
+)
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not (parity.DEFAULT_REFERENCE / "common.py").exists(),
+                       reason=f"the harness is not beside the clone ({parity.DEFAULT_REFERENCE})"),
+]
+
+
+@pytest.fixture(scope="module")
+def harness():
+    return parity.Harness(parity.DEFAULT_REFERENCE.resolve())
+
+
+@pytest.fixture(scope="module")
+def listed():
+    return {model.harness_name: model for model in parity.listed_models(parity.DEFAULT_REFERENCE)}
+
+
+@pytest.mark.parametrize("name,test", SUBSET)
+def test_same_parameters_inputs_and_flops_as_the_harness(harness, listed, name, test):
+    row = parity.parity_row(harness, None, listed[name], test,
+                            parity.load_differences(parity.DEFAULT_DIFFERENCES))
+    assert row.harness_error is None and row.our_error is None, (row.harness_error, row.our_error)
+    assert row.status.split(" (")[0] in ("same", "explained"), row.differences
+    assert row.our_flops and row.our_flops == row.harness_flops
+
+
+def test_a_model_the_harness_cannot_build_offline_is_listed_with_its_error(harness, listed):
+    """T5Small is one of the dashboard's names the harness maps through the hub."""
+    row = parity.parity_row(harness, None, listed["T5Small"], "eval", {})
+    assert row.status == "harness cannot build" and "T5Small" in row.harness_error
+    assert not row.differences
+
+
+def test_a_difference_fails_unless_listed_with_its_reason(tmp_path):
+    theirs = {"parameters": {"count": 2}, "buffers": {}, "inputs": [], "flops_per_iteration": 4}
+    ours = {"parameters": {"count": 3}, "buffers": {}, "inputs": [], "flops_per_iteration": 4}
+    assert parity.compare(theirs, ours) == ["parameters.count: 2 vs 3"]
+    listed_file = tmp_path / "differences.json"
+    listed_file.write_text('{"differences": [{"model": "m", "test": "*", '
+                           '"field": "parameters.count", "reason": "measured: ..."}]}')
+    assert ("m", "train") in parity.load_differences(listed_file)

@@ -1,0 +1,112 @@
+"""The workload signature (runner/child/workload.py): what one iteration runs, counted on
+meta tensors and cached."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from core.config import ExperimentConfig, ModelConfig  # noqa: E402
+from models import get_suite  # noqa: E402
+from runner.child import workload as w  # noqa: E402
+
+
+def experiment(test: str, accelerator: str = "cpu", **values) -> ExperimentConfig:
+    return ExperimentConfig(accelerator, None, "inductor", None, test, **values)
+
+
+def linear_flops(module: torch.nn.Module, batch: int) -> list[int]:
+    """2 * batch * in * out for each Linear, in order."""
+    return [2 * batch * layer.in_features * layer.out_features
+            for layer in module.modules() if isinstance(layer, torch.nn.Linear)]
+
+
+def test_eval_counts_the_forward_of_every_layer():
+    suite = get_suite("builtin")
+    bench = suite.load("mlp", "eval", None)
+    found = w.our_signature(suite, "mlp", experiment("eval"), None)
+    assert found["flops_per_iteration"] == sum(linear_flops(bench.module, bench.batch_size))
+    assert found["mode"] == "eval" and found["optimizer"] is None and found["loss"] is None
+    assert found["parameters"]["count"] == sum(p.numel() for p in bench.module.parameters())
+    assert found["parameters"]["dtypes"] == {"float32": found["parameters"]["count"]}
+    assert found["weight_bytes"] == 4 * found["parameters"]["count"]
+
+
+def test_training_adds_the_backward():
+    """Backward costs the weight gradients of every layer and the input gradients of every
+    layer but the first (its input needs none)."""
+    suite = get_suite("builtin")
+    bench = suite.load("mlp", "train", None)
+    forward = linear_flops(bench.module, bench.batch_size)
+    found = w.our_signature(suite, "mlp", experiment("train"), None)
+    assert found["flops_per_iteration"] == 2 * sum(forward) + sum(forward[1:])
+    assert found["requires_grad"] == "parameters"
+    assert found["loss"].startswith("cross_entropy_loss")
+    assert found["iteration_steps"] == ["zero grad", "forward", "loss", "backward"]
+
+
+def test_inputs_say_shape_dtype_layout_and_kind_of_values():
+    found = w.our_signature(get_suite("builtin"), "mlp", experiment("train"), 8)
+    images, labels = found["inputs"]
+    assert (images["name"], images["shape"], images["dtype"]) == ("args[0]", [8, 256], "float32")
+    assert images["memory_format"] == "contiguous"
+    assert images["values"]["kind"] == "normalised floats"
+    assert labels["name"] == "targets" and labels["values"]["kind"] == "integers"
+    assert 0 <= labels["values"]["min"] <= labels["values"]["max"] <= 9
+    assert found["input_bytes"] == 8 * 256 * 4 + 8 * 8
+
+
+def test_precision_changes_the_dtypes_not_the_count():
+    suite = get_suite("builtin")
+    full = w.our_signature(suite, "mlp", experiment("eval"), None)
+    half = w.our_signature(suite, "mlp", experiment("eval", precision="bf16"), None)
+    assert half["parameters"]["dtypes"] == {"bfloat16": full["parameters"]["count"]}
+    assert half["inputs"][0]["dtype"] == "bfloat16"
+    assert half["flops_per_iteration"] == full["flops_per_iteration"]
+    amp = w.our_signature(suite, "mlp", experiment("eval", accelerator="cuda", precision="amp"), None)
+    assert amp["autocast_dtype"] == "float16"
+
+
+def test_the_harness_optimizer_on_cuda_and_none_elsewhere():
+    suite = get_suite("builtin")
+    on_cuda = w.our_signature(suite, "mlp", experiment("train", "cuda", optimizer="harness"), None)
+    assert on_cuda["optimizer"] == {"name": "Adam", "lr": 0.01, "capturable": True,
+                                    "foreach": True, "compiled_step": True}
+    assert on_cuda["iteration_steps"][-1] == "optimizer step"
+    on_cpu = w.our_signature(suite, "mlp", experiment("train", "cpu", optimizer="harness"), None)
+    assert on_cpu["optimizer"] is None
+
+
+def test_memory_formats():
+    image = torch.empty(2, 3, 8, 8, device="meta")
+    assert w.memory_format(image) == "contiguous"
+    assert w.memory_format(image.contiguous(memory_format=torch.channels_last)) == "channels_last"
+    assert w.memory_format(image.transpose(2, 3)) == "strided"
+
+
+def test_a_model_that_reads_values_is_counted_on_fake_tensors():
+    """Code reading a value cannot run on meta tensors; fake ones answer through the
+    libraries' tracing paths, and the count says where it was made."""
+    calls = []
+
+    def count(place: str) -> dict:
+        calls.append(place)
+        if place == "meta":
+            return {"flops_per_iteration": None,
+                    "flops_error": "RuntimeError: Tensor.item() cannot be called on meta tensors"}
+        return {"flops_per_iteration": 7}
+
+    assert w.on_meta_or_fake(count)["flops_per_iteration"] == 7 and calls == ["meta", "fake"]
+
+
+def test_the_count_is_cached_per_model_precision_and_batch_size(tmp_path):
+    suite = get_suite("builtin")
+    model = ModelConfig("builtin", "mlp")
+    first = w.experiment_workload(suite, model, experiment("eval"), 16, folder=tmp_path)
+    again = w.experiment_workload(suite, model, experiment("eval"), 16, folder=tmp_path)
+    other = w.experiment_workload(suite, model, experiment("eval"), 8, folder=tmp_path)
+    assert (first["cached"], again["cached"], other["cached"]) == (False, True, False)
+    assert again["flops_per_iteration"] == first["flops_per_iteration"]
+    assert other["flops_per_iteration"] * 2 == first["flops_per_iteration"]
+    assert len(list(tmp_path.glob("*.json"))) == 2
