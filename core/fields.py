@@ -371,10 +371,17 @@ def parse_config(scope: str, data: Any, source: str, ignored: Sequence[str] = ()
 
 def resolved_identity(scope: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """Every identity field of `scope` with its value as JSON: the value given, else the
-    value a config (or a line) that does not name it implies."""
+    value a config (or a line) that does not name it implies; where the field does not
+    apply (its `applies`), the value it takes there."""
+    given = {spec.name: values[spec.name] if spec.name in values else spec.implied_value
+             for spec in _BY_SCOPE[scope]}
     identity = {}
     for spec in identity_fields(scope):
-        value = values[spec.name] if spec.name in values else spec.implied_value
+        value = given[spec.name]
+        if spec.applies is not None and not spec.applies(given):
+            # Where a field does not apply, every value of it is the same experiment (an
+            # optimizer in eval, fullgraph without dynamo), as planning makes it.
+            value = spec.inapplicable_value
         identity[spec.name] = spec.to_json(value)
     return identity
 

@@ -1,3 +1,4 @@
+import dataclasses
 import subprocess
 import sys
 
@@ -154,3 +155,20 @@ def test_a_config_refuses_a_bad_value_naming_it(values, message):
     assert str(caught.value) == message
     with pytest.raises(FieldError, match="reduced must be true or false, not \"false\""):
         ModelConfig("builtin", "mlp", reduced="false")
+
+
+def test_a_field_where_it_does_not_apply_never_splits_an_experiment():
+    # Planning sets such a field to its inapplicable value; a config written by hand that
+    # leaves the default (an optimizer in eval, fullgraph without dynamo) is the same one.
+    model = ModelConfig("builtin", "mlp")
+    eval_run = ExperimentConfig("cpu", None, None, None, "eval")
+    assert eval_run.optimizer == "harness"
+    for same in (dataclasses.replace(eval_run, optimizer=None),
+                 dataclasses.replace(eval_run, optimizer="sgd"),
+                 dataclasses.replace(eval_run, fullgraph=True)):
+        assert fingerprint(model, same) == fingerprint(model, eval_run)
+    cuda_train = ExperimentConfig("cuda", None, "inductor", None, "train")
+    assert fingerprint(model, cuda_train) != fingerprint(
+        model, dataclasses.replace(cuda_train, optimizer=None))
+    assert fingerprint(model, cuda_train) != fingerprint(
+        model, dataclasses.replace(cuda_train, fullgraph=True))
