@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from core.host import HostCapabilities, cache_root
+from runner.common.cached_json import write_json_atomically
 from runner.common.packages import installed_packages
 
 log = logging.getLogger(__name__)
@@ -148,11 +149,7 @@ def cached_answer(path: Path) -> Optional[HostCapabilities]:
 def keep_answer(path: Path, answer: dict[str, Any]) -> None:
     """Write the answer atomically; a cache that cannot be written is only logged."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".host-")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(answer, out)
-        os.replace(temporary, path)
+        write_json_atomically(path, answer)
     except OSError as error:
         log.debug("the probe's answer was not cached: %s", error)
 

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import socket
 import statistics
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from core.host import cache_root
+from runner.common.cached_json import write_json_atomically
 
 log = logging.getLogger(__name__)
 
@@ -167,11 +166,7 @@ class ReferenceHistory:
                         data.setdefault(name, []).append([now, float(reading[name])])
             data = {name: values[-HISTORY:] for name, values in data.items() if name in FIGURES}
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".reference-")
-                with os.fdopen(handle, "w", encoding="utf-8") as out:
-                    json.dump(data, out)
-                os.replace(temporary, path)
+                write_json_atomically(path, data)
             except OSError as error:
                 log.debug("the reference readings were not kept: %s", error)
 
