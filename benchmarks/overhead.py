@@ -34,17 +34,15 @@ a further process's overhead (printed for the CPU's default and CUDA's).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.timed_sweep import timed_sweep  # noqa: E402
 from core.fields import DEFAULT_PROCESSES  # noqa: E402
 from core.schema import timed_values  # noqa: E402
 from runner.child.trust import MIN_WINDOW_SECONDS  # noqa: E402
@@ -58,16 +56,9 @@ MANY = ["--test=eval", "--test=train"]  # 3 builtin models x 2 tests
 
 def sweep(method: str, stack: str, selection: list[str], folder: Path,
           processes: int = 1, extra: tuple[str, ...] = ()) -> tuple[float, list[dict]]:
-    command = [sys.executable, str(ROOT / "experiment_runner.py"), "--accelerator=cpu",
-               *STACKS[stack], *selection, "--repeat=1", "--warmup=1", "--no-progress",
-               f"--processes={processes}", *extra,
-               f"--start-method={method}", f"--output-dirname={folder}", "--log-level=warning"]
-    start = time.perf_counter()
-    completed = subprocess.run(command, capture_output=True, text=True, cwd=str(ROOT))
-    wall = time.perf_counter() - start
-    if completed.returncode != 0:
-        raise SystemExit(f"the sweep failed ({method}):\n{completed.stderr[-2000:]}")
-    lines = [json.loads(text) for text in (folder / "results.jsonl").read_text().splitlines()]
+    wall, lines = timed_sweep(["--accelerator=cpu", *STACKS[stack], *selection, "--repeat=1",
+                               "--warmup=1", f"--processes={processes}", *extra,
+                               f"--start-method={method}"], folder, method)
     if any(line["status"] != "ok" for line in lines):
         raise SystemExit(f"an experiment failed ({method}): "
                          f"{[line['metrics'].get('error', '')[:300] for line in lines]}")

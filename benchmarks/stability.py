@@ -21,7 +21,6 @@ contention).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.timed_sweep import timed_sweep  # noqa: E402
 from core.schema import stack_label_of, timed_values  # noqa: E402
 
 
@@ -74,14 +74,7 @@ def sweep(runner_args: list[str], processes: Optional[int],
           folder: Path) -> tuple[float, dict[tuple, dict]]:
     """One sweep (at the runner's default --processes when None): its wall time and lines."""
     asked = [f"--processes={processes}"] if processes else []
-    command = [sys.executable, str(ROOT / "experiment_runner.py"), *runner_args, *asked,
-               "--no-progress", f"--output-dirname={folder}", "--log-level=warning"]
-    start = time.perf_counter()
-    completed = subprocess.run(command, capture_output=True, text=True, cwd=str(ROOT))
-    wall = time.perf_counter() - start
-    if completed.returncode != 0:
-        raise SystemExit(f"the sweep failed:\n{completed.stderr[-2000:]}")
-    lines = [json.loads(text) for text in (folder / "results.jsonl").read_text().splitlines()]
+    wall, lines = timed_sweep([*runner_args, *asked], folder)
     return wall, {key(line): line for line in lines}
 
 
