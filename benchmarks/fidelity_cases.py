@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference" / "dynamobench"
+from benchmarks.workload_parity import DEFAULT_REFERENCE, listed_models  # noqa: E402
+
 HEADER = "# suite        model                                batch  precision  mode     test"
 
 
@@ -27,19 +28,9 @@ def listed(reference: Path) -> list[tuple[str, str, int]]:
     """(suite, our model name, batch size) in the lists' order; hub names left out."""
     from models import get_suite
 
-    found = []
     known = {suite: set(get_suite(suite).model_names()) for suite in ("huggingface", "timm")}
-    for line in (reference / "huggingface_models_list.txt").read_text().splitlines():
-        if line.strip():
-            name, batch = (part.strip() for part in line.split(","))
-            if name in known["huggingface"]:
-                found.append(("huggingface", name, int(batch)))
-    for line in (reference / "timm_models_list.txt").read_text().splitlines():
-        if line.strip():
-            name, batch = line.split()
-            if name.split(".")[0] in known["timm"]:
-                found.append(("timm", name.split(".")[0], int(batch)))
-    return found
+    return [(model.suite, model.our_name, model.batch_size) for model in listed_models(reference)
+            if model.our_name in known[model.suite]]
 
 
 def spread(items: list, count: int) -> list:

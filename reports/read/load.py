@@ -110,22 +110,13 @@ class Record:
     host_bound_fraction: Optional[float] = None
     #: How much slower than this host's usual figure the reference workload ran.
     slow_ratio: Optional[float] = None
-    #: Achieved TFLOP/s, its fraction of the device's peak, or why there is no peak.
+    #: Achieved TFLOP/s (the line's own, else its FLOPs over its median), its fraction of the
+    #: device's peak, or why there is no peak.
     tflops: Optional[float] = None
     peak_fraction: Optional[float] = None
     peak_note: str = ""
     #: FLOPs of one iteration (the line's workload.flops_per_iteration), when counted.
     flops_per_iteration: Optional[float] = None
-
-    @property
-    def achieved_tflops(self) -> Optional[float]:
-        """TFLOP/s: the line's own (summary.throughput), else FLOPs per iteration over the
-        median time per iteration."""
-        if self.tflops is not None:
-            return self.tflops
-        if not self.flops_per_iteration or not self.median_time or self.median_time <= 0:
-            return None
-        return self.flops_per_iteration / self.median_time / 1e12
 
     @property
     def model_label(self) -> str:

@@ -47,7 +47,7 @@ def render_csv(report: Report) -> str:
             "memory_kind": r.memory_kind or "", "compression_ratio": _num(row.compression_ratio),
             "flops_per_iteration": _num(r.flops_per_iteration), "unreliable": "yes" if r.unreliable else "",
             "host_bound_fraction": _num(r.host_bound_fraction), "slow_ratio": _num(r.slow_ratio),
-            "process_spread": _num(r.process_spread), "tflops": _num(r.achieved_tflops),
+            "process_spread": _num(r.process_spread), "tflops": _num(r.tflops),
             "fraction_of_peak": _num(r.peak_fraction),
             "run_id": r.run_id, "fingerprint": r.fingerprint, "warnings": "; ".join(row.warnings),
             "error": r.error,

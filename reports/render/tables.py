@@ -65,7 +65,7 @@ ROW_HEADERS = [
 def throughput_cell(record) -> str:
     """Achieved TFLOP/s with its percent of the device's peak; 'no peak' where the device
     has none in the table; '-' without a FLOP count."""
-    tflops = record.achieved_tflops
+    tflops = record.tflops
     if tflops is None:
         return "-"
     if record.peak_fraction is None:

@@ -85,7 +85,8 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
                              f"{error}") from error
     stack = backends.get_stack(experiment.stack)
     result.batch_size_used = bench.batch_size
-    result.workload = workload_of(suite, spec, bench.batch_size)
+    if spec.role is Role.TIME or spec.settings.verify_only:  # the children whose line it is
+        result.workload = workload_of(suite, spec, bench.batch_size)
     result.environment["torch_settings"] = torch_settings()
     if spec.role is Role.VERIFY:
         # Verification runs in a child of its own (see executor), never after timing: a

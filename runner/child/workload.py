@@ -18,7 +18,6 @@ describes PyTorch's harness's models with the same code.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -312,17 +311,12 @@ def experiment_key(model: Any, experiment: Any, batch_size: Optional[int]) -> di
 
 
 def experiment_workload(suite: Any, model: Any, experiment: Any, batch_size: Optional[int],
-                        folder: Optional[Path] = None, use_cache: bool = True) -> dict[str, Any]:
+                        folder: Optional[Path] = None) -> dict[str, Any]:
     """The signature of `model` under `experiment` as our child runs it, counted on meta
     tensors and cached (`folder`: the cache's folder, by default the runner's)."""
     key = experiment_key(model, experiment, batch_size)
 
-    def compute() -> dict[str, Any]:
-        return our_signature(suite, model.model_name, experiment, batch_size)
-
-    if not use_cache:
-        return compute()
-    return cached(key, compute, folder)
+    return cached(key, lambda: our_signature(suite, model.model_name, experiment, batch_size), folder)
 
 
 def on_meta_or_fake(count: Callable[[str], dict[str, Any]]) -> dict[str, Any]:

@@ -32,7 +32,8 @@ from runner.plan.slots import Slot
 from runner.run.child_env import child_cores, child_environment, child_folder
 from runner.run.forkserver_client import ForkedChild, ForkServer, ForkServerError, ForkServers, names_own_folder
 from runner.run.guard import ProcessGuard
-from runner.run.lines import SweepInfo, failure_text, line_from_outcome, new_line, skipped_line, verdict_of
+from runner.run.lines import (SweepInfo, failure_text, line_from_outcome, new_line, outcome_succeeded,
+                              skipped_line, verdict_of)
 from runner.run.processes import combine
 from runner.run.scratch import ScratchRoot
 from runner.run.slow_periods import ReferenceHistory
@@ -64,10 +65,9 @@ class ExperimentExecutor:
 
     def __init__(self, options: ExecutorOptions, settings: RunSettings, sweep: SweepInfo,
                  guard: Optional[ProcessGuard] = None,
-                 scratch: Optional[ScratchRoot] = None,
-                 references: Optional[ReferenceHistory] = None) -> None:
+                 scratch: Optional[ScratchRoot] = None) -> None:
         self.options = options
-        self.references = references or ReferenceHistory()
+        self.references = ReferenceHistory()
         self.settings = settings
         self.sweep = sweep
         self.guard = guard
@@ -151,11 +151,11 @@ class ExperimentExecutor:
             for process in range(1, count + 1):
                 outcome = self.run_child(planned, Role.TIME, slot, process, caches)
                 outcomes.append(outcome)
-                if process == 1 and not _succeeded(outcome):
+                if process == 1 and not outcome_succeeded(outcome):
                     return outcome, outcomes
         finally:
             shutil.rmtree(caches, ignore_errors=True)
-        results = [outcome.result if _succeeded(outcome) else _failed_result(outcome)
+        results = [outcome.result if outcome_succeeded(outcome) else _failed_result(outcome)
                    for outcome in outcomes]
         first = outcomes[0]
         combined = dataclasses.replace(
@@ -232,11 +232,6 @@ class ExperimentExecutor:
     def line_from_outcome(self, planned: PlannedExperiment, outcome: ChildOutcome) -> ResultLine:
         """The results line for a child's outcome, success or any kind of failure."""
         return line_from_outcome(self.settings, self.sweep, planned, outcome)
-
-
-def _succeeded(outcome: ChildOutcome) -> bool:
-    return (outcome.result is not None and outcome.result.status is Status.OK
-            and not outcome.timed_out and not outcome.memory_exceeded)
 
 
 def _failed_result(outcome: ChildOutcome) -> ChildResult:

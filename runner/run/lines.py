@@ -48,6 +48,12 @@ def skipped_line(settings: RunSettings, sweep: SweepInfo, planned: PlannedExperi
                          skip_reason=reason)
 
 
+def outcome_succeeded(outcome: ChildOutcome) -> bool:
+    """The child ended on its own with an OK result, within its time and memory."""
+    return (outcome.result is not None and outcome.result.status is Status.OK
+            and not outcome.timed_out and not outcome.memory_exceeded)
+
+
 def line_from_outcome(settings: RunSettings, sweep: SweepInfo, planned: PlannedExperiment,
                       outcome: ChildOutcome) -> ResultLine:
     """The results line for a child's outcome, success or any kind of failure."""
@@ -64,8 +70,7 @@ def line_from_outcome(settings: RunSettings, sweep: SweepInfo, planned: PlannedE
         return new_line(settings, sweep, planned, status=Status.SKIPPED, metrics=metrics,
                              verification_code=VerificationCode.VERIFIER_SKIPPED,
                              skip_reason=result.skip_reason, **common)
-    succeeded = (outcome.result is not None and result.status is Status.OK
-                 and not outcome.timed_out and not outcome.memory_exceeded)
+    succeeded = outcome_succeeded(outcome)
     if not succeeded:
         metrics["error"] = failure_text(outcome)
     line = new_line(

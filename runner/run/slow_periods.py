@@ -124,6 +124,17 @@ def history_key(device: str, accelerator_model: Optional[str]) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:150]
 
 
+def usual_figures(data: Mapping[str, Any]) -> dict[str, Optional[float]]:
+    """The median of each figure's readings younger than MAX_AGE_SECONDS (None with fewer
+    than MIN_HISTORY)."""
+    now = time.time()
+    usual: dict[str, Optional[float]] = {}
+    for name in FIGURES:
+        values = [value for stamp, value in data.get(name, []) if now - stamp < MAX_AGE_SECONDS]
+        usual[name] = statistics.median(values) if len(values) >= MIN_HISTORY else None
+    return usual
+
+
 class ReferenceHistory:
     """This host's recent reference readings per device, in the cache folder (thread-safe
     within a runner; runners sharing a host replace the file atomically, and at worst
@@ -145,30 +156,26 @@ class ReferenceHistory:
 
     def usual(self, device: str, accelerator_model: Optional[str]) -> dict[str, Optional[float]]:
         """The median of each figure's recent readings (None with too few)."""
-        data = self._read(self._path(device, accelerator_model))
-        now = time.time()
-        usual: dict[str, Optional[float]] = {}
-        for name in FIGURES:
-            values = [value for stamp, value in data.get(name, []) if now - stamp < MAX_AGE_SECONDS]
-            usual[name] = statistics.median(values) if len(values) >= MIN_HISTORY else None
-        return usual
+        return usual_figures(self._read(self._path(device, accelerator_model)))
 
     def add(self, device: str, accelerator_model: Optional[str],
             readings: Iterable[Mapping[str, Any]]) -> None:
         """Keep the readings (the latest HISTORY per figure); a failed write is only logged."""
         path = self._path(device, accelerator_model)
-        now = time.time()
         with self._lock:
-            data = self._read(path)
-            for reading in readings:
-                for name in FIGURES:
-                    if isinstance(reading.get(name), (int, float)):
-                        data.setdefault(name, []).append([now, float(reading[name])])
-            data = {name: values[-HISTORY:] for name, values in data.items() if name in FIGURES}
-            try:
-                write_json_atomically(path, data)
-            except OSError as error:
-                log.debug("the reference readings were not kept: %s", error)
+            self._keep(path, self._read(path), readings)
+
+    def _keep(self, path: Path, data: dict[str, Any], readings: Iterable[Mapping[str, Any]]) -> None:
+        now = time.time()
+        for reading in readings:
+            for name in FIGURES:
+                if isinstance(reading.get(name), (int, float)):
+                    data.setdefault(name, []).append([now, float(reading[name])])
+        data = {name: values[-HISTORY:] for name, values in data.items() if name in FIGURES}
+        try:
+            write_json_atomically(path, data)
+        except OSError as error:
+            log.debug("the reference readings were not kept: %s", error)
 
     def judge_summary(self, summary: dict[str, Any], accelerator_model: Optional[str]) -> None:
         """Judge a line's summary against this host's usual figures, record the verdict
@@ -181,10 +188,13 @@ class ReferenceHistory:
         device = str(readings[0].get("device") or "unknown")
         if readings[0].get("threads"):
             device += f"-t{readings[0]['threads']}"
-        verdict = judge(processes, self.usual(device, accelerator_model))
+        path = self._path(device, accelerator_model)
+        with self._lock:  # one read of the history: judged by it, then kept in it
+            data = self._read(path)
+            verdict = judge(processes, usual_figures(data))
+            self._keep(path, data, readings)
         summary["slow_period"] = verdict.to_dict()
         if verdict.flagged:
             summary["unreliable"] = True
             summary["unreliable_reasons"] = [*(summary.get("unreliable_reasons") or []),
                                              verdict.reason]
-        self.add(device, accelerator_model, readings)

@@ -300,5 +300,5 @@ def test_flops_per_iteration_give_the_achieved_rate(write_results):
     path = write_results([counted, craft_line("cnn", times=[0.1])])
     by_model = {r.model: r for r in load([path]).records}
     assert by_model["mlp"].flops_per_iteration == 6e12
-    assert by_model["mlp"].achieved_tflops == pytest.approx(6e12 / 0.2 / 1e12)
-    assert by_model["cnn"].flops_per_iteration is None and by_model["cnn"].achieved_tflops is None
+    assert by_model["mlp"].tflops == pytest.approx(6e12 / 0.2 / 1e12)
+    assert by_model["cnn"].flops_per_iteration is None and by_model["cnn"].tflops is None

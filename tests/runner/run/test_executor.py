@@ -101,6 +101,9 @@ def test_a_relative_output_folder_is_made_absolute(tmp_path, monkeypatch):
 def test_the_child_environment_holds_no_runner_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("EXPERIMENT_RUNNER_SMALL_MODELS", "1")
     monkeypatch.setenv("EXPERIMENT_RUNNER_DEBUG_STACKS", "1")
+    # torch_xla, once imported by an in-process test of the same worker, leaves its own
+    # XLA_FLAGS in os.environ; the user's flags are not what this test is about.
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
     settings = RunSettings(observe={"dump_hlo": True})
     executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path), settings, SWEEP)
     lazy = PlannedExperiment(ModelConfig("builtin", "mlp"),
