@@ -22,12 +22,12 @@ from typing import Any, Mapping, Optional
 from core.fields import (
     DEFAULT_SEED,
     EXPERIMENT,
-    HARNESS_OPTIMIZER,
     MODEL,
     REQUIRED,
     fields_of,
     identity_fields,
     line_values,
+    optimizer_runs,
     resolved_identity,
 )
 
@@ -110,11 +110,8 @@ class ExperimentConfig:
     def optimizer_in_effect(self) -> Optional[str]:
         """The optimizer a training step runs: None in eval, and for `harness` off CUDA
         (PyTorch's harness trains without one there)."""
-        if self.test != "train":
-            return None
-        if self.optimizer == HARNESS_OPTIMIZER and self.accelerator != "cuda":
-            return None
-        return self.optimizer
+        values = {"test": self.test, "optimizer": self.optimizer, "accelerator": self.accelerator}
+        return self.optimizer if optimizer_runs(values) else None
 
     def option(self, name: str, default: Optional[str] = None) -> Optional[str]:
         """The value of one stack option, or `default`."""

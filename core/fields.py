@@ -231,6 +231,14 @@ def _f(name: str, scope: str, kind: type, **spec: Any) -> Field:
 
 
 #: Every field, in the order of the configs' dataclass fields (required ones first).
+
+def optimizer_runs(values: Mapping[str, Any]) -> bool:
+    """Whether an experiment's training step runs its optimizer: never in eval, and `harness`
+    only on CUDA (PyTorch's harness trains without one elsewhere), so that those experiments
+    stay what they were before `harness` became the default."""
+    return values["test"] == "train" and (
+        values["optimizer"] != HARNESS_OPTIMIZER or values["accelerator"] == "cuda")
+
 FIELDS: tuple[Field, ...] = (
     # The model.
     _f("suite_name", MODEL, str, report=COLUMN, help="the suite the model is from"),
@@ -289,10 +297,7 @@ FIELDS: tuple[Field, ...] = (
             "XLA_DISABLE_FUNCTIONALIZATION=1)"),
     _f("optimizer", EXPERIMENT, str, default=HARNESS_OPTIMIZER, optional=True,
        choices=OPTIMIZERS, flags=("--optimizer",), since=SCHEMA_VERSION, implied=None,
-       # In eval, and for harness off CUDA (where PyTorch's harness trains without one),
-       # no optimizer: those experiments stay what they were before the default.
-       applies=lambda e: e["test"] == "train" and (
-           e["optimizer"] != HARNESS_OPTIMIZER or e["accelerator"] == "cuda"),
+       applies=optimizer_runs,
        inapplicable=None,
        help="training only: the optimizer step after backward: harness (default: as PyTorch's "
             "harness on CUDA, Adam with capturable and foreach at lr 0.01, or SGD for the "

@@ -39,7 +39,7 @@ class OptimizerSettings:
         return {"name": self.name, **self.options, "compiled_step": self.compiled_step}
 
 
-def optimizer_settings(name: Optional[str], accelerator: str,
+def optimizer_settings(name: Optional[str],
                        harness_optimizer: str = "adam") -> Optional[OptimizerSettings]:
     """The optimizer of a training experiment: none, sgd or adam (lr 1e-3), or the harness's
     (`harness_optimizer`, "adam", "sgd" or "none", is what it uses for the model on CUDA)."""
@@ -50,7 +50,7 @@ def optimizer_settings(name: Optional[str], accelerator: str,
     if name == "adam":
         return OptimizerSettings("Adam", {"lr": 1e-3})
     if name == HARNESS:
-        if accelerator != "cuda" or harness_optimizer == "none":
+        if harness_optimizer == "none":
             return None
         if harness_optimizer == "sgd":
             return OptimizerSettings("SGD", {"lr": HARNESS_LR, "foreach": True},
@@ -102,8 +102,7 @@ class TorchPreparedModel(PreparedModel):
         self.training = experiment.test == "train"
         self.module.train(self.training)
         self.parameters = [p for p in self.module.parameters() if p.requires_grad]
-        settings = optimizer_settings(experiment.optimizer_in_effect(), experiment.accelerator,
-                                      bench.harness_optimizer)
+        settings = optimizer_settings(experiment.optimizer_in_effect(), bench.harness_optimizer)
         self.optimizer = make_optimizer(settings, self.parameters) if settings else None
         whole_iteration = self.training and compile_iteration is not None
         self.callable = wrap(self.module) if wrap and not whole_iteration else self.module

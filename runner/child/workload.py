@@ -397,8 +397,7 @@ def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Opt
         make_fake(module, mode)
         placed = to_fake(placed, mode)
     autocast = amp_dtype(experiment.precision, experiment.accelerator, experiment.amp_dtype)
-    settings = optimizer_settings(experiment.optimizer_in_effect(), experiment.accelerator,
-                                  bench.harness_optimizer)
+    settings = optimizer_settings(experiment.optimizer_in_effect(), bench.harness_optimizer)
     parameters = [p for p in module.parameters() if p.requires_grad]
 
     def iteration() -> None:
