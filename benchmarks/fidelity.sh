@@ -11,10 +11,13 @@
 # both whole lists (benchmarks/fidelity_cases_all.txt).
 # Both run 30 timed repeats (REPEAT), eager and compiled interleaved in one process.
 #
-# Side by side: with HARNESS_GPU and OUR_GPUS set (CUDA device numbers, OUR_GPUS a comma
-# list), the harness runs every case on HARNESS_GPU while ours runs them at the same time on
+# Side by side: with HARNESS_GPUS and OUR_GPUS set (comma lists of CUDA device numbers;
+# HARNESS_GPU, one number, as before), the harness runs the cases on HARNESS_GPUS, one stream
+# per GPU taking every n-th case in the file's order, while ours runs them at the same time on
 # OUR_GPUS, one experiment per GPU (--devices, --jobs). Without them both run one after the
-# other on the machine's first GPU. Every raw output stays under OUT_DIR: the harness's CSV
+# other on the machine's first GPU. Ours runs one invocation per suite, precision, mode and
+# test where every case's batch size is the suite's default (the lists' own), so that --jobs
+# keeps every GPU busy; else one per batch size. Every raw output stays under OUT_DIR: the harness's CSV
 # and log per case (peer-*), our results file (ours/results.jsonl) and logs (ours-*.log).
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
 # .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.
@@ -25,7 +28,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cases=${3:-$root/benchmarks/fidelity_cases.txt}
 python=${PYTHON:-python3}
 repeat=${REPEAT:-30}
-harness_gpu=${HARNESS_GPU:-}
+harness_gpus=${HARNESS_GPUS:-${HARNESS_GPU:-}}
 our_gpus=${OUR_GPUS:-}
 
 "$python" -c "import jsonlines" 2>/dev/null \
@@ -39,8 +42,11 @@ case_lines() {
   done
 }
 
+# run_harness [STREAM STREAMS]: the cases, or every STREAMS-th of them from the STREAM-th (0-based).
 run_harness() {
-  case_lines | while read -r suite model batch precision mode test; do
+  local stream=${1:-0} streams=${2:-1}
+  case_lines | awk -v k="$stream" -v n="$streams" '(NR - 1) % n == k' |
+  while read -r suite model batch precision mode test; do
     peer_model=$model
     case "$suite" in
       huggingface) script=huggingface.py ;;
@@ -70,35 +76,59 @@ run_harness() {
   done
 }
 
-# Ours: one runner invocation per group of cases sharing suite, batch size, precision, mode
-# and test, so that --jobs spreads a group's models over OUR_GPUS.
+# The suite's default batch size of each of its models, "model batch" lines.
+default_batches() {
+  (cd "$root" && "$python" experiment_runner.py --suite-name="$1" --list-models 2>/dev/null) \
+    | awk -F'\t' 'NF == 2 {print $1, $2}'
+}
+
+# Ours: one runner invocation per suite, precision, mode and test when every case of that group
+# asks for its model's default batch size (so --jobs spreads the whole group over OUR_GPUS),
+# else one per batch size as well.
 run_ours() {
   local devices=() jobs=1
   if [ -n "$our_gpus" ]; then
     devices=(--devices="$our_gpus")
     jobs=$(echo "$our_gpus" | tr ',' '\n' | grep -c .)
   fi
-  case_lines | awk '{print $1, $3, $4, $5, $6}' | sort -u | while read -r suite batch precision mode test; do
+  local defaults
+  defaults=$(for suite in $(case_lines | awk '{print $1}' | sort -u); do
+    default_batches "$suite" | sed "s/^/$suite /"; done)
+  case_lines | while read -r suite model batch precision mode test; do
+    if echo "$defaults" | grep -qx "$suite $model $batch"; then
+      echo "$suite default $precision $mode $test $model"
+    else
+      echo "$suite $batch $precision $mode $test $model"
+    fi
+  done > "$out/.ours-groups"
+  awk '{print $1, $2, $3, $4, $5}' "$out/.ours-groups" | awk '!seen[$0]++' |
+  while read -r suite batch precision mode test; do
     filters=()
-    while read -r model; do filters+=(-k "^$model\$"); done < <(case_lines | \
-      awk -v s="$suite" -v b="$batch" -v p="$precision" -v m="$mode" -v t="$test" \
-        '$1 == s && $3 == b && $4 == p && $5 == m && $6 == t {print $2}')
+    while read -r model; do filters+=(-k "^$model\$"); done < <(awk -v s="$suite" -v b="$batch" \
+        -v p="$precision" -v m="$mode" -v t="$test" \
+        '$1 == s && $2 == b && $3 == p && $4 == m && $5 == t {print $6}' "$out/.ours-groups")
+    batch_flag=()
+    [ "$batch" = default ] || batch_flag=(--batch-size="$batch")
     group="$suite-bs$batch-$precision-$mode-$test"
     echo "== ours: $group ($(( ${#filters[@]} / 2 )) models)" >&2
     (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" "${filters[@]}" \
         --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" --test="$test" \
-        --precision="$precision" --batch-size="$batch" --repeat="$repeat" --warmup=3 \
+        --precision="$precision" "${batch_flag[@]}" --repeat="$repeat" --warmup=3 \
         --jobs="$jobs" "${devices[@]}" --no-progress --output-dirname="$out/ours" \
-        >"$out/ours-$group.log" 2>&1) \
+        >>"$out/ours-$group.log" 2>&1) \
       || echo "ours failed in $group: see ours-$group.log" >&2
   done
 }
 
-if [ -n "$harness_gpu" ] && [ -n "$our_gpus" ]; then
-  CUDA_VISIBLE_DEVICES=$harness_gpu run_harness &
-  harness_pid=$!
+if [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
+  IFS=, read -ra harness_list <<< "$harness_gpus"
+  harness_pids=()
+  for index in "${!harness_list[@]}"; do
+    CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" &
+    harness_pids+=($!)
+  done
   run_ours
-  wait "$harness_pid"
+  wait "${harness_pids[@]}"
 else
   run_harness
   run_ours

@@ -43,7 +43,7 @@ def our_line(lines: list[dict], model: str, batch: str, precision: str, mode: st
         experiment = line["experiment"]
         if (line["model"]["model_name"] == model and experiment["precision"] == precision
                 and experiment.get("mode") == mode and experiment["test"] == test
-                and str(experiment.get("requested_batch_size", experiment.get("batch_size")))
+                and str(experiment.get("requested_batch_size") or experiment.get("batch_size"))
                 == batch and line["status"] == "ok"):
             return line
     return None

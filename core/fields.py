@@ -50,8 +50,8 @@ HARNESS_OPTIMIZER = "harness"
 AMP_DTYPES = (None, "bf16", "fp16")
 DEFAULT_SEED = 1234
 #: Timing processes per experiment when --processes is not given, by accelerator (measured:
-#: docs/timing.md, "Several processes"). CUDA's is provisional until measured on a card.
-DEFAULT_PROCESSES = {"cpu": 1, "cuda": 5, "tpu": 1}
+#: docs/timing.md, "Several processes").
+DEFAULT_PROCESSES = {"cpu": 1, "cuda": 3, "tpu": 1}
 MAX_PROCESSES = 100
 #: Seeds torch accepts, less room for the per-iteration offsets of --randomize-input.
 SEED_RANGE = (-(2**63), 2**63 - 1)

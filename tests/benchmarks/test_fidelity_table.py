@@ -36,3 +36,12 @@ def test_rows_by_test_with_differences_agreement_and_achieved_rate(tmp_path, cap
     assert "| train |" in rows[1] and "-20.0%" in rows[1] and "+25.0%" in rows[1]
     assert "1 of 2 rows with both figures agree within 5%" in out
     assert "NVIDIA H100" in out
+
+
+def test_a_line_run_at_the_suite_default_batch_size_matches_its_case():
+    """fidelity.sh runs a group of cases at their models' default batch sizes without
+    --batch-size: such a line has no requested batch size, and its used one is the case's."""
+    line = our_line("eval", 0.010, 2.0, 10**11)
+    line["experiment"].update(requested_batch_size=None, batch_size=128)
+    assert fidelity_table.our_line([line], "mobilenetv2_100", "128", "amp", "default", "eval") is line
+    assert fidelity_table.our_line([line], "mobilenetv2_100", "64", "amp", "default", "eval") is None
