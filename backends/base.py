@@ -42,6 +42,11 @@ class Capabilities:
     synchronization: str = ""
     #: Whether the stack can share a process with eager PyTorch.
     shares_process_with_eager: bool = True
+    #: Whether the stack runs the module on the experiment's own torch device (CUDA), so
+    #: that the child may build the model there: its random weights are drawn on the device,
+    #: which every timing process repeats, in seconds where the CPU takes minutes on models
+    #: of billions of parameters (runner/child/worker.py: build_device).
+    builds_on_device: bool = False
 
 
 class Stack(ABC):

@@ -75,8 +75,10 @@ class Suite(ABC):
     @abstractmethod
     def load(self, model_name: str, test: str, batch_size: Optional[int],
              seed: int = DEFAULT_SEED) -> BenchmarkModel:
-        """Build the model on the CPU in fp32 with random weights drawn from `seed` (child
-        only); its inputs come from the seeds `make_inputs` is given."""
+        """Build the model in fp32 with random weights drawn from `seed` (child only), on
+        torch's default device: the CPU, or the device the child builds under
+        (runner/child/worker.py: build_device). Its inputs come from the seeds `make_inputs`
+        is given, on the CPU, whatever the default device when it is called."""
 
     def skip_reason(self, model_name: str, test: str) -> Optional[str]:
         """Why this model cannot run this test, or None when it can."""

@@ -52,6 +52,7 @@ class DynamoStack(Stack):
     capabilities = Capabilities(
         features=frozenset({DYNAMO_GRAPHS, TORCH_PROFILER}),
         synchronization="torch.cuda.synchronize() at the end of each run (CUDA); CPU work is synchronous",
+        builds_on_device=True,
     )
 
     def handles(self, experiment: ExperimentConfig) -> bool:

@@ -15,6 +15,7 @@ class EagerStack(Stack):
     capabilities = Capabilities(
         features=frozenset({TORCH_PROFILER}),
         synchronization="torch.cuda.synchronize() at the end of each run (CUDA); CPU work is synchronous",
+        builds_on_device=True,
     )
 
     def handles(self, experiment: ExperimentConfig) -> bool:

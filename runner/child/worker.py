@@ -7,6 +7,7 @@ there, atomically; its dumps go there too. The parent alone turns the result int
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
@@ -15,7 +16,7 @@ import socket
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ContextManager, Optional
 
 from core.contract import (
     RESULT_FILE,
@@ -77,13 +78,14 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     torch.manual_seed(experiment.seed)
     apply_numerics(experiment)
     suite = get_suite(model.suite_name, reduced=model.reduced, torchbench_dir=model.torchbench_dir)
+    stack = backends.get_stack(experiment.stack)
     try:
-        bench = suite.load(model.model_name, experiment.test, experiment.batch_size,
-                           seed=experiment.seed)
+        with build_device(stack, experiment):
+            bench = suite.load(model.model_name, experiment.test, experiment.batch_size,
+                               seed=experiment.seed)
     except NotImplementedError as error:
         raise ModelCannotRun(f"{model.model_name} does not implement {experiment.test}: "
                              f"{error}") from error
-    stack = backends.get_stack(experiment.stack)
     result.batch_size_used = bench.batch_size
     if spec.role is Role.TIME or spec.settings.verify_only:  # the children whose line it is
         result.workload = workload_of(suite, spec, bench.batch_size)
@@ -94,6 +96,19 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
         result.verdict = verification_verdict(spec, suite, stack, bench.nondeterministic_reason)
         return
     time_experiment(spec, stack, bench, result)
+
+
+def build_device(stack, experiment) -> ContextManager[Any]:
+    """Where the model is built: on CUDA for a stack that runs it on the torch CUDA device
+    (its random weights drawn there, seeded as on the CPU: the values differ from a CPU
+    build's, the shapes, dtypes and work do not), else torch's default, the CPU. PyTorch's
+    harness builds on the CPU and moves the model; each of our timing processes builds it
+    again, which on the CPU takes a minute for a model of a few billion parameters."""
+    import torch
+
+    if experiment.accelerator == "cuda" and stack.capabilities.builds_on_device:
+        return torch.device("cuda")
+    return contextlib.nullcontext()
 
 
 def workload_of(suite, spec: ChildSpec, batch_size: int) -> dict[str, Any]:

@@ -206,3 +206,17 @@ def test_causal_lm_losses_score_the_labels_they_are_given(reduced_suite):
         unshifted = F.cross_entropy(logits.flatten(0, 1), labels.flatten())
         assert (torch.allclose(output.loss, shifted, atol=1e-4)
                 or torch.allclose(output.loss, unshifted, atol=1e-4)), name
+
+
+@pytest.mark.parametrize("name", [ENCODER, DECODER, ENCODER_DECODER])
+def test_builds_on_the_default_device_and_makes_inputs_on_the_cpu(reduced_suite, name):
+    """A CUDA child builds under torch.device("cuda") (runner/child/worker.py: build_device):
+    the weights follow the default device (meta here), the inputs stay on the CPU."""
+    import torch
+
+    with torch.device("meta"):
+        bench = reduced_suite.load(name, "eval", 2)
+    assert {p.device.type for p in bench.module.parameters()} == {"meta"}
+    with torch.device("meta"):
+        inputs = bench.make_inputs(0)
+    assert {t.device.type for t in inputs.kwargs.values()} == {"cpu"}

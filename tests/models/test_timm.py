@@ -125,3 +125,16 @@ def test_every_reduced_model_trains(reduced_suite, name):
 
     loss, grads = train_step(reduced_suite.load(name, "train", 2))
     assert torch.isfinite(loss) and any(g is not None for g in grads.values())
+
+
+def test_builds_on_the_default_device_and_makes_inputs_on_the_cpu(reduced_suite):
+    """A CUDA child builds under torch.device("cuda") (runner/child/worker.py: build_device):
+    the weights follow the default device (meta here), the inputs stay on the CPU."""
+    import torch
+
+    name = reduced_suite.model_names()[0]
+    with torch.device("meta"):
+        bench = reduced_suite.load(name, "eval", 2)
+        inputs = bench.make_inputs(0)
+    assert {p.device.type for p in bench.module.parameters()} == {"meta"}
+    assert {t.device.type for t in inputs.args} == {"cpu"}
