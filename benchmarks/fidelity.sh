@@ -15,7 +15,10 @@
 # HARNESS_GPU, one number, as before), the harness runs the cases on HARNESS_GPUS, one stream
 # per GPU taking every n-th case in the file's order, while ours runs them at the same time on
 # OUR_GPUS, one experiment per GPU (--devices, --jobs). Without them both run one after the
-# other on the machine's first GPU. Ours runs one invocation per suite, precision, mode and
+# other on the machine's first GPU. Side by side, each GPU's user gets cores of its own (taskset):
+# the host's cores split evenly over the GPUs in use, each harness stream pinned to its share,
+# ours to the rest (its --jobs split them again), so that one tool's compiling never lands on
+# the cores another one is timing on. Ours runs one invocation per suite, precision, mode and
 # test where every case's batch size is the suite's default (the lists' own), so that --jobs
 # keeps every GPU busy; else one per batch size. Every raw output stays under OUT_DIR: the harness's CSV
 # and log per case (peer-*), our results file (ours/results.jsonl) and logs (ours-*.log).
@@ -120,14 +123,23 @@ run_ours() {
   done
 }
 
+# pin FIRST LAST: this (sub)shell, and so what it starts, on cores FIRST to LAST (taskset).
+pin() {
+  [ "$2" -ge "$1" ] && command -v taskset >/dev/null && taskset -cp "$1-$2" "$BASHPID" >/dev/null
+}
+
 if [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
   IFS=, read -ra harness_list <<< "$harness_gpus"
+  IFS=, read -ra our_list <<< "$our_gpus"
+  cores=$(nproc)
+  share=$(( cores / (${#harness_list[@]} + ${#our_list[@]}) ))
   harness_pids=()
   for index in "${!harness_list[@]}"; do
-    CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" &
+    ( pin $(( index * share )) $(( (index + 1) * share - 1 ))
+      CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" ) &
     harness_pids+=($!)
   done
-  run_ours
+  ( pin $(( ${#harness_list[@]} * share )) $(( cores - 1 )); run_ours )
   wait "${harness_pids[@]}"
 else
   run_harness

@@ -5,7 +5,9 @@
 Reads the harness's CSVs (peer-<suite>-<model>-<precision>-<mode>-<test>.csv, or without
 -<test> as older runs named them: speedup and abs_latency, the compiled latency in ms) and
 our OUT_DIR/ours/results.jsonl (the compiled median per iteration and the paired speedup of
-the same child, and the FLOPs of one iteration from the line's workload). Prints a Markdown
+the same child, and the FLOPs of one iteration from the line's workload). The last columns
+show the spread of our processes and both tools' dynamo graphs and graph breaks: a
+different count means the two ran different code. Prints a Markdown
 table for docs/fidelity.md, then how many rows agree within 5% on compiled latency and on
 speedup, and the card and versions our lines recorded.
 """
@@ -49,6 +51,21 @@ def our_line(lines: list[dict], model: str, batch: str, precision: str, mode: st
     return None
 
 
+def graphs_of_peer(peer: Optional[dict]) -> str:
+    """The harness's unique graphs and graph breaks, "graphs/breaks", or "-"."""
+    if not peer or not peer.get("unique_graphs"):
+        return "-"
+    return f"{peer['unique_graphs']}/{peer.get('graph_breaks') or '?'}"
+
+
+def graphs_of_ours(line: Optional[dict]) -> str:
+    """Our line's unique dynamo graphs and graph breaks, "graphs/breaks", or "-"."""
+    summary = (line or {}).get("summary", {})
+    if summary.get("dynamo_unique_graphs") is None:
+        return "-"
+    return f"{summary['dynamo_unique_graphs']}/{summary.get('dynamo_graph_breaks', '?')}"
+
+
 def read_cases(cases: Path) -> list[tuple[str, ...]]:
     found = []
     for text in cases.read_text().splitlines():
@@ -63,7 +80,8 @@ def main(out: Path, cases: Path) -> int:
     results = out / "ours" / "results.jsonl"
     lines = [json.loads(text) for text in results.open() if text.strip()] if results.exists() else []
     header = ("model", "test", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
-              "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours")
+              "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours",
+              "ours spread", "graphs/breaks peer, ours")
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join("---" for _ in header) + " |")
     compared = agree = 0
@@ -94,6 +112,9 @@ def main(out: Path, cases: Path) -> int:
             cells += ["-", "-"]
         flops = ((ours or {}).get("workload") or {}).get("flops_per_iteration")
         cells.append(f"{flops / compiled / 1e12:.1f}" if flops and compiled else "-")
+        spread = ((ours or {}).get("summary", {}).get("processes") or {}).get("spread")
+        cells.append(f"{spread:.1%}" if isinstance(spread, (int, float)) else "-")
+        cells.append(f"{graphs_of_peer(peer)}, {graphs_of_ours(ours)}")
         print("| " + " | ".join(cells) + " |")
     print(f"\n{agree} of {compared} rows with both figures agree within {AGREEMENT:.0%} on "
           f"compiled latency and on speedup.")
