@@ -158,8 +158,15 @@ class ExperimentExecutor:
         results = [outcome.result if outcome_succeeded(outcome) else _failed_result(outcome)
                    for outcome in outcomes]
         first = outcomes[0]
+        result = combine(results, count)
+        if isinstance(result.summary.get("processes"), dict):
+            # What each process cost, start to exit, and its exit alone (the parent's view).
+            result.summary["processes"].update(
+                wall_seconds=[round(o.wall_seconds, 3) for o in outcomes],
+                exit_seconds=[None if o.exit_seconds is None else round(o.exit_seconds, 3)
+                              for o in outcomes])
         combined = dataclasses.replace(
-            first, result=combine(results, count),
+            first, result=result,
             peak_tree_rss_bytes=max(o.peak_tree_rss_bytes for o in outcomes),
             wall_seconds=sum(o.wall_seconds for o in outcomes))
         return combined, outcomes

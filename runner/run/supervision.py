@@ -61,6 +61,9 @@ class ChildOutcome:
     memory_exceeded: bool = False
     peak_tree_rss_bytes: int = 0
     wall_seconds: float = 0.0
+    #: How long the child took to exit once its result was written (its runtime's shutdown);
+    #: None when it wrote none or was killed first.
+    exit_seconds: Optional[float] = None
     output_tail: str = ""
     notes: list[str] = field(default_factory=list)
     #: Set when the child ended because of the infrastructure, not the experiment (its fork
@@ -346,5 +349,9 @@ class Supervisor:
                 process.wait(timeout=POLL_SECONDS)
             except subprocess.TimeoutExpired:
                 pass
+        if result_seen_at is None and result_path.exists():  # written as it exited
+            result_seen_at = time.monotonic()
+        if result_seen_at is not None:
+            outcome.exit_seconds = time.monotonic() - result_seen_at
         if self.cancelled.is_set() and not result_path.exists():
             raise ExperimentCancelled("the sweep was stopped")

@@ -71,3 +71,19 @@ def test_one_process_gets_a_cache_of_its_own(tmp_path):
     fake_children(runner, [ok(0.1)], seen)
     outcome, _ = runner.time_processes(planned(), 1)
     assert seen == [(1, None, None)] and "processes" not in outcome.result.summary
+
+
+def test_the_line_keeps_what_each_process_cost_and_how_long_it_took_to_exit(tmp_path):
+    runner = executor(tmp_path)
+    exits = iter([0.5, None, 2.25])
+
+    def run_child(planned, role, slot=None, process=1, scratch=None):
+        folder = runner.child_folder(planned, role, process)
+        return ChildOutcome(folder, returncode=0, result=ok(0.1 * process),
+                            wall_seconds=10.0 + process, exit_seconds=next(exits))
+
+    runner.run_child = run_child
+    outcome, _ = runner.time_processes(planned(), 3)
+    processes = outcome.result.summary["processes"]
+    assert processes["wall_seconds"] == [11.0, 12.0, 13.0]
+    assert processes["exit_seconds"] == [0.5, None, 2.25]
