@@ -80,7 +80,7 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     suite = get_suite(model.suite_name, reduced=model.reduced, torchbench_dir=model.torchbench_dir)
     stack = backends.get_stack(experiment.stack)
     try:
-        with build_device(stack, experiment):
+        with build_device(stack, experiment, spec.role):
             bench = suite.load(model.model_name, experiment.test, experiment.batch_size,
                                seed=experiment.seed)
     except NotImplementedError as error:
@@ -98,15 +98,18 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     time_experiment(spec, stack, bench, result)
 
 
-def build_device(stack, experiment) -> ContextManager[Any]:
-    """Where the model is built: on CUDA for a stack that runs it on the torch CUDA device
-    (its random weights drawn there, seeded as on the CPU: the values differ from a CPU
-    build's, the shapes, dtypes and work do not), else torch's default, the CPU. PyTorch's
-    harness builds on the CPU and moves the model; each of our timing processes builds it
-    again, which on the CPU takes a minute for a model of a few billion parameters."""
+def build_device(stack, experiment, role: Role = Role.TIME) -> ContextManager[Any]:
+    """Where the model is built: a timing child on CUDA of a stack that runs the model on
+    the torch CUDA device builds it there (its random weights drawn there, seeded as on the
+    CPU: the values differ from a CPU build's, the shapes, dtypes and work do not); every
+    other child on torch's default, the CPU. PyTorch's harness builds on the CPU and moves
+    the model; each of our timing processes builds it again, which on the CPU takes a
+    minute for a model of a few billion parameters. Verification builds its own models on
+    the CPU (runner/child/verification.py), so its child keeps this one off the device."""
     import torch
 
-    if experiment.accelerator == "cuda" and stack.capabilities.builds_on_device:
+    if (role is Role.TIME and experiment.accelerator == "cuda"
+            and stack.capabilities.builds_on_device):
         return torch.device("cuda")
     return contextlib.nullcontext()
 

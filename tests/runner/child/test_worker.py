@@ -10,6 +10,7 @@ import torch
 
 import backends
 from core.config import ExperimentConfig
+from core.contract import Role
 from runner.child.worker import build_device
 
 
@@ -32,4 +33,10 @@ def test_torch_stacks_on_cuda_build_on_the_device(dynamo):
 def test_other_children_build_on_the_cpu(accelerator, dynamo, torch_xla2):
     planned = experiment(accelerator, dynamo, torch_xla2)
     assert isinstance(build_device(backends.get_stack(planned.stack), planned),
+                      contextlib.nullcontext)
+
+
+def test_the_verification_child_builds_on_the_cpu_whatever_the_stack():
+    planned = experiment("cuda", "inductor")
+    assert isinstance(build_device(backends.get_stack(planned.stack), planned, Role.VERIFY),
                       contextlib.nullcontext)
