@@ -80,8 +80,9 @@ class Suite(ABC):
         (runner/child/worker.py: build_device). Its inputs come from the seeds `make_inputs`
         is given, on the CPU, whatever the default device when it is called."""
 
-    def skip_reason(self, model_name: str, test: str) -> Optional[str]:
-        """Why this model cannot run this test, or None when it can."""
+    def skip_reason(self, model_name: str, test: str,
+                    precision: Optional[str] = None) -> Optional[str]:
+        """Why this model cannot run this test (at this precision), or None when it can."""
         return None
 
     def tiers(self) -> Mapping[int, Sequence[str]]:

@@ -29,6 +29,12 @@ class HFSpec:
     extra: bool = False  # not on the dashboard's list
 
 
+#: The models that run in fp32 only (PyTorch's harness: huggingface.yaml's only_fp32):
+#: GoogleFnet's FFT has no bf16 or fp16 kernel, on the CPU or CUDA.
+FP32_ONLY_MODELS = frozenset({"GoogleFnet"})
+#: Precisions that cast the model's weights to a 16-bit type (amp keeps them in fp32).
+HALF_PRECISIONS = frozenset({"bf16", "fp16"})
+
 #: The models PyTorch's harness trains with SGD rather than Adam (BENCHMARK_USE_SGD).
 HARNESS_SGD_MODELS = frozenset({
     "AlbertForMaskedLM", "BartForCausalLM", "ElectraForCausalLM",

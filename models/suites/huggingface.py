@@ -14,7 +14,8 @@ from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel
 from models.reduced import ReducibleSuite
 from models.specs.huggingface import (
-    CAUSAL_LM, MASKED_LM, QUESTION_ANSWERING, SEQ2SEQ, SEQUENCE_CLASSIFICATION, HFSpec,
+    CAUSAL_LM, FP32_ONLY_MODELS, HALF_PRECISIONS, MASKED_LM, QUESTION_ANSWERING, SEQ2SEQ,
+    SEQUENCE_CLASSIFICATION, HFSpec,
 )
 
 REDUCED_SEQUENCE_LENGTH = 32
@@ -109,6 +110,17 @@ class HuggingFaceSuite(ReducibleSuite):
         if self.reduced:
             return REDUCED_SEQUENCE_LENGTH
         return HF_MODELS[model_name].sequence_length
+
+    def skip_reason(self, model_name: str, test: str,
+                    precision: Optional[str] = None) -> Optional[str]:
+        """A model that runs in fp32 only, asked for bf16 or fp16 (PyTorch's harness runs
+        it in fp32 instead; a line says what it measured, so ours skips it)."""
+        self.check_model(model_name)
+        if model_name in FP32_ONLY_MODELS and precision in HALF_PRECISIONS:
+            return (f"{model_name} runs in fp32 only: its FFT has no {precision} kernel "
+                    "(PyTorch's harness lists it as only_fp32 and runs it in fp32); "
+                    "use --precision=fp32 or amp")
+        return None
 
     def load(self, model_name: str, test: str, batch_size: Optional[int],
              seed: int = DEFAULT_SEED) -> BenchmarkModel:

@@ -121,7 +121,8 @@ class TorchBenchSuite(Suite):
     def tiers(self) -> dict[int, tuple[str, ...]]:
         return TIERS
 
-    def skip_reason(self, model_name: str, test: str) -> Optional[str]:
+    def skip_reason(self, model_name: str, test: str,
+                    precision: Optional[str] = None) -> Optional[str]:
         """From the model's metadata.yaml: a not_implemented entry naming only this test."""
         self.check_model(model_name)
         metadata = self.models_dir() / model_name / "metadata.yaml"

@@ -123,8 +123,8 @@ def _start(planned: PlannedExperiment, suite: Suite, dispatcher: Dispatcher, cla
            report: SweepReport, no_skip: bool) -> Optional[Future]:
     """Dispatch a claimed experiment, or record its skipped line (then None)."""
     try:
-        reason = None if no_skip else suite.skip_reason(planned.model.model_name,
-                                                        planned.experiment.test)
+        reason = None if no_skip else suite.skip_reason(
+            planned.model.model_name, planned.experiment.test, precision=planned.experiment.precision)
         if not reason:
             return dispatcher.submit(planned)
         line = dispatcher.skipped_line(planned, reason)

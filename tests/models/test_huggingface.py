@@ -220,3 +220,31 @@ def test_builds_on_the_default_device_and_makes_inputs_on_the_cpu(reduced_suite,
     with torch.device("meta"):
         inputs = bench.make_inputs(0)
     assert {t.device.type for t in inputs.kwargs.values()} == {"cpu"}
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_an_fp32_only_model_is_skipped_at_half_precision_with_the_reason(precision):
+    reason = HuggingFaceSuite(reduced=False).skip_reason("GoogleFnet", "eval", precision=precision)
+    assert reason and "fp32 only" in reason and precision in reason and "only_fp32" in reason
+
+
+@pytest.mark.parametrize("model, precision", [
+    ("GoogleFnet", "fp32"), ("GoogleFnet", "amp"), ("GoogleFnet", None), ("BertForMaskedLM", "bf16"),
+])
+def test_other_precisions_and_models_run(model, precision):
+    assert HuggingFaceSuite(reduced=False).skip_reason(model, "train", precision=precision) is None
+
+
+def test_the_fp32_only_list_is_the_harnesses():
+    """The models PyTorch's harness runs in fp32 only are ours (its huggingface.yaml, beside
+    the clone as CI has it)."""
+    import yaml
+
+    from benchmarks.fidelity_cases import DEFAULT_REFERENCE
+    from models.specs.huggingface import FP32_ONLY_MODELS
+
+    path = DEFAULT_REFERENCE / "huggingface.yaml"
+    if not path.exists():
+        pytest.skip(f"the harness is not beside the clone ({path})")
+    config = yaml.safe_load(path.read_text())
+    assert set(config["only_fp32"]) == FP32_ONLY_MODELS

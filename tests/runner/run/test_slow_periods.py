@@ -163,7 +163,7 @@ class FakeDispatcher:
 
 
 class NoSkips:
-    def skip_reason(self, name, test):
+    def skip_reason(self, name, test, precision=None):
         return None
 
 
