@@ -12,6 +12,14 @@ how many experiments agree within `--within` (3% by default), per --processes va
 
 Everything after `--` goes to the runner as it is (suite, models, precision, batch size...).
 
+`--compare FIRST SECOND` runs nothing: it compares two results files of the same sweep made
+at different times (on a GPU host, say, where each call brings its results file back), and
+for lines of several processes also their first processes alone: the first process is the
+child `--processes=1` runs (the same child, first, with fresh compile caches), so the second
+table is what the same two sweeps at `--processes=1` measured.
+
+    python benchmarks/stability.py --compare first/results.jsonl second/results.jsonl
+
 `--load N` makes the second sweep's period slow on purpose: N busy processes (one Python
 loop each, on this process's cores) run during it, and are ended after it. The first
 sweep's lines should then not be flagged, and the second one's should (slow period,
@@ -27,7 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from tabulate import tabulate
 
@@ -35,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.timed_sweep import timed_sweep  # noqa: E402
+from core.results_file import read_results  # noqa: E402
 from core.schema import stack_label_of, timed_values  # noqa: E402
 
 
@@ -45,6 +54,15 @@ def figure(line: dict[str, Any]) -> Optional[float]:
         return processes["median"]
     times = [t for t in timed_values(line, "per_iter_time") if isinstance(t, (int, float))]
     return statistics.median(times) if times else None
+
+
+def first_process_figure(line: dict[str, Any]) -> Optional[float]:
+    """The median of the line's first process, where it has several; else None."""
+    processes = (line.get("summary") or {}).get("processes")
+    medians = processes.get("medians") if isinstance(processes, dict) else None
+    if isinstance(medians, list) and len(medians) > 1 and isinstance(medians[0], (int, float)):
+        return medians[0]
+    return None
 
 
 def flags(line: dict[str, Any]) -> str:
@@ -93,7 +111,52 @@ def stop_load(burners: list[subprocess.Popen]) -> None:
         burner.wait()
 
 
+def print_table(first: dict[tuple, dict], second: dict[tuple, dict], within: float,
+                title: str, measure: Callable[[dict[str, Any]], Optional[float]] = figure) -> None:
+    """Both sweeps' figures per experiment (`measure` of each line), their difference and
+    flags, then how many agree within `within`."""
+    rows, agreed, compared = [], 0, 0
+    for experiment in sorted(set(first) & set(second)):
+        a, b = measure(first[experiment]), measure(second[experiment])
+        if a is None or b is None:
+            rows.append([*experiment[:3], "-", "-", "-", flags(first[experiment]),
+                         flags(second[experiment])])
+            continue
+        difference = b / a - 1.0
+        compared += 1
+        agreed += abs(difference) <= within
+        rows.append([*experiment[:3], f"{a * 1e3:.3f}", f"{b * 1e3:.3f}", f"{difference:+.1%}",
+                     flags(first[experiment]), flags(second[experiment])])
+    print(f"\n{title}")
+    print(tabulate(rows, headers=["model", "stack", "test", "first ms", "second ms",
+                                  "difference", "first flagged", "second flagged"]))
+    print(f"{agreed} of {compared} experiments agree within {within:.0%}")
+
+
+def read_lines(path: Path) -> dict[tuple, dict]:
+    """A results file's OK lines by experiment (the last line of each)."""
+    if not path.is_file():
+        raise SystemExit(f"no results file at {path}")
+    return {key(line): line for line in read_results(path).lines if line.get("status") == "ok"}
+
+
+def compare(first_path: Path, second_path: Path, within: float) -> int:
+    """The two files' figures side by side, then their first processes' alone."""
+    first, second = read_lines(first_path), read_lines(second_path)
+    used = {str((line.get("experiment") or {}).get("processes")) for line in first.values()}
+    print_table(first, second, within, f"{first_path} against {second_path} "
+                f"(--processes={', '.join(sorted(used))})")
+    if any(first_process_figure(line) is not None for line in first.values()):
+        print_table(first, second, within, "their first processes alone (what "
+                    "--processes=1 measures)", first_process_figure)
+    return 0
+
+
 def main() -> int:
+    return main_with(sys.argv[1:])
+
+
+def main_with(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, action="append",
                         help="--processes of the runner (repeatable); default: its own default")
@@ -101,8 +164,12 @@ def main() -> int:
     parser.add_argument("--within", type=float, default=0.03, help="agreement bound (0.03: 3%%)")
     parser.add_argument("--load", type=int, default=0,
                         help="busy processes run during the second sweep (a slow period on purpose)")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("FIRST", "SECOND"),
+                        help="compare two results files instead of running sweeps")
     parser.add_argument("runner", nargs=argparse.REMAINDER, help="the runner's flags (after --)")
-    args, unknown = parser.parse_known_args()
+    args, unknown = parser.parse_known_args(argv)
+    if args.compare:
+        return compare(*args.compare, args.within)
     runner_args = [arg for arg in [*unknown, *args.runner] if arg != "--"]
     counts = args.processes or [0]
     results: dict[int, list[dict[tuple, dict]]] = {count: [] for count in counts}
@@ -122,25 +189,11 @@ def main() -> int:
                 stop_load(burners)
     for count in counts:
         first, second = results[count]
-        rows, agreed, compared = [], 0, 0
-        for experiment in sorted(set(first) & set(second)):
-            a, b = figure(first[experiment]), figure(second[experiment])
-            if a is None or b is None:
-                rows.append([*experiment[:3], "-", "-", "-", flags(first[experiment]),
-                             flags(second[experiment])])
-                continue
-            difference = b / a - 1.0
-            compared += 1
-            agreed += abs(difference) <= args.within
-            rows.append([*experiment[:3], f"{a * 1e3:.3f}", f"{b * 1e3:.3f}", f"{difference:+.1%}",
-                         flags(first[experiment]), flags(second[experiment])])
         used = next(iter(first.values()), {}).get("experiment", {}).get("processes")
         load = f"; {args.load} busy processes during the second" if args.load else ""
-        print(f"\n--processes={used} (sweeps took {walls[count][0]:.0f} s and "
-              f"{walls[count][1]:.0f} s, {args.gap:.0f} s apart{load})")
-        print(tabulate(rows, headers=["model", "stack", "test", "first ms", "second ms",
-                                      "difference", "first flagged", "second flagged"]))
-        print(f"{agreed} of {compared} experiments agree within {args.within:.0%}")
+        print_table(first, second, args.within,
+                    f"--processes={used} (sweeps took {walls[count][0]:.0f} s and "
+                    f"{walls[count][1]:.0f} s, {args.gap:.0f} s apart{load})")
     return 0
 
 

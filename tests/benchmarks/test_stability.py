@@ -1,0 +1,46 @@
+"""benchmarks/stability.py --compare: two results files of one sweep, side by side, and
+their first processes alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks import stability
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "results_v1.jsonl"
+
+
+def results_file(path: Path, medians: dict[str, list[float]]) -> Path:
+    """Lines of the fixture's first experiment, one per model, with these process medians."""
+    template = json.loads(FIXTURE.read_text().splitlines()[0])
+    with path.open("w") as handle:
+        for model, values in medians.items():
+            line = json.loads(json.dumps(template))
+            line["model"]["model_name"] = model
+            line["experiment"]["processes"] = len(values)
+            line["summary"]["processes"] = {"medians": values,
+                                            "median": sorted(values)[len(values) // 2]}
+            handle.write(json.dumps(line) + "\n")
+    return path
+
+
+def test_compare_reads_two_files_and_shows_the_first_processes_too(tmp_path, capsys):
+    first = results_file(tmp_path / "a.jsonl", {"mlp": [0.010, 0.010, 0.010],
+                                                "cnn": [0.020, 0.020, 0.020]})
+    second = results_file(tmp_path / "b.jsonl", {"mlp": [0.0105, 0.010, 0.010],
+                                                 "cnn": [0.030, 0.0202, 0.0201]})
+    assert stability.main_with(["--compare", str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    whole, alone = out.split("their first processes alone")
+    assert "+1.0%" in whole and "+0.0%" in whole  # cnn: 20.0 -> 20.2 ms, mlp equal
+    assert "2 of 2 experiments agree within 3%" in whole
+    assert "+50.0%" in alone and "+5.0%" in alone
+    assert "0 of 2 experiments agree within 3%" in alone
+
+
+def test_compare_names_a_missing_file(tmp_path):
+    import pytest
+
+    with pytest.raises(SystemExit, match="no results file at .*missing.jsonl"):
+        stability.main_with(["--compare", str(tmp_path / "missing.jsonl"), str(tmp_path / "b")])
