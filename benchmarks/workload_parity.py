@@ -12,8 +12,9 @@ at run time and driven through their own argument parser and `load_model`), and 
 runs, so a model of billions of parameters costs a second. Each gets the workload signature
 the runner writes in every line (runner/child/workload.py), and the two are compared field by
 field: the parameters (count, bytes, dtypes), the buffers, every input (name, shape, dtype,
-memory format, kind of values where both have values) and the FLOPs of one iteration
-(FlopCounterMode: forward in inference; forward, loss and backward in training) must be equal.
+memory format, kind of values where both have values), the fields of the inference output
+(a cache returned is work done) and the FLOPs of one iteration (FlopCounterMode: forward in
+inference; forward, loss and backward in training) must be equal.
 The optimizer each trains with on CUDA is compared too.
 
 One row per model and test. The exit status is 1 when a difference is not listed in the file
@@ -212,10 +213,10 @@ class Harness:
         args, kwargs = ((), dict(inputs)) if isinstance(inputs, dict) else (tuple(inputs), {})
         real = self.real_inputs(model, module, batch_size) if model.suite == "huggingface" else None
 
-        def iteration() -> None:
+        def iteration() -> Any:
             with (mode if mode is not None else torch.device("meta")), \
                     runner.pick_grad(model.harness_name, test == "train"):
-                runner.model_iter_fn(module, inputs, collect_outputs=False)
+                return runner.model_iter_fn(module, inputs, collect_outputs=False)
 
         runner.init_optimizer(model.harness_name, "cuda", list(module.parameters()))
         optimizer = describe_optimizer(runner.optimizer) if test == "train" else None
@@ -293,6 +294,8 @@ def compare(harness: dict[str, Any], ours: dict[str, Any]) -> list[str]:
         if not same_kind(theirs[name], mine[name]):
             check(f"inputs.{name}.values", theirs[name]["values"], mine[name]["values"])
     check("flops_per_iteration", harness.get("flops_per_iteration"), ours.get("flops_per_iteration"))
+    if harness.get("outputs") is not None and ours.get("outputs") is not None:
+        check("outputs", harness["outputs"], ours["outputs"])
     check("optimizer", harness.get("optimizer"), ours.get("optimizer"))
     return differences
 

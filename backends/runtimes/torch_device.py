@@ -7,7 +7,7 @@ device, the wrapper and how they synchronize.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from typing import Any, Callable, Optional
 
 import torch
@@ -207,16 +207,53 @@ class CudaEventTimer(DeviceTimer):
         return spans
 
 
-def to_cpu(value: Any) -> Any:
-    """Detach and move every tensor of a nested value (outputs objects included) to CPU."""
+#: How deep to_cpu looks into plain objects' attributes for tensors.
+OBJECT_DEPTH = 6
+
+
+def to_cpu(value: Any, depth: int = 0) -> Any:
+    """Detach and move every tensor of a nested value (outputs objects included) to CPU.
+
+    A plain object holding tensors in its attributes (a transformers cache: its layers' keys
+    and values) becomes the mapping of those attributes, so that the verifier compares its
+    tensors leaf by leaf rather than the objects, which are never equal between two runs.
+    Objects holding no tensor stay as they are."""
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu")
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(to_cpu(v) for v in value)
+        return type(value)(to_cpu(v, depth) for v in value)
     if isinstance(value, dict):
-        converted = {k: to_cpu(v) for k, v in value.items()}
+        converted = {k: to_cpu(v, depth) for k, v in value.items()}
         try:
             return type(value)(converted)
         except Exception:  # output classes with a special constructor
             return converted
+    attributes = _plain_attributes(value)
+    if attributes and depth < OBJECT_DEPTH:
+        held = {name: item for name, item in attributes.items() if _holds_tensor(item, depth + 1)}
+        if held:
+            return {name: to_cpu(item, depth + 1) for name, item in held.items()}
     return value
+
+
+def _plain_attributes(value: Any) -> Optional[dict[str, Any]]:
+    """The instance attributes of a plain object: not a class, a module, or a dataclass (the
+    verifier walks those itself, by attribute)."""
+    if (isinstance(value, (type, torch.nn.Module)) or is_dataclass(value)
+            or not hasattr(value, "__dict__")):
+        return None
+    return vars(value)
+
+
+def _holds_tensor(value: Any, depth: int) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if depth > OBJECT_DEPTH:
+        return False
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(item, depth) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_tensor(item, depth) for item in value.values())
+    attributes = _plain_attributes(value)
+    return bool(attributes) and any(_holds_tensor(item, depth + 1)
+                                    for item in attributes.values())

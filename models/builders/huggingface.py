@@ -45,7 +45,8 @@ _TOKEN_ID_KEYS = (
 
 
 def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) -> dict[str, Any]:
-    """The keyword arguments for the config class: spec settings, dropout and caches off."""
+    """The keyword arguments for the config class: spec settings, dropout off. Caches are not
+    touched here (see `disable_cache`)."""
     base = {**defaults, **spec.config}
     settings: dict[str, Any] = dict(spec.config)
     if reduced:
@@ -64,9 +65,6 @@ def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) ->
             value is None or isinstance(value, float)
         ):
             settings[key] = 0.0
-    for key in ("use_cache", "use_mems_eval", "use_mems_train"):
-        if key in defaults:
-            settings[key] = False
     return settings
 
 
@@ -79,6 +77,16 @@ def build_config(spec: hs.HFSpec, model_class: type, reduced: bool):
         # sets 0.
         config.pad_token_id = 0
     return config
+
+
+def disable_cache(module: torch.nn.Module) -> None:
+    """`use_cache=False` on the built model's own config, as the harness sets it after
+    construction. Submodules holding a copy of the config made at construction (the T5
+    family's encoder and decoder) keep theirs: the decoder still fills a key/value cache on
+    every call, as in the harness. XLNet's `use_mems_*` keep their defaults, as there."""
+    config = getattr(module, "config", None)
+    if config is not None and hasattr(config, "use_cache"):
+        config.use_cache = False
 
 
 def takes_decoder_inputs(name: str, spec: hs.HFSpec) -> bool:
@@ -108,6 +116,7 @@ def build(
     config = build_config(spec, model_class, reduced)
     torch.manual_seed(seed)
     module = model_class(config)
+    disable_cache(module)
     disable_dropout(module)
     vocab_size = config.vocab_size
     shape = (batch_size, sequence_length)

@@ -3,7 +3,9 @@
 Every line carries one (`workload`), so that two tools' figures can be checked to be the same
 work: the parameters and buffers (count, bytes, dtypes), every input tensor (shape, dtype,
 memory format, kind of values), the mode, the autocast dtype, what requires grad, the loss,
-the optimizer with its settings, and the FLOPs of one iteration counted by
+the optimizer with its settings, the fields of the eval output (a model that also returns a
+cache, as the T5 family's decoder does when its config keeps `use_cache`, does more work than
+one that does not, for the same FLOPs), and the FLOPs of one iteration counted by
 `torch.utils.flop_counter.FlopCounterMode` (forward only in eval; forward, loss, backward and
 the optimizer's step in training).
 
@@ -33,7 +35,7 @@ from core.host import cache_root
 log = logging.getLogger(__name__)
 
 #: Bump when the signature's shape or the way it is counted changes (the cache's key has it).
-SIGNATURE_VERSION = 1
+SIGNATURE_VERSION = 2
 #: The key another reader (percent of peak) takes the count from.
 FLOPS_KEY = "flops_per_iteration"
 #: How far from 0 and 1 a float tensor's mean and standard deviation may be to be "normalised".
@@ -155,6 +157,28 @@ def describe_module(module: torch.nn.Module) -> dict[str, Any]:
     }
 
 
+def describe_output(value: Any) -> str:
+    """What one output field holds: a tensor's shape and dtype, a sequence's length, else its
+    class (a cache object)."""
+    if isinstance(value, torch.Tensor):
+        return f"tensor {list(value.shape)} {dtype_name(value.dtype)}"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__} of {len(value)}"
+    return type(value).__name__
+
+
+def describe_outputs(output: Any) -> Optional[list[str]]:
+    """The fields of a call's output, as 'name: what' (a mapping's keys, a transformers
+    ModelOutput's included, in order; a sequence's positions); None for no output."""
+    if output is None:
+        return None
+    if isinstance(output, dict):
+        return [f"{key}: {describe_output(value)}" for key, value in output.items()]
+    if isinstance(output, (list, tuple)):
+        return [f"[{index}]: {describe_output(value)}" for index, value in enumerate(output)]
+    return [f"output: {describe_output(output)}"]
+
+
 def count_flops(iteration: Callable[[], Any]) -> tuple[Optional[int], Optional[str]]:
     """FLOPs of one call of `iteration` (FlopCounterMode), or None and why it could not be
     counted."""
@@ -210,7 +234,8 @@ def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: Itera
               iteration: Callable[[], Any], real_inputs: Optional[tuple[Any, Any, Any]] = None,
               ) -> dict[str, Any]:
     """The signature of `module` run on `inputs` (args, kwargs, targets) as `spec` says;
-    `iteration` runs one iteration (on meta tensors, for the count)."""
+    `iteration` runs one iteration (on meta tensors, for the count) and returns the model's
+    output in eval."""
     described = describe_module(module)
     input_list = describe_inputs(*inputs, real=real_inputs)
     if spec.mode == "eval":
@@ -219,7 +244,8 @@ def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: Itera
         # attention pooling). The FLOPs are the same.
         for parameter in module.parameters():
             parameter.requires_grad_(False)
-    flops, error = count_flops(iteration)
+    outputs: list[Any] = []
+    flops, error = count_flops(lambda: outputs.append(iteration()))
     parameters, buffers = described["parameters"], described["buffers"]
     result: dict[str, Any] = {
         "signature_version": SIGNATURE_VERSION,
@@ -233,6 +259,7 @@ def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: Itera
         "loss": spec.loss if spec.mode == "train" else None,
         "optimizer": spec.optimizer if spec.mode == "train" else None,
         "iteration_steps": list(spec.steps),
+        "outputs": describe_outputs(outputs[0]) if outputs and spec.mode == "eval" else None,
         "active_dropout": described["active_dropout"],
         "weight_bytes": parameters["bytes"] + buffers["bytes"],
         "input_bytes": sum(item["bytes"] for item in input_list),
@@ -400,14 +427,13 @@ def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Opt
     settings = optimizer_settings(experiment.optimizer_in_effect(), bench.harness_optimizer)
     parameters = [p for p in module.parameters() if p.requires_grad]
 
-    def iteration() -> None:
+    def iteration() -> Any:
         # Tensors a model makes while it runs land on meta too (some, XLNet's, would be
         # made on the CPU and meet meta ones otherwise).
         with (mode if mode is not None else torch.device("meta")):
             if not training:
                 with torch.no_grad():
-                    module(*placed[0], **placed[1])
-                return
+                    return module(*placed[0], **placed[1])
             for parameter in parameters:
                 parameter.grad = None
             output = module(*placed[0], **placed[1])
@@ -417,6 +443,7 @@ def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Opt
                 # capturable needs CUDA; it changes where the step's scalars live, not its
                 # arithmetic (which FlopCounterMode does not count either way).
                 make_optimizer(settings, parameters).step()
+            return None
 
     spec = IterationSpec(
         mode=experiment.test,

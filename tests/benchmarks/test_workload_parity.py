@@ -65,3 +65,11 @@ def test_a_difference_fails_unless_listed_with_its_reason(tmp_path):
     listed_file.write_text('{"differences": [{"model": "m", "test": "*", '
                            '"field": "parameters.count", "reason": "measured: ..."}]}')
     assert ("m", "train") in parity.load_differences(listed_file)
+
+
+def test_different_eval_outputs_are_a_difference():
+    base = {"parameters": {}, "buffers": {}, "inputs": [], "flops_per_iteration": 4}
+    theirs = {**base, "outputs": ["logits: tensor [2] float32", "cache: EncoderDecoderCache"]}
+    ours = {**base, "outputs": ["logits: tensor [2] float32"]}
+    assert parity.compare(theirs, ours) == [f"outputs: {theirs['outputs']} vs {ours['outputs']}"]
+    assert parity.compare({**base, "outputs": None}, ours) == []

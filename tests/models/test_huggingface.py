@@ -145,7 +145,9 @@ def test_full_size_configs_keep_the_family_defaults():
     spec = HF_MODELS["DistillGPT2"]
     config = build_config(spec, transformers.GPT2LMHeadModel, reduced=False)
     assert (config.n_layer, config.n_embd, config.vocab_size) == (6, 768, 50257)
-    assert config.resid_pdrop == 0.0 and config.use_cache is False
+    assert config.resid_pdrop == 0.0
+    # The cache is turned off on the built model (as the harness does), not in this config.
+    assert config.use_cache is True
 
 
 def test_every_model_constructs_at_full_size_on_the_meta_device():
@@ -248,3 +250,26 @@ def test_the_fp32_only_list_is_the_harnesses():
         pytest.skip(f"the harness is not beside the clone ({path})")
     config = yaml.safe_load(path.read_text())
     assert set(config["only_fp32"]) == FP32_ONLY_MODELS
+
+@pytest.mark.parametrize("name", ["MT5ForConditionalGeneration", ENCODER_DECODER])
+def test_decoder_keeps_its_cache_as_the_harness_leaves_it(reduced_suite, name):
+    """The harness turns `use_cache` off on the built model's config only: the T5 family's
+    decoder holds a copy of the config made at construction, keeps `use_cache=True`, and so
+    fills a key/value cache on every eval call (its dynamo graph breaks on that cache)."""
+    bench = reduced_suite.load(name, "eval", 2)
+    assert bench.module.config.use_cache is False
+    assert bench.module.decoder.config.use_cache is True
+    assert eval_forward(bench).past_key_values is not None
+
+
+def test_gpt2_shares_its_config_so_no_cache_is_filled(reduced_suite):
+    bench = reduced_suite.load("GPT2ForSequenceClassification", "eval", 2)
+    assert bench.module.transformer.config is bench.module.config
+    assert eval_forward(bench).past_key_values is None
+
+
+def test_xlnet_keeps_its_eval_memories_as_the_harness_does(reduced_suite):
+    """The harness leaves XLNet's `use_mems_eval` at its default (on): eval returns the mems."""
+    bench = reduced_suite.load("XLNetLMHeadModel", "eval", 2)
+    assert bench.module.config.use_mems_eval is True
+    assert eval_forward(bench).mems is not None

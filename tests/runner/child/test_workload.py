@@ -110,3 +110,22 @@ def test_the_count_is_cached_per_model_precision_and_batch_size(tmp_path):
     assert again["flops_per_iteration"] == first["flops_per_iteration"]
     assert other["flops_per_iteration"] * 2 == first["flops_per_iteration"]
     assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_outputs_name_each_field_and_what_it_holds():
+    output = {"loss": torch.zeros(()), "logits": torch.zeros(2, 3, dtype=torch.bfloat16),
+              "mems": (torch.zeros(1), torch.zeros(1)), "cache": object()}
+    assert w.describe_outputs(output) == [
+        "loss: tensor [] float32", "logits: tensor [2, 3] bfloat16", "mems: tuple of 2",
+        "cache: object"]
+    assert w.describe_outputs(torch.zeros(4)) == ["output: tensor [4] float32"]
+    assert w.describe_outputs(None) is None
+
+
+def test_eval_outputs_show_the_cache_the_t5_decoder_fills():
+    """The harness leaves the T5 decoder's own config with use_cache on: its output holds a
+    cache (work the FLOPs do not show). Training records no outputs."""
+    suite = get_suite("huggingface")
+    found = w.our_signature(suite, "T5Small", experiment("eval"), 1)
+    assert any(field.endswith("EncoderDecoderCache") for field in found["outputs"])
+    assert w.our_signature(get_suite("builtin"), "mlp", experiment("train"), 2)["outputs"] is None
