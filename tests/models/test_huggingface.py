@@ -251,6 +251,7 @@ def test_the_fp32_only_list_is_the_harnesses():
     config = yaml.safe_load(path.read_text())
     assert set(config["only_fp32"]) == FP32_ONLY_MODELS
 
+
 @pytest.mark.parametrize("name", ["MT5ForConditionalGeneration", ENCODER_DECODER])
 def test_decoder_keeps_its_cache_as_the_harness_leaves_it(reduced_suite, name):
     """The harness turns `use_cache` off on the built model's config only: the T5 family's
