@@ -79,6 +79,9 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     apply_numerics(experiment)
     suite = get_suite(model.suite_name, reduced=model.reduced, torchbench_dir=model.torchbench_dir)
     stack = backends.get_stack(experiment.stack)
+    # Before any backward of this process (counting a training iteration's FLOPs runs one):
+    # the autograd engine sizes its device queues at the first, so XLA's device must exist.
+    stack.initialize_process(experiment)
     try:
         with build_device(stack, experiment, spec.role):
             bench = suite.load(model.model_name, experiment.test, experiment.batch_size,

@@ -40,3 +40,47 @@ def test_the_verification_child_builds_on_the_cpu_whatever_the_stack():
     planned = experiment("cuda", "inductor")
     assert isinstance(build_device(backends.get_stack(planned.stack), planned, Role.VERIFY),
                       contextlib.nullcontext)
+
+
+def test_the_stack_starts_its_runtime_before_the_model_and_its_workload(monkeypatch, tmp_path):
+    """The workload signature of a training experiment runs a backward; the autograd engine
+    sizes its device queues at the first one, so XLA's device must exist before (an openxla
+    training child on a fresh cache failed in its backward otherwise)."""
+    import models
+    from core.config import ModelConfig, RunSettings
+    from core.contract import ChildResult, ChildSpec
+    from runner.child import worker
+
+    calls: list[str] = []
+
+    class Stack:
+        name = "recording"
+        capabilities = backends.get_stack("eager").capabilities
+
+        def initialize_process(self, experiment):
+            calls.append("initialize_process")
+
+    class Bench:
+        batch_size = 2
+        nondeterministic_reason = None
+
+    class Suite:
+        def load(self, *args, **kwargs):
+            calls.append("load")
+            return Bench()
+
+    from backends.runtimes import precision
+
+    # run_child sets the process's numerics, threads and seed: not this test process's.
+    monkeypatch.setattr(precision, "apply_numerics", lambda experiment: None)
+    monkeypatch.setattr(torch, "set_num_threads", lambda count: None)
+    monkeypatch.setattr(torch, "manual_seed", lambda seed: None)
+    monkeypatch.setattr(backends, "get_stack", lambda name: Stack())
+    monkeypatch.setattr(models, "get_suite", lambda *args, **kwargs: Suite())
+    monkeypatch.setattr(worker, "workload_of", lambda *args: calls.append("workload") or {})
+    monkeypatch.setattr(worker, "time_experiment", lambda *args: calls.append("time"))
+    planned = experiment("cpu", None)
+    spec = ChildSpec(ModelConfig("builtin", "mlp"), dataclasses.replace(planned, test="train"),
+                     RunSettings(), Role.TIME, str(tmp_path))
+    worker.run_child(spec, ChildResult())
+    assert calls == ["initialize_process", "load", "workload", "time"]
