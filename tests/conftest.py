@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from core.results_file import read_results
 
@@ -136,6 +137,13 @@ def pytest_configure(config) -> None:
     # The runners the tests start share one cache (the probe's answer) of their own, not
     # the user's.
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="experiment-runner-tests-cache-")
+    # The probe's answer is kept under a key that holds the modification time of every
+    # import path, the project's folder among them: Hypothesis creating its folder there
+    # midway through a run (on a fresh clone) made every worker's next runner probe again
+    # (about 20 CPU-seconds each). Its folder exists before any runner starts.
+    hypothesis_home = PROJECT_ROOT / ".hypothesis"
+    hypothesis_home.mkdir(exist_ok=True)
+    set_hypothesis_home_dir(hypothesis_home)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
