@@ -132,6 +132,12 @@ def pytest_configure(config) -> None:
     """pytest-xdist's workers ignore SIGINT, and a child inherits an ignored SIGINT (as a
     shell's background job does, on purpose): the tests that press Ctrl-C on a runner need
     the default back in the processes they start."""
+    # --dist loadfile hands out files in the order of the collection, which
+    # pytest_collection_modifyitems below makes long tests first; unless told otherwise,
+    # pytest-xdist reorders them by their number of tests, most first, and the files of one
+    # long test each ran last, on one worker, while the other had finished.
+    if getattr(config.option, "loadscopereorder", None) is not None:
+        config.option.loadscopereorder = False
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # The runners the tests start share one cache (the probe's answer) of their own, not
@@ -147,9 +153,10 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked `long` (minutes of compiling) go first, then the rest of the end-to-end
-    tier, then the unit tier, so that under pytest-xdist no worker starts a long one when the
-    others are nearly done."""
+    """Tests marked `long` (minutes of compiling, or sweeps of many children) go first, then
+    the rest of the end-to-end tier, then the unit tier, so that under pytest-xdist no worker
+    starts a long one when the others are nearly done (--dist loadfile: a file goes where its
+    first test goes)."""
     items.sort(key=lambda item: (item.get_closest_marker("long") is None,
                                  item.get_closest_marker("e2e") is None))
 
