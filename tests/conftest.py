@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from core.results_file import read_results
 
@@ -131,17 +132,31 @@ def pytest_configure(config) -> None:
     """pytest-xdist's workers ignore SIGINT, and a child inherits an ignored SIGINT (as a
     shell's background job does, on purpose): the tests that press Ctrl-C on a runner need
     the default back in the processes they start."""
+    # --dist loadfile hands out files in the order of the collection, which
+    # pytest_collection_modifyitems below makes long tests first; unless told otherwise,
+    # pytest-xdist reorders them by their number of tests, most first, and the files of one
+    # long test each ran last, on one worker, while the other had finished.
+    if getattr(config.option, "loadscopereorder", None) is not None:
+        config.option.loadscopereorder = False
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # The runners the tests start share one cache (the probe's answer) of their own, not
     # the user's.
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="experiment-runner-tests-cache-")
+    # The probe's answer is kept under a key that holds the modification time of every
+    # import path, the project's folder among them: Hypothesis creating its folder there
+    # midway through a run (on a fresh clone) made every worker's next runner probe again
+    # (about 20 CPU-seconds each). Its folder exists before any runner starts.
+    hypothesis_home = PROJECT_ROOT / ".hypothesis"
+    hypothesis_home.mkdir(exist_ok=True)
+    set_hypothesis_home_dir(hypothesis_home)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked `long` (minutes of compiling) go first, then the rest of the end-to-end
-    tier, then the unit tier, so that under pytest-xdist no worker starts a long one when the
-    others are nearly done."""
+    """Tests marked `long` (minutes of compiling, or sweeps of many children) go first, then
+    the rest of the end-to-end tier, then the unit tier, so that under pytest-xdist no worker
+    starts a long one when the others are nearly done (--dist loadfile: a file goes where its
+    first test goes)."""
     items.sort(key=lambda item: (item.get_closest_marker("long") is None,
                                  item.get_closest_marker("e2e") is None))
 

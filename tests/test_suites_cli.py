@@ -47,6 +47,7 @@ def test_a_missing_torchbench_dir_is_named(tmp_path):
     assert "nope" in completed.stderr and "Traceback" not in completed.stderr
 
 
+@pytest.mark.long
 def test_every_precision_and_an_optimizer_on_one_model(tmp_path):
     lines = sweep(tmp_path / "p", "-k", "^mlp$", "--dynamo=None", "--test=train",
                   "--precision=fp32", "--precision=bf16", "--precision=fp16", "--precision=amp",
@@ -60,6 +61,7 @@ def test_every_precision_and_an_optimizer_on_one_model(tmp_path):
     assert {l["experiment"]["precision"] for l in lines} == {"fp32", "bf16", "fp16", "amp"}
 
 
+@pytest.mark.long
 def test_tied_weights_and_model_outputs_run_on_torchax_and_verify(tmp_path):
     # BertForMaskedLM ties its LM head to the embedding and returns a ModelOutput.
     lines = sweep(tmp_path / "tax", "--suite-name=huggingface", "-k", "^BertForMaskedLM$",

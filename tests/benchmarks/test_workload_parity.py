@@ -8,6 +8,8 @@ no process but takes about a minute of CPU, so it is in the end-to-end tier.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from benchmarks import workload_parity as parity
@@ -33,7 +35,13 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def harness():
-    return parity.Harness(parity.DEFAULT_REFERENCE.resolve())
+    """The harness, and this process's variables put back after the module: the harness
+    imports torch_xla, which sets PJRT_DEVICE, XLA_FLAGS, PJRT_DYNAMIC_PLUGINS and others
+    in os.environ, and every runner a later test of this worker started inherited them."""
+    saved = dict(os.environ)
+    yield parity.Harness(parity.DEFAULT_REFERENCE.resolve())
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,27 @@ def own_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
+@pytest.fixture
+def counted_probe(monkeypatch):
+    """The probe child runs once; every later ask is counted and given a copy of its answer
+    (the first ask checks the child; the later ones are about when the runner asks)."""
+    from runner.plan import probe
+
+    asked: list[dict] = []
+    real = probe.run_probe
+
+    def run_probe(timeout: float) -> dict:
+        asked.append(real(timeout) if not asked else json.loads(json.dumps(asked[0])))
+        return asked[-1]
+
+    monkeypatch.setattr(probe, "run_probe", run_probe)
+    return asked
+
+
 @pytest.mark.e2e
-def test_the_answer_is_kept_and_used_until_it_is_a_day_old(own_cache):
+def test_the_answer_is_kept_and_used_until_it_is_a_day_old(own_cache, counted_probe):
     fresh = probe_host()
+    assert len(counted_probe) == 1
     assert fresh.torch_version and fresh.torch_error is None
     if platform.machine() == "x86_64" and shutil.which("g++"):
         # Every vector ISA an x86 CPU lists builds with g++: inductor's check is made here,
@@ -34,11 +52,14 @@ def test_the_answer_is_kept_and_used_until_it_is_a_day_old(own_cache):
     kept["torch_version"] = "0.0.0+cached"
     path.write_text(json.dumps(kept))
     assert probe_host().torch_version == "0.0.0+cached"  # no child asked
+    assert len(counted_probe) == 1
     assert probe_host(use_cache=False).torch_version == fresh.torch_version
+    assert len(counted_probe) == 2
     old = time.time() - PROBE_CACHE_SECONDS - 60
     path.write_text(json.dumps(kept))
     os.utime(path, (old, old))
     assert probe_host().torch_version == fresh.torch_version  # too old: asked again
+    assert len(counted_probe) == 3
     assert json.loads(path.read_text())["torch_version"] == fresh.torch_version
 
 

@@ -28,6 +28,17 @@ def environment(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
+def compiler_variables():
+    """What the runner's probe hands every child for inductor (runner/plan/probe.py), found
+    once for the module: without it each compiling child checks the CPU's vector ISAs again
+    (a C++ build and a Python child per ISA, about 8 CPU-seconds), which is not what these
+    tests are about."""
+    from runner.plan.probe import compiler_checks
+
+    return compiler_checks()
+
+
+@pytest.fixture(scope="module")
 def server():
     server = ForkServer(["torch"], environment())
     yield server
@@ -68,12 +79,13 @@ def test_a_child_gets_its_own_session_folder_and_environment(server, tmp_path):
 
 
 @pytest.mark.e2e
-def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server, tmp_path):
+def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server, tmp_path,
+                                                                           compiler_variables):
     for name in ("first", "second"):
         cache = tmp_path / name / "inductor"
         (tmp_path / name).mkdir()
         code, output = run_probe(server, tmp_path / name, "compile",
-                                 TORCHINDUCTOR_CACHE_DIR=str(cache))
+                                 TORCHINDUCTOR_CACHE_DIR=str(cache), **compiler_variables)
         assert code == 0, output
         state = probe_state(output)
         assert state["compiled"] == [3.0, 3.0, 3.0]
@@ -85,10 +97,13 @@ def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server
 
 
 @pytest.mark.e2e
-def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_afresh(tmp_path):
+def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_afresh(
+        tmp_path, compiler_variables):
     from backends import get_stack
 
-    preloaded = ForkServer(get_stack("dynamo").preload, environment())
+    # The server imports inductor's configuration, which reads the variables: it gets them
+    # too, as the runner's servers do.
+    preloaded = ForkServer(get_stack("dynamo").preload, environment(**compiler_variables))
     try:
         state = preloaded.status()
         assert "torch._dynamo" in state["modules"]
@@ -97,7 +112,7 @@ def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_af
             (tmp_path / name).mkdir()
             cache = tmp_path / name / "inductor"
             code, output = run_probe(preloaded, tmp_path / name, "compile",
-                                     TORCHINDUCTOR_CACHE_DIR=str(cache))
+                                     TORCHINDUCTOR_CACHE_DIR=str(cache), **compiler_variables)
             assert code == 0, output
             assert probe_state(output)["frames_ok"] == 1
             assert probe_state(output)["inductor_cache_dir"] == str(cache)
