@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from backends.availability import native_accelerator_reason, unregistered_dynamo_reason
-from backends.base import DYNAMO_GRAPHS, TORCH_PROFILER, Capabilities, PreparedModel, Stack
+from backends.base import (DYNAMO_GRAPHS, TORCH_COMPILER_PRELOAD, TORCH_PROFILER, Capabilities,
+                           PreparedModel, Stack)
 from core.config import DEFAULT_MODE, ExperimentConfig, RunSettings
 from core.fields import INDUCTOR_MODES
 from core.host import HostCapabilities
@@ -48,7 +49,7 @@ class DynamoStack(Stack):
     name = "dynamo"
     #: The compiler's modules (seconds to import) with nothing compiled: every child still
     #: starts from empty dynamo counters and caches, and compiles into its own cache folder.
-    preload = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
+    preload = TORCH_COMPILER_PRELOAD
     capabilities = Capabilities(
         features=frozenset({DYNAMO_GRAPHS, TORCH_PROFILER}),
         synchronization="torch.cuda.synchronize() at the end of each run (CUDA); CPU work is synchronous",

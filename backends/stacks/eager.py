@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Optional
 
 from backends.availability import native_accelerator_reason
-from backends.base import TORCH_PROFILER, Capabilities, PreparedModel, Stack
+from backends.base import TORCH_COMPILER_PRELOAD, TORCH_PROFILER, Capabilities, PreparedModel, Stack
 from core.config import ExperimentConfig, RunSettings
 from core.host import HostCapabilities
 
 
 class EagerStack(Stack):
     name = "eager"
+    preload = TORCH_COMPILER_PRELOAD
     capabilities = Capabilities(
         features=frozenset({TORCH_PROFILER}),
         synchronization="torch.cuda.synchronize() at the end of each run (CUDA); CPU work is synchronous",

@@ -63,3 +63,16 @@ def test_tolerances_follow_the_matmul_precision_actually_used():
     loose = tolerance_for("fp32", "eval", matmul_precision=high.torch_matmul_precision())
     tight = tolerance_for("fp32", "eval", matmul_precision=strict.torch_matmul_precision())
     assert loose.tol > tight.tol
+
+
+def test_eager_and_dynamo_children_share_one_fork_server():
+    """A sweep of eager and dynamo experiments starts one fork server, not two: both stacks
+    preload the same modules and add nothing to the children's shared environment."""
+    from backends import get_stack
+    from runner.run.forkserver_client import server_key
+
+    eager, dynamo = get_stack("eager"), get_stack("dynamo")
+    experiment = ExperimentConfig("cpu", None, "inductor", None, "eval")
+    environment = {"PATH": "/bin"}
+    assert server_key(eager.preload, {**environment, **eager.child_environment(experiment)}) \
+        == server_key(dynamo.preload, {**environment, **dynamo.child_environment(experiment)})
