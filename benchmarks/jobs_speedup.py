@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.run.sweep import median_iteration_time  # noqa: E402
+from core.figures import median_time  # noqa: E402
 
 
 def sweep(folder: Path, jobs: int, flags: list[str]) -> float:
@@ -43,7 +43,7 @@ def lines_by_fingerprint(folder: Path) -> dict[str, dict]:
 
 
 def median_ms(line: dict) -> float | None:
-    seconds = median_iteration_time(line)
+    seconds = median_time(line)
     return seconds * 1e3 if seconds is not None else None
 
 

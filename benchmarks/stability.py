@@ -29,7 +29,6 @@ contention).
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,16 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.timed_sweep import timed_sweep  # noqa: E402
 from core.results_file import read_results  # noqa: E402
-from core.schema import stack_label_of, timed_values  # noqa: E402
-
-
-def figure(line: dict[str, Any]) -> Optional[float]:
-    """The line's figure: the median over processes, else over the timed runs."""
-    processes = (line.get("summary") or {}).get("processes")
-    if isinstance(processes, dict) and isinstance(processes.get("median"), (int, float)):
-        return processes["median"]
-    times = [t for t in timed_values(line, "per_iter_time") if isinstance(t, (int, float))]
-    return statistics.median(times) if times else None
+from core.figures import median_time  # noqa: E402
+from core.schema import stack_label_of  # noqa: E402
 
 
 def first_process_figure(line: dict[str, Any]) -> Optional[float]:
@@ -112,7 +103,7 @@ def stop_load(burners: list[subprocess.Popen]) -> None:
 
 
 def print_table(first: dict[tuple, dict], second: dict[tuple, dict], within: float,
-                title: str, measure: Callable[[dict[str, Any]], Optional[float]] = figure) -> None:
+                title: str, measure: Callable[[dict[str, Any]], Optional[float]] = median_time) -> None:
     """Both sweeps' figures per experiment (`measure` of each line), their difference and
     flags, then how many agree within `within`."""
     rows, agreed, compared = [], 0, 0

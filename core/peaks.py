@@ -13,9 +13,10 @@ for amp, its autocast dtype), and for fp32 on CUDA TF32 unless full fp32 was ask
 from __future__ import annotations
 
 import re
-import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
+
+from core.figures import median_time
 
 
 @dataclass(frozen=True)
@@ -75,22 +76,6 @@ def precision_used(experiment: Mapping[str, Any]) -> str:
     return "tf32" if accelerator == "cuda" and not full else "fp32"
 
 
-def median_seconds(line: Mapping[str, Any]) -> Optional[float]:
-    """The line's figure: the median over its processes, else over its timed runs."""
-    summary = line.get("summary") if isinstance(line.get("summary"), dict) else {}
-    processes = summary.get("processes")
-    if isinstance(processes, dict) and isinstance(processes.get("median"), (int, float)):
-        return float(processes["median"])
-    metrics = line.get("metrics") if isinstance(line.get("metrics"), dict) else {}
-    times = metrics.get("per_iter_time")
-    lead = summary.get("cold_start_entries") or 0
-    if not isinstance(times, list):
-        return None
-    timed = [t for t in times[lead if isinstance(lead, int) else 0:]
-             if isinstance(t, (int, float)) and t > 0]
-    return statistics.median(timed) if timed else None
-
-
 def throughput(line: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """Achieved TFLOP/s and the fraction of the device's peak for the precision used, from
     the line's `workload.flops_per_iteration` and its median time; None without a FLOP
@@ -99,7 +84,7 @@ def throughput(line: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     flops = workload.get("flops_per_iteration") if isinstance(workload, dict) else None
     if not isinstance(flops, (int, float)) or isinstance(flops, bool) or flops <= 0:
         return None
-    seconds = median_seconds(line)
+    seconds = median_time(line)
     if seconds is None or seconds <= 0:
         return None
     experiment = line.get("experiment") if isinstance(line.get("experiment"), dict) else {}

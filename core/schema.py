@@ -32,13 +32,15 @@ from core.config import (
     fingerprint,
 )
 from core.fields import SCHEMA_VERSION
+# The readers of a line's timed runs and its figure live in core.figures (core.peaks uses
+# them too); they are part of this module's interface.
+from core.figures import (COLD_START_ENTRIES, cold_start_entries, median_time,  # noqa: F401
+                          metrics_of, timed_values)
 from core.peaks import throughput
 
 MAX_ERROR_CHARS = 4000
 #: `metrics.error` of a skipped line, as PyTorch/XLA's runner writes it.
 SKIP_ERROR = "SKIP"
-#: The summary key saying how many leading entries of each per-run list are the cold start.
-COLD_START_ENTRIES = "cold_start_entries"
 
 
 class Status(str, enum.Enum):
@@ -250,36 +252,10 @@ class ResultLine:
 
 # Readers: tolerant of lines written by any version, or by hand.
 
-def metrics_of(line: Mapping[str, Any]) -> dict[str, Any]:
-    """The line's metrics, or {} when missing or not an object."""
-    metrics = line.get("metrics")
-    return metrics if isinstance(metrics, dict) else {}
-
-
 def is_verified(line: Mapping[str, Any]) -> bool:
     """Whether the verifier judged this line (any code but the skipped one)."""
     return line.get("verification_code", VerificationCode.VERIFIER_SKIPPED.value) != \
         VerificationCode.VERIFIER_SKIPPED.value
-
-
-def cold_start_entries(line: Mapping[str, Any]) -> int:
-    """How many leading entries of the line's per-run lists are the cold start (0 for lines
-    written before the cold start joined those lists)."""
-    summary = line.get("summary")
-    count = (summary if isinstance(summary, dict) and COLD_START_ENTRIES in summary
-             else metrics_of(line)).get(COLD_START_ENTRIES)
-    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
-
-
-def timed_values(line: Mapping[str, Any], name: str) -> list[Any]:
-    """The timed runs' values of the per-run metric `name`: the cold-start entries left out.
-
-    Medians and intervals of the steady state come from these; PyTorch/XLA's tools read the
-    whole list, whose first entry carries compilation."""
-    values = metrics_of(line).get(name)
-    if not isinstance(values, list):
-        return []
-    return values[cold_start_entries(line):]
 
 
 def has_timings(line: Mapping[str, Any]) -> bool:

@@ -23,7 +23,7 @@ from core.config import RunSettings
 from core.fields import DEFAULT_SEED
 from core.schema import COLD_START_ENTRIES
 from models.base import BenchmarkModel
-from runner.child.host_bound import host_bound_summary
+from core.host_bound import host_bound_summary
 from runner.child.trust import CpuWatch
 from runner.observers.base import RunHooks
 

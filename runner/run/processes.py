@@ -19,6 +19,7 @@ import statistics
 from dataclasses import replace
 from typing import Any, Optional, Sequence
 
+from core.host_bound import HOST_BOUND_RATIO, LINE_BOUND, host_bound_counts
 from core.contract import ChildResult
 from core.schema import COLD_START_ENTRIES, Status
 
@@ -139,13 +140,11 @@ def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
     if references:
         summary["reference_processes"] = references
     if all(name in r.summary for _, r in good for name in _HOST_BOUND_COUNTS):
-        flagged = sum(r.summary["host_bound_iterations"] for _, r in good)
-        judged = sum(r.summary["host_bound_judged"] for _, r in good)
-        summary.update(host_bound_iterations=flagged, host_bound_judged=judged)
-        summary["host_bound_fraction"] = flagged / judged if judged else None
-        bound = first.summary.get("host_bound_line_bound")
-        summary["host_bound"] = bool(judged and isinstance(bound, (int, float))
-                                     and flagged / judged > bound)
+        summary.update(host_bound_counts(
+            sum(r.summary["host_bound_iterations"] for _, r in good),
+            sum(r.summary["host_bound_judged"] for _, r in good),
+            first.summary.get("host_bound_ratio", HOST_BOUND_RATIO),
+            first.summary.get("host_bound_line_bound", LINE_BOUND)))
     notes = list(dict.fromkeys(note for _, r in good for note in r.notes))
     for entry in failed:
         notes.append(f"timing process {entry['process']} of {asked} ended {entry['status']}: "

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from tqdm import tqdm
 
-from core.schema import Status, stack_label_of, timed_values
+from core.schema import Status, median_time, stack_label_of
 from models.base import Suite
 from runner.run.claims import Claims, ClaimStatus
 from runner.run.dispatch import Dispatcher
@@ -269,22 +269,12 @@ def describe(planned: PlannedExperiment) -> str:
     return text
 
 
-def median_iteration_time(line: dict[str, Any]) -> Optional[float]:
-    """The experiment's figure: the median over its timing processes where it had several,
-    else the median of the timed runs (the cold-start entry left out)."""
-    processes = (line.get("summary") or {}).get("processes")
-    if isinstance(processes, dict) and isinstance(processes.get("median"), (int, float)):
-        return float(processes["median"])
-    times = timed_values(line, "per_iter_time")
-    return statistics.median(times) if times else None
-
-
 def format_summary(lines: list[dict[str, Any]]) -> str:
     """A short table: every experiment's status and median time per iteration."""
     rows = [("model", "accelerator", "stack", "test", "precision", "status", "median/iter", "verification")]
     for line in lines:
         experiment = line.get("experiment", {})
-        median = median_iteration_time(line)
+        median = median_time(line)
         label = stack_label_of(line)
         rows.append((
             line.get("model", {}).get("model_name", "?"),

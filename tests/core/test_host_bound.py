@@ -9,7 +9,7 @@ import pytest
 from backends.base import DeviceTimer, PreparedModel
 from core.config import RunSettings
 from models.base import BenchmarkModel, ModelInputs
-from runner.child.host_bound import HOST_BOUND_RATIO, LINE_BOUND, host_bound_summary, is_host_bound
+from core.host_bound import HOST_BOUND_RATIO, LINE_BOUND, host_bound_summary, is_host_bound
 from runner.child.timing import HOST_CLOCK, measure
 
 

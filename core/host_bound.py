@@ -1,4 +1,5 @@
-"""Host-bound iterations: did the device sit waiting for the host? (child side, pure)
+"""Host-bound iterations: did the device sit waiting for the host? (pure: the child judges
+its iterations, the parent combines processes' counts with the same rule)
 
 On a device that runs work queued by the host (CUDA), each timed iteration is bracketed by
 two device events recorded on the stream (`DeviceTimer`), and the host clock times how
@@ -39,12 +40,19 @@ def host_bound_summary(device_spans: Sequence[float], enqueue_times: Sequence[fl
     time (pairs in order): how many were host-bound, the fraction, and the flag."""
     pairs = [(span, enqueue) for span, enqueue in zip(device_spans, enqueue_times) if span > 0]
     flagged = sum(is_host_bound(span, enqueue, ratio) for span, enqueue in pairs)
-    fraction = flagged / len(pairs) if pairs else None
+    return host_bound_counts(flagged, len(pairs), ratio, line_bound)
+
+
+def host_bound_counts(flagged: int, judged: int, ratio: float = HOST_BOUND_RATIO,
+                      line_bound: float = LINE_BOUND) -> dict[str, Any]:
+    """The line's host-bound figures from its counts: `flagged` host-bound iterations of
+    `judged` (summed over processes, for a line of several)."""
+    fraction = flagged / judged if judged else None
     return {
         "host_bound": bool(fraction is not None and fraction > line_bound),
         "host_bound_fraction": fraction,
         "host_bound_iterations": flagged,
-        "host_bound_judged": len(pairs),
+        "host_bound_judged": judged,
         "host_bound_ratio": ratio,
         "host_bound_line_bound": line_bound,
     }
