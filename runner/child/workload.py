@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
+from torch.utils._pytree import tree_map_only
 
 from core.host import cache_root
 
@@ -195,28 +196,12 @@ def count_flops(iteration: Callable[[], Any]) -> tuple[Optional[int], Optional[s
 
 def to_fake(value: Any, mode: Any) -> Any:
     """Every tensor of a nested value as a fake tensor of `mode`."""
-    if isinstance(value, torch.Tensor):
-        return mode.from_tensor(value)
-    if isinstance(value, tuple):
-        return tuple(to_fake(v, mode) for v in value)
-    if isinstance(value, list):
-        return [to_fake(v, mode) for v in value]
-    if isinstance(value, dict):
-        return {k: to_fake(v, mode) for k, v in value.items()}
-    return value
+    return tree_map_only(torch.Tensor, mode.from_tensor, value)
 
 
 def to_meta(value: Any) -> Any:
     """Every tensor of a nested value as a meta tensor of the same shape, dtype and layout."""
-    if isinstance(value, torch.Tensor):
-        return value.to("meta")
-    if isinstance(value, tuple):
-        return tuple(to_meta(v) for v in value)
-    if isinstance(value, list):
-        return [to_meta(v) for v in value]
-    if isinstance(value, dict):
-        return {k: to_meta(v) for k, v in value.items()}
-    return value
+    return tree_map_only(torch.Tensor, lambda tensor: tensor.to("meta"), value)
 
 
 @dataclass(frozen=True)
