@@ -6,6 +6,7 @@ A suite lists its models without importing torch (the parent uses it) and builds
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
@@ -96,3 +97,27 @@ class Suite(ABC):
                 f"model {model_name!r} is not in suite {self.name!r}; "
                 f"its models are: {', '.join(self.model_names())}"
             )
+
+
+class BuilderSuite(Suite):
+    """A suite whose models one builder module makes (`models/builders/<builder>.py`, its
+    `build(name, batch_size, seed=)`), each with a default batch size."""
+
+    #: The builder module's name under models.builders (imported by the child alone).
+    builder: str = ""
+    #: Every model of the suite, in order, with its default batch size.
+    batch_sizes: Mapping[str, int] = {}
+
+    def model_names(self) -> list[str]:
+        return list(self.batch_sizes)
+
+    def default_batch_size(self, model_name: str) -> int:
+        self.check_model(model_name)
+        return self.batch_sizes[model_name]
+
+    def load(self, model_name: str, test: str, batch_size: Optional[int],
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
+        self.check_model(model_name)
+        builder = importlib.import_module(f"models.builders.{self.builder}")
+        return builder.build(model_name, batch_size or self.default_batch_size(model_name),
+                             seed=seed)

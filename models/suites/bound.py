@@ -14,36 +14,22 @@ Only the child builds them (models/builders/bound.py).
 
 from __future__ import annotations
 
-from typing import Optional
+from models.base import BuilderSuite
 
-from core.fields import DEFAULT_SEED
-from models.base import BenchmarkModel, Suite
-
-BOUND_MODELS = ("host_sleep", "tiny_kernels", "big_matmul")
 #: big_matmul's matrix side (its "batch size"), and with reduced models.
 MATMUL_SIDE, REDUCED_MATMUL_SIDE = 4096, 256
 
 
-class BoundSuite(Suite):
+class BoundSuite(BuilderSuite):
     name = "bound"
     order = 25
-
-    def model_names(self) -> list[str]:
-        return list(BOUND_MODELS)
+    builder = "bound"
+    batch_sizes = {"host_sleep": 8, "tiny_kernels": 8, "big_matmul": MATMUL_SIDE}
 
     def default_batch_size(self, model_name: str) -> int:
-        self.check_model(model_name)
-        if model_name == "big_matmul":
-            return REDUCED_MATMUL_SIDE if self.reduced else MATMUL_SIDE
-        return 8
-
-    def load(self, model_name: str, test: str, batch_size: Optional[int],
-             seed: int = DEFAULT_SEED) -> BenchmarkModel:
-        self.check_model(model_name)
-        from models.builders import bound as builder
-
-        return builder.build(model_name, batch_size or self.default_batch_size(model_name),
-                             seed=seed)
+        if model_name == "big_matmul" and self.reduced:
+            return REDUCED_MATMUL_SIDE
+        return super().default_batch_size(model_name)
 
 
 SUITE = BoundSuite

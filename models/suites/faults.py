@@ -8,31 +8,16 @@ stopped). Only the child ever builds them.
 
 from __future__ import annotations
 
-from typing import Optional
-
-from core.fields import DEFAULT_SEED
-from models.base import BenchmarkModel, Suite
+from models.base import BuilderSuite
 
 FAULT_MODELS = ("raises", "segfault", "exit", "signal", "hang", "memory_hog")
 
 
-class FaultsSuite(Suite):
+class FaultsSuite(BuilderSuite):
     name = "faults"
     order = 20
-
-    def model_names(self) -> list[str]:
-        return list(FAULT_MODELS)
-
-    def default_batch_size(self, model_name: str) -> int:
-        self.check_model(model_name)
-        return 2
-
-    def load(self, model_name: str, test: str, batch_size: Optional[int],
-             seed: int = DEFAULT_SEED) -> BenchmarkModel:
-        self.check_model(model_name)
-        from models.builders import faults as builder
-
-        return builder.build(model_name, batch_size or 2, seed=seed)
+    builder = "faults"
+    batch_sizes = {name: 2 for name in FAULT_MODELS}
 
 
 SUITE = FaultsSuite
