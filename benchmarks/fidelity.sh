@@ -22,6 +22,8 @@
 # test where every case's batch size is the suite's default (the lists' own), so that --jobs
 # keeps every GPU busy; else one per batch size. Every raw output stays under OUT_DIR: the harness's CSV
 # and log per case (peer-*), our results file (ours/results.jsonl) and logs (ours-*.log).
+# TOOLS=harness or TOOLS=ours runs one tool only (default both), so that two invocations, each
+# pinned to its own GPUs and cores, can run different cases files side by side into one OUT_DIR.
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
 # .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.
 set -uo pipefail
@@ -33,6 +35,8 @@ python=${PYTHON:-python3}
 repeat=${REPEAT:-30}
 harness_gpus=${HARNESS_GPUS:-${HARNESS_GPU:-}}
 our_gpus=${OUR_GPUS:-}
+tools=${TOOLS:-both}
+case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
 
 "$python" -c "import jsonlines" 2>/dev/null \
   || "$python" -m pip install --quiet --no-index --find-links "$root/.whl" jsonlines \
@@ -128,7 +132,16 @@ pin() {
   [ "$2" -ge "$1" ] && command -v taskset >/dev/null && taskset -cp "$1-$2" "$BASHPID" >/dev/null
 }
 
-if [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
+if [ "$tools" = harness ]; then
+  # One stream per GPU of HARNESS_GPUS (the machine's first GPU without it).
+  IFS=, read -ra harness_list <<< "${harness_gpus:-0}"
+  for index in "${!harness_list[@]}"; do
+    CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" &
+  done
+  wait
+elif [ "$tools" = ours ]; then
+  run_ours
+elif [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
   IFS=, read -ra harness_list <<< "$harness_gpus"
   IFS=, read -ra our_list <<< "$our_gpus"
   cores=$(nproc)
