@@ -297,6 +297,9 @@ def compare(harness: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     if harness.get("outputs") is not None and ours.get("outputs") is not None:
         check("outputs", harness["outputs"], ours["outputs"])
     check("optimizer", harness.get("optimizer"), ours.get("optimizer"))
+    # Dropout costs time and no FLOPs: the iteration must draw as many random masks.
+    check("random_operators", harness.get("random_operators"), ours.get("random_operators"))
+    check("active_dropout", harness.get("active_dropout"), ours.get("active_dropout"))
     return differences
 
 

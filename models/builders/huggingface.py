@@ -8,6 +8,7 @@ import torch
 
 from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
+from models.dropout import keep_dropout_kernels, kept
 from models.specs import huggingface as hs
 
 # How PyTorch's harness feeds its models (huggingface.py: generate_inputs_for_model and
@@ -21,7 +22,10 @@ _DECODER_INPUT_CLASSES = ("BlenderbotModel", "BlenderbotSmallModel",
 _PAD_ZERO_CLASSES = ("GPT2ForSequenceClassification", "GPTNeoForSequenceClassification",
                      "GPTJForSequenceClassification")
 _PAD_ZERO_PREFIXES = ("Roberta", "Marian")
-_DROPOUT_MARKERS = ("dropout", "pdrop", "layerdrop")
+_DROPOUT_MARKERS = ("dropout", "pdrop")
+# LayerDrop skips whole layers at random, so that a training step's work varies: off
+# (benchmarks/workload_differences.json, M2M100).
+_LAYERDROP_MARKER = "layerdrop"
 
 # Generic shrinking for reduced configs: applied to the keys a config has.
 _REDUCED_SIZES = {
@@ -45,7 +49,8 @@ _TOKEN_ID_KEYS = (
 
 
 def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) -> dict[str, Any]:
-    """The keyword arguments for the config class: spec settings, dropout off. Caches are not
+    """The keyword arguments for the config class: spec settings, every positive dropout at
+    KEPT_DROPOUT (models/dropout.py), LayerDrop off. Caches are not
     touched here (see `disable_cache`)."""
     base = {**defaults, **spec.config}
     settings: dict[str, Any] = dict(spec.config)
@@ -61,10 +66,12 @@ def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) ->
             if isinstance(token_id, int) and isinstance(vocab_size, int) and token_id >= vocab_size:
                 settings[key] = vocab_size - 1
     for key, value in defaults.items():
-        if any(marker in key for marker in _DROPOUT_MARKERS) and (
-            value is None or isinstance(value, float)
-        ):
+        if _LAYERDROP_MARKER in key and (value is None or isinstance(value, float)):
             settings[key] = 0.0
+        elif any(marker in key for marker in _DROPOUT_MARKERS) and isinstance(
+            base.get(key, value), float
+        ):
+            settings[key] = kept(base.get(key, value))
     return settings
 
 
@@ -94,12 +101,6 @@ def takes_decoder_inputs(name: str, spec: hs.HFSpec) -> bool:
     return name.startswith(_DECODER_INPUT_PREFIXES) or spec.model_class in _DECODER_INPUT_CLASSES
 
 
-def disable_dropout(module: torch.nn.Module) -> None:
-    for sub in module.modules():
-        if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
-            sub.p = 0.0
-
-
 def model_loss(output: Any, inputs: ModelInputs) -> torch.Tensor:
     """the model's own loss (its labels are among the forward's keyword arguments)"""
     return output.loss
@@ -117,7 +118,7 @@ def build(
     torch.manual_seed(seed)
     module = model_class(config)
     disable_cache(module)
-    disable_dropout(module)
+    keep_dropout_kernels(module)
     vocab_size = config.vocab_size
     shape = (batch_size, sequence_length)
     decoder_inputs = takes_decoder_inputs(name, spec)

@@ -6,18 +6,9 @@ import torch
 
 from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
+from models.dropout import keep_dropout_kernels
 from models.specs.timm import HARNESS_SGD_MODELS, TimmSpec
 
-
-
-def disable_dropout(module: torch.nn.Module) -> None:
-    """Zero every dropout and stochastic-depth probability, so train mode is deterministic."""
-    for sub in module.modules():
-        if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
-            sub.p = 0.0
-        for attribute in ("drop_prob", "drop_rate", "drop_path_rate"):
-            if isinstance(getattr(sub, attribute, None), float):
-                setattr(sub, attribute, 0.0)
 
 
 def output_mean_loss(output, inputs: ModelInputs) -> torch.Tensor:
@@ -41,7 +32,8 @@ def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False,
           test: str = "eval", seed: int = DEFAULT_SEED) -> BenchmarkModel:
     """A timm model with seeded random weights and a seeded image factory, built as PyTorch's
     harness builds it: the configuration's own classes (a features-only configuration keeps
-    no head), no dropout, the default stochastic depth (then zeroed)."""
+    no head), drop_rate 0, the default stochastic depth, each dropout it leaves on at
+    KEPT_DROPOUT (models/dropout.py)."""
     import timm
 
     kwargs = dict(spec.reduced_kwargs) if reduced else {}
@@ -50,7 +42,7 @@ def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False,
     module = timm.create_model(
         full_name, pretrained=False, in_chans=3, scriptable=False, drop_rate=0.0, **kwargs
     )
-    disable_dropout(module)
+    keep_dropout_kernels(module)
     if reduced:
         image_size = spec.reduced_kwargs.get("img_size", spec.reduced_image_size)
         shape = (3, image_size, image_size)

@@ -5,9 +5,10 @@ work: the parameters and buffers (count, bytes, dtypes), every input tensor (sha
 memory format, kind of values), the mode, the autocast dtype, what requires grad, the loss,
 the optimizer with its settings, the fields of the eval output (a model that also returns a
 cache, as the T5 family's decoder does when its config keeps `use_cache`, does more work than
-one that does not, for the same FLOPs), and the FLOPs of one iteration counted by
+one that does not, for the same FLOPs), the FLOPs of one iteration counted by
 `torch.utils.flop_counter.FlopCounterMode` (forward only in eval; forward, loss, backward and
-the optimizer's step in training).
+the optimizer's step in training), and the random draws of that iteration (`random_operators`:
+dropout masks, stochastic depth, which cost time and no FLOPs).
 
 Counting stays cheap: the model is built again on the meta device (no memory, no
 initialisation, no arithmetic), the inputs are made on the CPU (their values are described)
@@ -36,7 +37,7 @@ from core.host import cache_root
 log = logging.getLogger(__name__)
 
 #: Bump when the signature's shape or the way it is counted changes (the cache's key has it).
-SIGNATURE_VERSION = 2
+SIGNATURE_VERSION = 3
 #: The key another reader (percent of peak) takes the count from.
 FLOPS_KEY = "flops_per_iteration"
 #: How far from 0 and 1 a float tensor's mean and standard deviation may be to be "normalised".
@@ -180,18 +181,66 @@ def describe_outputs(output: Any) -> Optional[list[str]]:
     return [f"output: {describe_output(output)}"]
 
 
-def count_flops(iteration: Callable[[], Any]) -> tuple[Optional[int], Optional[str]]:
-    """FLOPs of one call of `iteration` (FlopCounterMode), or None and why it could not be
-    counted."""
+#: ATen operators that draw random numbers (dropout masks, stochastic depth, LayerDrop).
+RANDOM_OPERATORS = frozenset({
+    "bernoulli", "bernoulli_", "native_dropout", "rand", "rand_like", "randn", "randn_like",
+    "randint", "randint_like", "randperm", "uniform_", "normal_", "multinomial",
+    "exponential_", "geometric_", "log_normal_", "cauchy_", "random_",
+})
+
+
+def random_operator_counter() -> Any:
+    """A dispatch mode that counts the random draws of what runs under it: the operators of
+    RANDOM_OPERATORS, and fused attention called with a positive dropout_p."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class RandomOperatorCounter(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = func.overloadpacket.__name__
+            if name in RANDOM_OPERATORS:
+                self.count += 1
+            elif name.startswith("_scaled_dot_product") and _dropout_p(func, args, kwargs) > 0:
+                self.count += 1
+            return func(*args, **kwargs)
+
+    return RandomOperatorCounter()
+
+
+def _dropout_p(func: Any, args: tuple, kwargs: dict) -> float:
+    for index, argument in enumerate(func._schema.arguments):
+        if argument.name == "dropout_p":
+            value = kwargs.get("dropout_p", args[index] if index < len(args) else 0.0)
+            return float(value or 0.0)
+    return 0.0
+
+
+@dataclass(frozen=True)
+class IterationCount:
+    """What counting one iteration found: its FLOPs and random draws, or why it could not."""
+
+    flops: Optional[int]
+    random_operators: Optional[int]
+    error: Optional[str] = None
+
+
+def count_iteration(iteration: Callable[[], Any]) -> IterationCount:
+    """FLOPs (FlopCounterMode) and random draws of one call of `iteration`, or None and why
+    they could not be counted."""
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
-        counter = FlopCounterMode(display=False)
-        with counter:
+        counter, draws = FlopCounterMode(display=False), random_operator_counter()
+        with counter, draws:
             iteration()
-        return int(counter.get_total_flops()), None
+        return IterationCount(int(counter.get_total_flops()), draws.count)
     except Exception as error:  # a model the meta device cannot run: no count, and why
-        return None, f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
+        first_line = str(error).splitlines()[0][:300] if str(error) else ""
+        return IterationCount(None, None, f"{type(error).__name__}: {first_line}")
 
 
 def to_fake(value: Any, mode: Any) -> Any:
@@ -230,7 +279,8 @@ def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: Itera
         for parameter in module.parameters():
             parameter.requires_grad_(False)
     outputs: list[Any] = []
-    flops, error = count_flops(lambda: outputs.append(iteration()))
+    counted = count_iteration(lambda: outputs.append(iteration()))
+    flops, error = counted.flops, counted.error
     parameters, buffers = described["parameters"], described["buffers"]
     result: dict[str, Any] = {
         "signature_version": SIGNATURE_VERSION,
@@ -246,6 +296,7 @@ def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: Itera
         "iteration_steps": list(spec.steps),
         "outputs": describe_outputs(outputs[0]) if outputs and spec.mode == "eval" else None,
         "active_dropout": described["active_dropout"],
+        "random_operators": counted.random_operators,
         "weight_bytes": parameters["bytes"] + buffers["bytes"],
         "input_bytes": sum(item["bytes"] for item in input_list),
         FLOPS_KEY: flops,

@@ -87,18 +87,28 @@ def test_train_step_gives_gradients(reduced_suite, name):
     assert len(with_grad) >= 0.9 * len(grads)
 
 
-def test_train_mode_is_deterministic_with_dropout_off(reduced_suite):
+def test_train_mode_keeps_the_dropout_kernels_and_stays_deterministic(reduced_suite):
+    """PyTorch's harness trains with its models' dropout: ours draws the same masks, at
+    KEPT_DROPOUT, so that nothing is dropped and a step stays deterministic."""
     import torch
+
+    from models.dropout import KEPT_DROPOUT
 
     bench = reduced_suite.load(ENCODER_DECODER, "train", 2)
     inputs = bench.make_inputs(0)
     bench.module.train(True)
-    first = bench.module(**inputs.kwargs).logits
+    with torch.random.fork_rng():
+        draws_before = torch.random.get_rng_state()
+        first = bench.module(**inputs.kwargs).logits
+        assert not torch.equal(torch.random.get_rng_state(), draws_before)  # drew masks
     second = bench.module(**inputs.kwargs).logits
     assert torch.equal(first, second)
     config = bench.module.config.to_dict()
     dropouts = {k: v for k, v in config.items() if "dropout" in k and isinstance(v, float)}
-    assert dropouts and all(v == 0.0 for v in dropouts.values())
+    assert KEPT_DROPOUT in dropouts.values()
+    assert set(dropouts.values()) <= {0.0, KEPT_DROPOUT}
+    modules = [m.p for m in bench.module.modules() if isinstance(m, torch.nn.Dropout)]
+    assert modules and set(modules) == {KEPT_DROPOUT}
     assert config["use_cache"] is False
 
 
@@ -145,7 +155,10 @@ def test_full_size_configs_keep_the_family_defaults():
     spec = HF_MODELS["DistillGPT2"]
     config = build_config(spec, transformers.GPT2LMHeadModel, reduced=False)
     assert (config.n_layer, config.n_embd, config.vocab_size) == (6, 768, 50257)
-    assert config.resid_pdrop == 0.0
+    # GPT2's default dropout (0.1) is kept as a draw that drops nothing (models/dropout.py).
+    from models.dropout import KEPT_DROPOUT
+
+    assert config.resid_pdrop == KEPT_DROPOUT
     # The cache is turned off on the built model (as the harness does), not in this config.
     assert config.use_cache is True
 

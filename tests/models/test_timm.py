@@ -85,14 +85,22 @@ def test_weights_are_seeded(reduced_suite):
     assert all(torch.equal(one[k], two[k]) for k in one)
 
 
-def test_train_mode_is_deterministic_with_stochastic_depth_off(reduced_suite):
-    """Swin has stochastic depth by default; the suite turns it off."""
+def test_train_mode_is_deterministic_with_stochastic_depth_kept(reduced_suite):
+    """Swin has stochastic depth by default, which PyTorch's harness trains with: the suite
+    keeps its draws (KEPT_DROPOUT), and nothing is dropped, so a step stays deterministic."""
     import torch
 
+    from models.dropout import KEPT_DROPOUT
+
     bench = reduced_suite.load("swin_base_patch4_window7_224", "train", 2)
+    probabilities = [m.drop_prob for m in bench.module.modules() if hasattr(m, "drop_prob")]
+    assert probabilities and set(probabilities) == {KEPT_DROPOUT}
     inputs = bench.make_inputs(0)
     bench.module.train(True)
-    first = bench.module(*inputs.args)
+    with torch.random.fork_rng():
+        draws_before = torch.random.get_rng_state()
+        first = bench.module(*inputs.args)
+        assert not torch.equal(torch.random.get_rng_state(), draws_before)  # drew masks
     second = bench.module(*inputs.args)
     assert torch.equal(first, second)
 

@@ -129,3 +129,36 @@ def test_eval_outputs_show_the_cache_the_t5_decoder_fills():
     found = w.our_signature(suite, "T5Small", experiment("eval"), 1)
     assert any(field.endswith("EncoderDecoderCache") for field in found["outputs"])
     assert w.our_signature(get_suite("builtin"), "mlp", experiment("train"), 2)["outputs"] is None
+
+
+def test_random_draws_are_counted_in_training_only():
+    """Dropout costs time and no FLOPs: the signature counts the iteration's random draws."""
+    class Dropping(torch.nn.Module):
+        def __init__(self, p: float) -> None:
+            super().__init__()
+            self.linear, self.dropout = torch.nn.Linear(4, 4), torch.nn.Dropout(p)
+
+        def forward(self, x):
+            return torch.nn.functional.dropout(self.dropout(self.linear(x)), 0.5, self.training)
+
+    def draws(p: float, mode: str) -> int:
+        module = Dropping(p).train(mode == "train")
+        x = torch.ones(2, 4)
+        found = w.signature(module, ((x,), {}, None), w.IterationSpec(mode=mode),
+                            lambda: module(x))
+        return found["random_operators"]
+
+    assert draws(0.1, "train") == 2 and draws(1e-30, "train") == 2
+    assert draws(0.0, "train") == 1  # the module's dropout at 0 draws nothing
+    assert draws(0.1, "eval") == 0
+
+
+def test_fused_attention_with_dropout_counts_as_a_draw():
+    q = torch.ones(1, 1, 4, 8, device="meta")
+    with_dropout = w.random_operator_counter()
+    with with_dropout:
+        torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, None, False, 0.1)
+    without = w.random_operator_counter()
+    with without:
+        torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, None, False, 0.0)
+    assert (with_dropout.count, without.count) == (1, 0)
