@@ -204,7 +204,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def sweep_slots(args: argparse.Namespace, plan: Plan, host) -> list[Slot]:
     """The slots --jobs and --devices ask for, checked against this machine."""
-    uses_cuda = any(planned.experiment.accelerator == "cuda" for planned in plan.experiments)
+    uses_cuda = plan.asks_for("cuda")
     try:
         return plan_slots(args.jobs, args.devices, uses_cuda,
                           visible_gpus(len(host.cuda_device_names)),

@@ -139,6 +139,12 @@ class Plan:
     #: How many valid configurations each model runs.
     configuration_count: int = 0
 
+    def asks_for(self, accelerator: str) -> bool:
+        """Whether the sweep asks for an experiment on `accelerator`, to run or already
+        recorded (a resumed sweep whose experiments are all recorded still asked for them)."""
+        return any(planned.experiment.accelerator == accelerator
+                   for planned in (*self.experiments, *self.already_recorded))
+
     def dropped_summary(self) -> list[str]:
         """One line per distinct reason, with how many configurations it left out."""
         counts = Counter(d.reason for d in self.dropped)

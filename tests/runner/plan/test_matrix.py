@@ -112,6 +112,20 @@ def test_recorded_experiments_are_skipped():
     assert len(second.experiments) == len(first.experiments) - 2
 
 
+def test_a_resumed_sweep_with_everything_recorded_still_asks_for_its_accelerator():
+    """--devices on such a sweep was refused ("runs no CUDA experiment"): seen resuming a
+    finished GPU sweep."""
+    from core.config import ExperimentConfig, ModelConfig
+    from runner.plan.matrix import Plan, PlannedExperiment
+
+    on_cuda = PlannedExperiment(ModelConfig("builtin", "mlp"),
+                                ExperimentConfig("cuda", None, None, None, "eval", stack="eager"),
+                                "eager")
+    finished = Plan(experiments=[], already_recorded=[on_cuda])
+    assert finished.asks_for("cuda") and not finished.asks_for("cpu")
+    assert not Plan().asks_for("cuda")
+
+
 def test_torchax_modes_join_only_when_torch_xla2_asks_for_them():
     unset = build_plan(get_suite("builtin"), MatrixRequest.of(accelerator=("cpu",)), HOST)
     assert {p.experiment.torch_xla2 for p in unset.experiments} == {None}
