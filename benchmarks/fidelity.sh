@@ -16,9 +16,10 @@
 # per GPU taking every n-th case in the file's order, while ours runs them at the same time on
 # OUR_GPUS, one experiment per GPU (--devices, --jobs). Without them both run one after the
 # other on the machine's first GPU. Side by side, each GPU's user gets cores of its own (taskset):
-# the host's cores split evenly over the GPUs in use, each harness stream pinned to its share,
-# ours to the rest (its --jobs split them again), so that one tool's compiling never lands on
-# the cores another one is timing on. Ours runs one invocation per suite, precision, mode and
+# the host's cores split evenly over the GPUs in use, in whole physical cores (SMT siblings
+# together), each harness stream pinned to its share, ours to the rest (its --jobs split them
+# again, the same way), so that one tool's compiling never lands on the cores, or the
+# sibling threads, another one is timing on. Ours runs one invocation per suite, precision, mode and
 # test where every case's batch size is the suite's default (the lists' own), so that --jobs
 # keeps every GPU busy; else one per batch size. Every raw output stays under OUT_DIR: the harness's CSV
 # and log per case (peer-*), our results file (ours/results.jsonl) and logs (ours-*.log).
@@ -127,9 +128,18 @@ run_ours() {
   done
 }
 
-# pin FIRST LAST: this (sub)shell, and so what it starts, on cores FIRST to LAST (taskset).
+# pin LIST: this (sub)shell, and so what it starts, on the CPUs of LIST (taskset).
 pin() {
-  [ "$2" -ge "$1" ] && command -v taskset >/dev/null && taskset -cp "$1-$2" "$BASHPID" >/dev/null
+  [ -n "$1" ] && command -v taskset >/dev/null && taskset -cp "$1" "$BASHPID" >/dev/null
+}
+
+# core_shares N: N disjoint shares of this process's CPUs, one CPU list per line, made of
+# whole physical cores where there are enough (our runner's own split: runner/plan/slots.py).
+core_shares() {
+  (cd "$root" && "$python" -c 'import os, sys
+from runner.plan.slots import cpu_list, split_cores
+for share in split_cores(sorted(os.sched_getaffinity(0)), int(sys.argv[1])):
+    print(cpu_list(share))' "$1")
 }
 
 if [ "$tools" = harness ]; then
@@ -144,15 +154,15 @@ elif [ "$tools" = ours ]; then
 elif [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
   IFS=, read -ra harness_list <<< "$harness_gpus"
   IFS=, read -ra our_list <<< "$our_gpus"
-  cores=$(nproc)
-  share=$(( cores / (${#harness_list[@]} + ${#our_list[@]}) ))
+  mapfile -t shares < <(core_shares $(( ${#harness_list[@]} + ${#our_list[@]} )))
   harness_pids=()
   for index in "${!harness_list[@]}"; do
-    ( pin $(( index * share )) $(( (index + 1) * share - 1 ))
+    ( pin "${shares[$index]:-}"
       CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" ) &
     harness_pids+=($!)
   done
-  ( pin $(( ${#harness_list[@]} * share )) $(( cores - 1 )); run_ours )
+  ours_cpus=$(IFS=,; echo "${shares[*]:${#harness_list[@]}}")
+  ( pin "$ours_cpus"; run_ours )
   wait "${harness_pids[@]}"
 else
   run_harness

@@ -1,18 +1,24 @@
 """Where experiments run side by side: one slot per job, each with its own cores and GPU.
 
 `--jobs N` runs N experiments at a time; `--devices A,B,...` runs one per named GPU. Each
-slot gets a disjoint, contiguous share of the runner's cores (the children are pinned to
-it, so two CPU experiments never compete for a core) and, where GPUs are used, one GPU
-that its children alone see through CUDA_VISIBLE_DEVICES.
+slot gets a disjoint share of the runner's cores (the children are pinned to it, so two CPU
+experiments never compete for a core) and, where GPUs are used, one GPU that its children
+alone see through CUDA_VISIBLE_DEVICES. Shares are made of whole physical cores where there
+are enough of them: logical CPUs that are SMT siblings (two hardware threads of one core)
+go to the same share, so that one job's compiling never slows another's timing through a
+shared core.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Callable, Optional, Sequence
 
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+#: Where Linux lists the logical CPUs that share a physical core with CPU N.
+SIBLINGS_FILE = "/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list"
 
 
 class SlotError(ValueError):
@@ -38,7 +44,7 @@ class Slot:
         elif len(self.cpu_set) == 1:
             cores = f"core {self.cpu_set[0]}"
         else:
-            cores = f"cores {self.cpu_set[0]}-{self.cpu_set[-1]}"
+            cores = f"cores {cpu_list(self.cpu_set)}"
         return cores + (f", GPU {self.cuda_device}" if self.cuda_device is not None else "")
 
 
@@ -52,17 +58,70 @@ def visible_gpus(gpu_count: int, environment: Optional[dict[str, str]] = None) -
     return [str(index) for index in range(gpu_count)]
 
 
-def split_cores(cores: Sequence[int], parts: int) -> list[tuple[int, ...]]:
-    """`parts` disjoint, contiguous, nearly equal shares of `cores`."""
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """A Linux CPU list ("0,32", "0-3,8") as its CPUs."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            first, last = part.split("-")
+            cpus.extend(range(int(first), int(last) + 1))
+        elif part:
+            cpus.append(int(part))
+    return tuple(cpus)
+
+
+def cpu_list(cpus: Sequence[int]) -> str:
+    """CPUs as a Linux CPU list, runs joined: (0, 1, 2, 32, 33) as "0-2,32-33"."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][-1] + 1:
+            runs[-1].append(cpu)
+        else:
+            runs.append([cpu])
+    return ",".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
+
+
+def thread_siblings(core: int) -> tuple[int, ...]:
+    """The logical CPUs that share `core`'s physical core (itself alone where Linux does not
+    say)."""
+    try:
+        siblings = parse_cpu_list(Path(SIBLINGS_FILE.format(core=core)).read_text())
+    except (OSError, ValueError):
+        return (core,)
+    return siblings if core in siblings else (core,)
+
+
+def physical_cores(cores: Sequence[int],
+                   siblings: Callable[[int], Sequence[int]] = thread_siblings,
+                   ) -> list[tuple[int, ...]]:
+    """`cores` grouped by physical core (SMT siblings together), ordered by lowest CPU."""
+    wanted, groups, seen = set(cores), [], set()
+    for core in sorted(wanted):
+        if core in seen:
+            continue
+        group = tuple(sorted(wanted & set(siblings(core)) | {core}))
+        seen.update(group)
+        groups.append(group)
+    return groups
+
+
+def split_cores(cores: Sequence[int], parts: int,
+                siblings: Callable[[int], Sequence[int]] = thread_siblings,
+                ) -> list[tuple[int, ...]]:
+    """`parts` disjoint, nearly equal shares of `cores`: whole physical cores in order where
+    there are at least `parts` of them, else contiguous runs of logical CPUs."""
     cores = sorted(cores)
     if parts > len(cores):
         raise SlotError(f"--jobs={parts} needs at least {parts} cores to pin each job to its own; "
                         f"this runner has {len(cores)} ({_cores_text(cores)})")
-    size, extra = divmod(len(cores), parts)
+    groups = physical_cores(cores, siblings)
+    if len(groups) < parts:
+        groups = [(core,) for core in cores]
+    size, extra = divmod(len(groups), parts)
     shares, start = [], 0
     for part in range(parts):
         stop = start + size + (1 if part < extra else 0)
-        shares.append(tuple(cores[start:stop]))
+        shares.append(tuple(sorted(core for group in groups[start:stop] for core in group)))
         start = stop
     return shares
 

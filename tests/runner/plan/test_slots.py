@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.plan.slots import CUDA_VISIBLE_DEVICES, Slot, SlotError, plan_slots, split_cores, visible_gpus
+from runner.plan.slots import (CUDA_VISIBLE_DEVICES, Slot, SlotError, cpu_list, parse_cpu_list,
+                               physical_cores, plan_slots, split_cores, visible_gpus)
 
 
 def test_core_shares_are_disjoint_contiguous_and_cover_every_core():
@@ -65,3 +66,32 @@ def test_visible_gpus_follow_the_runners_own_cuda_visible_devices():
     assert visible_gpus(2, {CUDA_VISIBLE_DEVICES: "5, 7"}) == ["5", "7"]
     assert visible_gpus(3, {}) == ["0", "1", "2"]
     assert visible_gpus(0, {}) == []
+
+
+def smt_pairs(core: int) -> tuple[int, ...]:
+    """A host of 8 physical cores with 2 threads each, Linux's usual numbering: CPU n and
+    n + 8 share a core."""
+    return (core % 8, core % 8 + 8)
+
+
+def test_smt_siblings_go_to_the_same_share():
+    """Seen on a 64-CPU GPU host: contiguous halves 0-31 and 32-63 put both threads of a core
+    in different jobs, so one job's compile slowed the other's host-bound timing."""
+    shares = split_cores(range(16), 2, siblings=smt_pairs)
+    assert shares == [(0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)]
+    cores_of = [{core % 8 for core in share} for share in shares]
+    assert not cores_of[0] & cores_of[1]
+
+
+def test_more_shares_than_physical_cores_fall_back_to_logical_cpus():
+    assert split_cores([0, 1, 8, 9], 3, siblings=smt_pairs) == [(0, 1), (8,), (9,)]
+
+
+def test_siblings_outside_the_runners_cores_are_ignored():
+    assert physical_cores([0, 1, 9], siblings=smt_pairs) == [(0,), (1, 9)]
+
+
+def test_cpu_lists_read_and_written_as_linux_writes_them():
+    assert parse_cpu_list("0-2,32,34-35\n") == (0, 1, 2, 32, 34, 35)
+    assert cpu_list((35, 0, 1, 2, 32, 34)) == "0-2,32,34-35"
+    assert Slot(1, (0, 1, 8, 9)).describe() == "cores 0-1,8-9"
