@@ -143,10 +143,14 @@ for share in split_cores(sorted(os.sched_getaffinity(0)), int(sys.argv[1])):
 }
 
 if [ "$tools" = harness ]; then
-  # One stream per GPU of HARNESS_GPUS (the machine's first GPU without it).
+  # One stream per GPU of HARNESS_GPUS (the machine's first GPU without it), each pinned to
+  # its share of this process's cores, so that one stream's compile workers never run on the
+  # cores another stream is timing on.
   IFS=, read -ra harness_list <<< "${harness_gpus:-0}"
+  mapfile -t shares < <(core_shares "${#harness_list[@]}")
   for index in "${!harness_list[@]}"; do
-    CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" &
+    ( [ "${#harness_list[@]}" -gt 1 ] && pin "${shares[$index]:-}"
+      CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" ) &
   done
   wait
 elif [ "$tools" = ours ]; then
