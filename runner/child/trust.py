@@ -6,6 +6,12 @@ cores did beyond the child's own work was done by other processes: contention. T
 line is flagged unreliable when others used more than `CONTENTION_BOUND` of the pinned
 cores' capacity, or when the runs vary by more than `VARIATION_BOUND` (relative standard
 deviation, as pyperf warns about), and the reasons are given.
+
+Two hardware threads of one physical core (SMT siblings) share its execution units, so a
+process busy on a sibling the child is not pinned to slows the child as surely as one on its
+own cores, and is invisible to that count. The watch therefore also reads the siblings of
+the child's cores that lie outside its set (`core.cpus.outside_siblings`), and flags a line
+whose siblings others kept busy beyond the same bound.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import psutil
+
+from core.cpus import outside_siblings, thread_siblings
 
 #: Share of the pinned cores' capacity that other processes may use before a line is flagged.
 CONTENTION_BOUND = 0.10
@@ -37,6 +45,8 @@ class CpuSample:
     process_cpu: float
     cores_busy: float
     load_average: tuple[float, float, float]
+    #: Busy seconds of the SMT siblings outside the child's cores.
+    siblings_busy: float = 0.0
 
 
 def _busy_seconds(times: Any) -> float:
@@ -46,12 +56,17 @@ def _busy_seconds(times: Any) -> float:
     return total - idle
 
 
-def take_sample(cores: Sequence[int]) -> CpuSample:
-    """Read the clocks now (cores: the CPU set the child is pinned to)."""
+def take_sample(cores: Sequence[int], siblings: Sequence[int] = ()) -> CpuSample:
+    """Read the clocks now (cores: the CPU set the child is pinned to; siblings: the SMT
+    siblings of those cores outside it)."""
     per_cpu = psutil.cpu_times(percpu=True)
-    busy = sum(_busy_seconds(per_cpu[core]) for core in cores if core < len(per_cpu))
+
+    def busy(cpus: Sequence[int]) -> float:
+        return sum(_busy_seconds(per_cpu[cpu]) for cpu in cpus if cpu < len(per_cpu))
+
     own = psutil.Process().cpu_times()
-    return CpuSample(time.perf_counter(), own.user + own.system, busy, os.getloadavg())
+    return CpuSample(time.perf_counter(), own.user + own.system, busy(cores), os.getloadavg(),
+                     busy(siblings))
 
 
 @dataclass
@@ -65,6 +80,8 @@ class CpuWindow:
     cpu_freq_mhz: Optional[float] = None
     #: When the timed runs were too short to judge: an idle stretch measured after them.
     probe: Optional[tuple[CpuSample, CpuSample]] = None
+    #: The SMT siblings of `cores` outside them.
+    siblings: tuple[int, ...] = ()
 
     @property
     def wall_s(self) -> float:
@@ -89,9 +106,21 @@ class CpuWindow:
             return others / (max(last.wall - first.wall, 1e-9) * max(len(self.cores), 1))
         return self.others_cpu_s / (self.wall_s * max(len(self.cores), 1))
 
+    @property
+    def siblings_busy_fraction(self) -> Optional[float]:
+        """The share of the outside siblings' capacity in use (in the probe, if there was
+        one); None where the child's cores have no sibling outside its set."""
+        if not self.siblings:
+            return None
+        first, last = self.probe if self.probe is not None else (self.start, self.end)
+        busy = max(last.siblings_busy - first.siblings_busy, 0.0)
+        return busy / (max(last.wall - first.wall, 1e-9) * len(self.siblings))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "cores": list(self.cores),
+            "smt_siblings": list(self.siblings),
+            "siblings_busy_fraction": self.siblings_busy_fraction,
             "threads": self.threads,
             "wall_s": self.wall_s,
             "process_cpu_s": self.process_cpu_s,
@@ -108,27 +137,32 @@ class CpuWindow:
 class CpuWatch:
     """Watches the child's cores over the timed runs: `start()`, then `stop()`."""
 
-    def __init__(self, threads: int, cores: Optional[Sequence[int]] = None) -> None:
+    def __init__(self, threads: int, cores: Optional[Sequence[int]] = None,
+                 siblings: Callable[[int], Sequence[int]] = thread_siblings) -> None:
         self.cores = tuple(sorted(cores if cores is not None else os.sched_getaffinity(0)))
+        self.siblings = outside_siblings(self.cores, siblings)
         self.threads = threads
         self._start: Optional[CpuSample] = None
         self.window: Optional[CpuWindow] = None
 
+    def _sample(self) -> CpuSample:
+        return take_sample(self.cores, self.siblings)
+
     def start(self) -> None:
-        self._start = take_sample(self.cores)
+        self._start = self._sample()
 
     def stop(self) -> CpuWindow:
         if self._start is None:
             raise RuntimeError("CpuWatch.stop() before start()")
-        end = take_sample(self.cores)
+        end = self._sample()
         frequency = psutil.cpu_freq()
         probe = None
         if end.wall - self._start.wall < MIN_WINDOW_SECONDS:
-            first = take_sample(self.cores)
+            first = self._sample()
             time.sleep(MIN_WINDOW_SECONDS)
-            probe = (first, take_sample(self.cores))
+            probe = (first, self._sample())
         self.window = CpuWindow(self.cores, self.threads, self._start, end,
-                                frequency.current if frequency else None, probe)
+                                frequency.current if frequency else None, probe, self.siblings)
         return self.window
 
 
@@ -164,4 +198,10 @@ def judge(per_iter_times: Sequence[float], window: Optional[CpuWindow],
             f"{len(window.cores)} core(s) this child was pinned to during the timed runs "
             f"(bound {contention_bound:.0%}); load average "
             f"{window.end.load_average[0]:.2f}")
+    sibling_load = window.siblings_busy_fraction if window is not None else None
+    if sibling_load is not None and sibling_load > contention_bound:
+        reasons.append(
+            f"contention through shared physical cores: other processes kept "
+            f"{sibling_load:.0%} of the {len(window.siblings)} SMT sibling(s) of this child's "
+            f"cores busy during the timed runs (bound {contention_bound:.0%})")
     return TrustVerdict(bool(reasons), reasons, variation)

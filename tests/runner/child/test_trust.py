@@ -75,3 +75,42 @@ def test_the_window_records_what_a_reader_needs(cores):
     assert record["cores"] == cores and record["threads"] == 3
     assert record["wall_s"] >= 0.3 and record["process_cpu_s"] > 0.15
     assert len(record["load_average_before"]) == 3 and record["others_measured"] == "timed runs"
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a second core")
+def test_a_busy_smt_sibling_outside_the_childs_cores_is_flagged():
+    """Told that its core's sibling is the next CPU, the watch sees a process that keeps
+    that CPU busy, which the count of its own cores misses."""
+    core, sibling = sorted(os.sched_getaffinity(0))[:2]
+
+    def pairs(cpu: int) -> tuple[int, ...]:
+        return (core, sibling) if cpu in (core, sibling) else (cpu,)
+
+    context = multiprocessing.get_context("spawn")
+    hog = context.Process(target=busy, args=(5.0,))
+    hog.start()
+    try:
+        os.sched_setaffinity(hog.pid, [sibling])
+        time.sleep(0.3)
+        watch = CpuWatch(threads=1, cores=[core], siblings=pairs)
+        watch.start()
+        time.sleep(0.5)
+        window = watch.stop()
+    finally:
+        hog.terminate()
+        hog.join()
+    record = window.to_dict()
+    assert record["smt_siblings"] == [sibling]
+    assert window.siblings_busy_fraction > 0.5, record
+    verdict = judge([1.0, 1.0, 1.0], window)
+    assert verdict.unreliable
+    assert any(reason.startswith("contention through shared physical cores")
+               for reason in verdict.reasons)
+
+
+def test_a_core_without_siblings_reports_none():
+    watch = CpuWatch(threads=1, cores=[0], siblings=lambda cpu: (cpu,))
+    watch.start()
+    record = watch.stop().to_dict()
+    assert record["smt_siblings"] == [] and record["siblings_busy_fraction"] is None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.plan.slots import (CUDA_VISIBLE_DEVICES, Slot, SlotError, cpu_list, parse_cpu_list,
-                               physical_cores, plan_slots, split_cores, visible_gpus)
+from runner.plan.slots import (CUDA_VISIBLE_DEVICES, Slot, SlotError,
+                               plan_slots, split_cores, visible_gpus)
 
 
 def test_core_shares_are_disjoint_contiguous_and_cover_every_core():
@@ -87,11 +87,5 @@ def test_more_shares_than_physical_cores_fall_back_to_logical_cpus():
     assert split_cores([0, 1, 8, 9], 3, siblings=smt_pairs) == [(0, 1), (8,), (9,)]
 
 
-def test_siblings_outside_the_runners_cores_are_ignored():
-    assert physical_cores([0, 1, 9], siblings=smt_pairs) == [(0,), (1, 9)]
-
-
-def test_cpu_lists_read_and_written_as_linux_writes_them():
-    assert parse_cpu_list("0-2,32,34-35\n") == (0, 1, 2, 32, 34, 35)
-    assert cpu_list((35, 0, 1, 2, 32, 34)) == "0-2,32,34-35"
+def test_a_slot_describes_its_cores_as_a_cpu_list():
     assert Slot(1, (0, 1, 8, 9)).describe() == "cores 0-1,8-9"
