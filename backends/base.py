@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Collection, ContextManager, Mapping, Optional
 
 from core.config import DEFAULT_MODE, ExperimentConfig, RunSettings
 from core.host import HostCapabilities
@@ -30,11 +30,10 @@ LOWERED_IR = "lowered_ir"  # the runtime lowers a step itself (PreparedModel.gra
 XLA_PROFILER = "xla_profiler"  # XLA's profiler writes an XPlane trace (PreparedModel.xla_trace)
 
 
-#: What the fork server of eager's and dynamo's children imports: one list for both, so that a
-#: sweep of the two shares one server (eager + aot_eager on the builtin mlp, eval and train:
-#: 16.6 s and CPU-s per sweep with two servers, 12.3 with one), and eager training children
-#: find torch._dynamo loaded (their zero_grad is marked not to be compiled, which imports it).
+#: What the fork server of dynamo's children imports.
 TORCH_COMPILER_PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
+#: What a fork server of plain PyTorch children imports (3 CPU-s less than the compiler's).
+TORCH_PRELOAD = ("torch",)
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,17 @@ class Stack(ABC):
     priority: int = 0
     #: What a fork server for this stack's children imports once (runner/run/forkserver_server.py):
     #: libraries only, never anything that makes a device context or compiler state.
-    preload: tuple[str, ...] = ("torch",)
+    preload: tuple[str, ...] = TORCH_PRELOAD
+    #: A larger preload this stack's children may start from when the sweep starts a server of
+    #: it anyway (one server instead of two); None: only its own.
+    shared_preload: Optional[tuple[str, ...]] = None
+
+    def preload_in(self, sweep_preloads: Collection[tuple[str, ...]]) -> tuple[str, ...]:
+        """The preload this stack's children start from in a sweep whose stacks preload
+        `sweep_preloads`: its shared one where the sweep has that server, else its own."""
+        if self.shared_preload is not None and self.shared_preload in sweep_preloads:
+            return self.shared_preload
+        return self.preload
 
     @abstractmethod
     def handles(self, experiment: ExperimentConfig) -> bool:

@@ -58,6 +58,8 @@ class ExecutorOptions:
     start_method: str = "spawn"
     #: Variables every child gets from the host's probe (HostCapabilities.child_environment).
     host_variables: tuple[tuple[str, str], ...] = ()
+    #: The preloads of the sweep's stacks (Stack.preload_in: which server a child starts from).
+    sweep_preloads: frozenset[tuple[str, ...]] = frozenset()
 
 
 class ExperimentExecutor:
@@ -179,7 +181,8 @@ class ExperimentExecutor:
             stack = backends.get_stack(planned.experiment.stack)
             try:
                 server = self._servers.server_for(
-                    stack.preload, environment, cuda=planned.experiment.accelerator == "cuda")
+                    stack.preload_in(self.options.sweep_preloads), environment,
+                    cuda=planned.experiment.accelerator == "cuda")
                 return server.start("runner.child.worker", [str(folder)], environment, str(folder))
             except ForkServerError as error:
                 if not self._fork_failure_told:

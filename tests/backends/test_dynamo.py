@@ -66,13 +66,19 @@ def test_tolerances_follow_the_matmul_precision_actually_used():
 
 
 def test_eager_and_dynamo_children_share_one_fork_server():
-    """A sweep of eager and dynamo experiments starts one fork server, not two: both stacks
-    preload the same modules and add nothing to the children's shared environment."""
+    """A sweep of eager and dynamo experiments starts one fork server, not two: eager's
+    children start from dynamo's preload there, and neither stack adds to the children's
+    shared environment. An eager-only sweep's server imports torch alone."""
     from backends import get_stack
     from runner.run.forkserver_client import server_key
 
     eager, dynamo = get_stack("eager"), get_stack("dynamo")
     experiment = ExperimentConfig("cpu", None, "inductor", None, "eval")
     environment = {"PATH": "/bin"}
-    assert server_key(eager.preload, {**environment, **eager.child_environment(experiment)}) \
-        == server_key(dynamo.preload, {**environment, **dynamo.child_environment(experiment)})
+    both = {eager.preload, dynamo.preload}
+    assert server_key(eager.preload_in(both),
+                      {**environment, **eager.child_environment(experiment)}) \
+        == server_key(dynamo.preload_in(both),
+                      {**environment, **dynamo.child_environment(experiment)})
+    assert eager.preload_in({eager.preload}) == ("torch",)
+    assert dynamo.preload_in({dynamo.preload}) == dynamo.preload
