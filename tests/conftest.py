@@ -167,10 +167,37 @@ def pytest_unconfigure(config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def cli_command(output_dir: Path, *args: str) -> list[str]:
+#: What every sweep a test starts is given, unless the test names the flag itself or asks
+#: for the runner's own defaults (`runner_defaults=True`; for `run_cli`, the marker
+#: `runner_defaults`), as the tests of threads, slots, contention and the reference workload
+#: do. Both say how an experiment is measured, not what it is (core/config.py RunSettings):
+#: - one torch thread per child: pytest-xdist runs a test per core, and a child with a
+#:   thread per core of the two (the default) waited at each barrier of its thread pool for
+#:   a thread that the other worker's child held off its core: measured on two copies of
+#:   tests/test_observe_cli.py side by side, 153 s of wall time with the default, 108 s
+#:   with one thread;
+#: - no reference workload (about 0.1 s on a quiet machine, seconds of both cores on a
+#:   loaded one, twice per timing child): 98 s.
+TEST_RUN_FLAGS = ("--threads=1", "--no-reference-workload")
+#: Subcommands, which read results and run nothing.
+SUBCOMMANDS = frozenset({"report", "compare", "score"})
+
+
+def flags_for_tests(args: tuple[str, ...]) -> list[str]:
+    """TEST_RUN_FLAGS less those `args` give (any value) and less all for a subcommand."""
+    if args and args[0] in SUBCOMMANDS:
+        return []
+    given = {arg.split("=", 1)[0] for arg in args}
+    return [flag for flag in TEST_RUN_FLAGS if flag.split("=", 1)[0] not in given]
+
+
+def cli_command(output_dir: Path, *args: str, runner_defaults: bool = False) -> list[str]:
+    """The command that runs `experiment_runner.py ARGS` into `output_dir`, with
+    TEST_RUN_FLAGS unless `runner_defaults`."""
+    extra = [] if runner_defaults else flags_for_tests(args)
     return [
         sys.executable, str(PROJECT_ROOT / "experiment_runner.py"),
-        "--output-dirname", str(output_dir), "--no-progress", *args,
+        "--output-dirname", str(output_dir), "--no-progress", *args, *extra,
     ]
 
 
@@ -183,13 +210,16 @@ def cli_environment() -> dict[str, str]:
 
 
 @pytest.fixture
-def run_cli(tmp_path):
-    """Run `experiment_runner.py ARGS` in a child process, output under tmp_path."""
+def run_cli(tmp_path, request):
+    """Run `experiment_runner.py ARGS` in a child process, output under tmp_path (with
+    TEST_RUN_FLAGS unless the test is marked `runner_defaults`)."""
+    runner_defaults = request.node.get_closest_marker("runner_defaults") is not None
 
     def run(*args: str, output_dir: Path | None = None, timeout: float = 600) -> CliRun:
         directory = output_dir or tmp_path / "output"
         completed = subprocess.run(
-            cli_command(directory, *args), capture_output=True, text=True,
+            cli_command(directory, *args, runner_defaults=runner_defaults),
+            capture_output=True, text=True,
             timeout=timeout, env=cli_environment(), cwd=str(tmp_path),
         )
         return CliRun(completed.returncode, completed.stdout, completed.stderr, directory)

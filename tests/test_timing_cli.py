@@ -58,6 +58,7 @@ def test_modes_are_a_dimension_with_reasons_for_what_cannot_run(run_cli):
     assert "mode=dynamic applies only to dynamo=inductor" in run.stderr
 
 
+@pytest.mark.runner_defaults  # a thread per core, as contention hits a child by default
 def test_a_loaded_machine_flags_the_line_as_unreliable(run_cli):
     context = multiprocessing.get_context("spawn")
     hogs = [context.Process(target=spin, args=(120.0,)) for _ in os.sched_getaffinity(0)]
@@ -77,6 +78,7 @@ def test_a_loaded_machine_flags_the_line_as_unreliable(run_cli):
     assert summary["cpu"]["others_fraction"] > 0.3
 
 
+@pytest.mark.runner_defaults  # the reference workload
 def test_several_timing_processes_and_the_reference_workload_reach_the_line(run_cli):
     run = run_cli(*EAGER, "--dynamo=None", "--processes=2")
     assert run.returncode == 0, run.stderr

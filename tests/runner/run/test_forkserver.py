@@ -45,6 +45,19 @@ def server():
     server.close()
 
 
+@pytest.fixture(scope="module")
+def compiler_family_server(compiler_variables):
+    """One server of the compiler family (what the dynamo stacks preload) for the module's
+    tests of it, each of which started its own (seconds of importing each). It imports
+    inductor's configuration, which reads the probe's variables: it gets them too, as the
+    runner's servers do."""
+    from backends import get_stack
+
+    preloaded = ForkServer(get_stack("dynamo").preload, environment(**compiler_variables))
+    yield preloaded
+    preloaded.close()
+
+
 def run_probe(server, tmp_path, *argv, **variables):
     child = server.start(PROBE, list(argv), environment(**variables), str(tmp_path))
     output = child.stdout.read().decode()
@@ -98,46 +111,35 @@ def test_each_child_compiles_with_a_fresh_dynamo_state_into_its_own_cache(server
 
 @pytest.mark.e2e
 def test_a_compiler_family_server_has_compiled_nothing_and_its_children_start_afresh(
-        tmp_path, compiler_variables):
-    from backends import get_stack
-
-    # The server imports inductor's configuration, which reads the variables: it gets them
-    # too, as the runner's servers do.
-    preloaded = ForkServer(get_stack("dynamo").preload, environment(**compiler_variables))
-    try:
-        state = preloaded.status()
-        assert "torch._dynamo" in state["modules"]
-        assert state["dynamo_frames_compiled"] == 0 and state["cuda_initialized"] is False
-        for name in ("first", "second"):
-            (tmp_path / name).mkdir()
-            cache = tmp_path / name / "inductor"
-            code, output = run_probe(preloaded, tmp_path / name, "compile",
-                                     TORCHINDUCTOR_CACHE_DIR=str(cache), **compiler_variables)
-            assert code == 0, output
-            assert probe_state(output)["frames_ok"] == 1
-            assert probe_state(output)["inductor_cache_dir"] == str(cache)
-            assert any(cache.iterdir())
-        assert preloaded.status()["dynamo_frames_compiled"] == 0
-    finally:
-        preloaded.close()
+        compiler_family_server, tmp_path, compiler_variables):
+    preloaded = compiler_family_server
+    state = preloaded.status()
+    assert "torch._dynamo" in state["modules"]
+    assert state["dynamo_frames_compiled"] == 0 and state["cuda_initialized"] is False
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+        cache = tmp_path / name / "inductor"
+        code, output = run_probe(preloaded, tmp_path / name, "compile",
+                                 TORCHINDUCTOR_CACHE_DIR=str(cache), **compiler_variables)
+        assert code == 0, output
+        assert probe_state(output)["frames_ok"] == 1
+        assert probe_state(output)["inductor_cache_dir"] == str(cache)
+        assert any(cache.iterdir())
+    assert preloaded.status()["dynamo_frames_compiled"] == 0
 
 
 @pytest.mark.e2e
-def test_a_compiler_family_server_says_truly_whether_its_children_could_use_cuda(tmp_path):
+def test_a_compiler_family_server_says_truly_whether_its_children_could_use_cuda(
+        compiler_family_server, tmp_path):
     """Inductor asks torch.cuda.is_available() at import: through the CUDA runtime that
     starts the driver, and torch then refuses CUDA in every forked child. The server asks
     through NVML instead where the machine has it (GPU machines), and reports what its
     children would see either way; the executor spawns CUDA children when they could not."""
-    from backends import get_stack
-
-    preloaded = ForkServer(get_stack("dynamo").preload, environment())
-    try:
-        code, output = run_probe(preloaded, tmp_path, "x")
-        assert code == 0, output
-        assert preloaded.status()["cuda_fork_safe"] is not probe_state(output)["cuda_bad_fork"]
-        assert preloaded.info["cuda_fork_safe"] is preloaded.status()["cuda_fork_safe"]
-    finally:
-        preloaded.close()
+    preloaded = compiler_family_server
+    code, output = run_probe(preloaded, tmp_path, "x")
+    assert code == 0, output
+    assert preloaded.status()["cuda_fork_safe"] is not probe_state(output)["cuda_bad_fork"]
+    assert preloaded.info["cuda_fork_safe"] is preloaded.status()["cuda_fork_safe"]
 
 
 @pytest.mark.e2e

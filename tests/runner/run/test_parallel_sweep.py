@@ -28,6 +28,7 @@ def interval(line):
 
 
 @pytest.mark.e2e
+@pytest.mark.runner_defaults  # the threads of a child come from its slot's cores
 @needs_two_cores
 def test_two_jobs_run_side_by_side_on_disjoint_pinned_cores(run_cli):
     run = run_cli(*EAGER, "--jobs=2")
