@@ -28,6 +28,21 @@ def use_cpu(seconds: float) -> None:
         pass
 
 
+def watched_while_busy(watch: CpuWatch, busy_cpu: int):
+    """`watch`'s window over half a second while another process spins on `busy_cpu`."""
+    hog = multiprocessing.get_context("spawn").Process(target=busy, args=(5.0,))
+    hog.start()
+    try:
+        os.sched_setaffinity(hog.pid, [busy_cpu])
+        time.sleep(0.3)
+        watch.start()
+        time.sleep(0.5)
+        return watch.stop()
+    finally:
+        hog.terminate()
+        hog.join()
+
+
 def test_variation_is_judged_only_with_enough_runs():
     assert relative_spread([1.0, 2.0]) is None
     assert relative_spread([1.0, 1.0, 1.0]) == 0.0
@@ -40,19 +55,7 @@ def test_variation_is_judged_only_with_enough_runs():
 @pytest.mark.e2e
 def test_a_core_that_another_process_keeps_busy_is_flagged():
     core = sorted(os.sched_getaffinity(0))[0]
-    context = multiprocessing.get_context("spawn")
-    hog = context.Process(target=busy, args=(5.0,))
-    hog.start()
-    try:
-        os.sched_setaffinity(hog.pid, [core])
-        time.sleep(0.3)
-        loaded = CpuWatch(threads=1, cores=[core])
-        loaded.start()
-        time.sleep(0.5)
-        busy_window = loaded.stop()
-    finally:
-        hog.terminate()
-        hog.join()
+    busy_window = watched_while_busy(CpuWatch(threads=1, cores=[core]), busy_cpu=core)
     assert busy_window.others_fraction > 0.5, busy_window.to_dict()
     verdict = judge([1.0, 1.0, 1.0], busy_window)
     assert verdict.unreliable and verdict.reasons[0].startswith("contention: other processes used")
@@ -87,19 +90,8 @@ def test_a_busy_smt_sibling_outside_the_childs_cores_is_flagged():
     def pairs(cpu: int) -> tuple[int, ...]:
         return (core, sibling) if cpu in (core, sibling) else (cpu,)
 
-    context = multiprocessing.get_context("spawn")
-    hog = context.Process(target=busy, args=(5.0,))
-    hog.start()
-    try:
-        os.sched_setaffinity(hog.pid, [sibling])
-        time.sleep(0.3)
-        watch = CpuWatch(threads=1, cores=[core], siblings=pairs)
-        watch.start()
-        time.sleep(0.5)
-        window = watch.stop()
-    finally:
-        hog.terminate()
-        hog.join()
+    window = watched_while_busy(CpuWatch(threads=1, cores=[core], siblings=pairs),
+                                busy_cpu=sibling)
     record = window.to_dict()
     assert record["smt_siblings"] == [sibling]
     assert window.siblings_busy_fraction > 0.5, record
