@@ -143,29 +143,31 @@ for share in split_cores(sorted(os.sched_getaffinity(0)), int(sys.argv[1])):
     print(cpu_list(share))' "$1")
 }
 
-if [ "$tools" = harness ]; then
-  # One stream per GPU of HARNESS_GPUS (the machine's first GPU without it), each pinned to
-  # its share of this process's cores, so that one stream's compile workers never run on the
-  # cores another stream is timing on.
-  IFS=, read -ra harness_list <<< "${harness_gpus:-0}"
-  mapfile -t shares < <(core_shares "${#harness_list[@]}")
-  for index in "${!harness_list[@]}"; do
-    ( [ "${#harness_list[@]}" -gt 1 ] && pin "${shares[$index]:-}"
-      CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" ) &
-  done
-  wait
-elif [ "$tools" = ours ]; then
-  run_ours
-elif [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
-  IFS=, read -ra harness_list <<< "$harness_gpus"
-  IFS=, read -ra our_list <<< "$our_gpus"
-  mapfile -t shares < <(core_shares $(( ${#harness_list[@]} + ${#our_list[@]} )))
+# harness_streams: one harness stream per GPU of harness_list in the background, stream i on
+# the CPUs of shares[i], so that one stream's compile workers never run on the cores another
+# stream (or tool) is timing on; their process ids in harness_pids.
+harness_streams() {
   harness_pids=()
   for index in "${!harness_list[@]}"; do
     ( pin "${shares[$index]:-}"
       CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" ) &
     harness_pids+=($!)
   done
+}
+
+if [ "$tools" = harness ]; then
+  # One stream per GPU of HARNESS_GPUS (the machine's first GPU without it).
+  IFS=, read -ra harness_list <<< "${harness_gpus:-0}"
+  mapfile -t shares < <(core_shares "${#harness_list[@]}")
+  harness_streams
+  wait "${harness_pids[@]}"
+elif [ "$tools" = ours ]; then
+  run_ours
+elif [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
+  IFS=, read -ra harness_list <<< "$harness_gpus"
+  IFS=, read -ra our_list <<< "$our_gpus"
+  mapfile -t shares < <(core_shares $(( ${#harness_list[@]} + ${#our_list[@]} )))
+  harness_streams
   ours_cpus=$(IFS=,; echo "${shares[*]:${#harness_list[@]}}")
   ( pin "$ours_cpus"; run_ours )
   wait "${harness_pids[@]}"

@@ -65,13 +65,12 @@ def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) ->
             token_id = base.get(key)
             if isinstance(token_id, int) and isinstance(vocab_size, int) and token_id >= vocab_size:
                 settings[key] = vocab_size - 1
-    for key, value in defaults.items():
+    for key in defaults:
+        value = base[key]
         if _LAYERDROP_MARKER in key and (value is None or isinstance(value, float)):
             settings[key] = 0.0
-        elif any(marker in key for marker in _DROPOUT_MARKERS) and isinstance(
-            base.get(key, value), float
-        ):
-            settings[key] = kept(base.get(key, value))
+        elif any(marker in key for marker in _DROPOUT_MARKERS) and isinstance(value, float):
+            settings[key] = kept(value)
     return settings
 
 

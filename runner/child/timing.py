@@ -21,9 +21,9 @@ from typing import Any, Optional
 from backends.base import DeviceTimer, PreparedModel
 from core.config import RunSettings
 from core.fields import DEFAULT_SEED
+from core.host_bound import host_bound_summary
 from core.schema import COLD_START_ENTRIES
 from models.base import BenchmarkModel
-from core.host_bound import host_bound_summary
 from runner.child.trust import CpuWatch
 from runner.observers.base import RunHooks
 

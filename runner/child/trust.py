@@ -96,15 +96,17 @@ class CpuWindow:
         """CPU seconds spent on the child's cores by anything but the child."""
         return max(self.end.cores_busy - self.start.cores_busy - self.process_cpu_s, 0.0)
 
+    def _judged(self) -> tuple[CpuSample, CpuSample]:
+        """The samples others' use is judged between: the probe's, if there was one."""
+        return self.probe if self.probe is not None else (self.start, self.end)
+
     @property
     def others_fraction(self) -> float:
         """The share of the cores' capacity others used (in the probe, if there was one)."""
-        if self.probe is not None:
-            first, last = self.probe
-            own = max(last.process_cpu - first.process_cpu, 0.0)
-            others = max(last.cores_busy - first.cores_busy - own, 0.0)
-            return others / (max(last.wall - first.wall, 1e-9) * max(len(self.cores), 1))
-        return self.others_cpu_s / (self.wall_s * max(len(self.cores), 1))
+        first, last = self._judged()
+        own = max(last.process_cpu - first.process_cpu, 0.0)
+        others = max(last.cores_busy - first.cores_busy - own, 0.0)
+        return others / (max(last.wall - first.wall, 1e-9) * max(len(self.cores), 1))
 
     @property
     def siblings_busy_fraction(self) -> Optional[float]:
@@ -112,7 +114,7 @@ class CpuWindow:
         one); None where the child's cores have no sibling outside its set."""
         if not self.siblings:
             return None
-        first, last = self.probe if self.probe is not None else (self.start, self.end)
+        first, last = self._judged()
         busy = max(last.siblings_busy - first.siblings_busy, 0.0)
         return busy / (max(last.wall - first.wall, 1e-9) * len(self.siblings))
 

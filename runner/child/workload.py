@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional
 
 import torch
 from torch.utils._pytree import tree_map_only
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from core.host import cache_root
 
@@ -189,26 +190,21 @@ RANDOM_OPERATORS = frozenset({
 })
 
 
-def random_operator_counter() -> Any:
-    """A dispatch mode that counts the random draws of what runs under it: the operators of
-    RANDOM_OPERATORS, and fused attention called with a positive dropout_p."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+class RandomOperatorCounter(TorchDispatchMode):
+    """Counts the random draws of what runs under it: the operators of RANDOM_OPERATORS, and
+    fused attention called with a positive dropout_p."""
 
-    class RandomOperatorCounter(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.count = 0
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = func.overloadpacket.__name__
-            if name in RANDOM_OPERATORS:
-                self.count += 1
-            elif name.startswith("_scaled_dot_product") and _dropout_p(func, args, kwargs) > 0:
-                self.count += 1
-            return func(*args, **kwargs)
-
-    return RandomOperatorCounter()
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name in RANDOM_OPERATORS or (name.startswith("_scaled_dot_product")
+                                        and _dropout_p(func, args, kwargs) > 0):
+            self.count += 1
+        return func(*args, **kwargs)
 
 
 def _dropout_p(func: Any, args: tuple, kwargs: dict) -> float:
@@ -234,7 +230,7 @@ def count_iteration(iteration: Callable[[], Any]) -> IterationCount:
     from torch.utils.flop_counter import FlopCounterMode
 
     try:
-        counter, draws = FlopCounterMode(display=False), random_operator_counter()
+        counter, draws = FlopCounterMode(display=False), RandomOperatorCounter()
         with counter, draws:
             iteration()
         return IterationCount(int(counter.get_total_flops()), draws.count)
@@ -280,7 +276,6 @@ def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: Itera
             parameter.requires_grad_(False)
     outputs: list[Any] = []
     counted = count_iteration(lambda: outputs.append(iteration()))
-    flops, error = counted.flops, counted.error
     parameters, buffers = described["parameters"], described["buffers"]
     result: dict[str, Any] = {
         "signature_version": SIGNATURE_VERSION,
@@ -299,12 +294,12 @@ def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: Itera
         "random_operators": counted.random_operators,
         "weight_bytes": parameters["bytes"] + buffers["bytes"],
         "input_bytes": sum(item["bytes"] for item in input_list),
-        FLOPS_KEY: flops,
+        FLOPS_KEY: counted.flops,
         "flops_counted": ("forward" if spec.mode == "eval"
                           else "forward, loss, backward and optimizer step"),
     }
-    if error is not None:
-        result["flops_error"] = error
+    if counted.error is not None:
+        result["flops_error"] = counted.error
     return result
 
 

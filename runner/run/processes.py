@@ -19,8 +19,8 @@ import statistics
 from dataclasses import replace
 from typing import Any, Optional, Sequence
 
-from core.host_bound import HOST_BOUND_RATIO, LINE_BOUND, host_bound_counts
 from core.contract import ChildResult
+from core.host_bound import HOST_BOUND_RATIO, LINE_BOUND, host_bound_counts
 from core.schema import COLD_START_ENTRIES, Status
 
 #: Summary keys summed over processes (counts of iterations).

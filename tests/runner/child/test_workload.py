@@ -155,10 +155,10 @@ def test_random_draws_are_counted_in_training_only():
 
 def test_fused_attention_with_dropout_counts_as_a_draw():
     q = torch.ones(1, 1, 4, 8, device="meta")
-    with_dropout = w.random_operator_counter()
+    with_dropout = w.RandomOperatorCounter()
     with with_dropout:
         torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, None, False, 0.1)
-    without = w.random_operator_counter()
+    without = w.RandomOperatorCounter()
     with without:
         torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, None, False, 0.0)
     assert (with_dropout.count, without.count) == (1, 0)
