@@ -183,6 +183,11 @@ class PreparedModel(ABC):
     def sync_run(self, last_result: Any) -> None:
         """Wait until everything queued by a timed run has finished on the device."""
 
+    def settle(self) -> None:
+        """Called once after the warm-up, before the first timed run: stop background work
+        that the warm-up left behind (a compiler's worker processes), so that it does not
+        share the cores of the timed runs."""
+
     def begin_timed_run(self) -> None:
         """Reset per-run counters before a timed run."""
 

@@ -7,6 +7,9 @@ device, the wrapper and how they synchronize.
 
 from __future__ import annotations
 
+import logging
+import sys
+import time
 from dataclasses import dataclass, field, is_dataclass
 from typing import Any, Callable, Optional
 
@@ -18,6 +21,10 @@ from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig
 from backends.runtimes.precision import amp_dtype, autocast, cast_floating, parameter_dtype
 
+log = logging.getLogger(__name__)
+
+#: Inductor's module that owns its pool of compile worker processes.
+INDUCTOR_COMPILE_POOL = "torch._inductor.async_compile"
 
 #: The optimizer as PyTorch's harness trains with it on CUDA (common.py's init_optimizer):
 #: Adam, capturable and foreach, at lr 0.01; SGD (foreach, lr 0.01, its step left out of the
@@ -140,6 +147,19 @@ class TorchPreparedModel(PreparedModel):
         if self.optimizer is not None:
             self.optimizer.step()
         return loss
+
+    def settle(self) -> None:
+        """Shut inductor's compile workers down. Inductor starts a pool of as many worker
+        processes as the child has cores before it compiles; where the compile is short (its
+        caches warm, as in every timing process after the first), the workers are still
+        starting (importing torch) when the timed runs begin, on the same cores."""
+        pool = sys.modules.get(INDUCTOR_COMPILE_POOL)
+        if pool is None:
+            return
+        started = time.monotonic()
+        pool.shutdown_compile_workers()
+        log.info("inductor's compile workers shut down in %.2f s",
+                 time.monotonic() - started)
 
     def sync_run(self, last_result: Any) -> None:
         if self.device.type == "cuda":

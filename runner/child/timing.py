@@ -276,6 +276,7 @@ def measure(
     timing.warmup_times, timing.cold_run = warm_up(
         prepared, inputs, settings.warmup, min(iterations, settings.warmup))
     timing.peak_device_memory = prepared.peak_device_memory_bytes()
+    prepared.settle()
     if watch is not None:
         watch.start()
     result = None

@@ -30,6 +30,9 @@ class CountingModel(PreparedModel):
     def sync_run(self, last_result):
         self.events.append(("sync", last_result))
 
+    def settle(self):
+        self.events.append(("settle", self.steps))
+
     def begin_timed_run(self):
         self.events.append(("begin",))
         self.steps_at_begin = self.steps
@@ -75,6 +78,16 @@ def test_hooks_are_called_in_order_and_never_timed():
     assert len(timing.total_time) == 3
     assert all(t < HOOK_SECONDS for t in timing.total_time)
     assert timing.last_result == 7  # the profiled run does not replace the timed result
+
+
+def test_the_model_settles_once_after_the_warm_up_before_the_first_timed_run():
+    prepared = CountingModel()
+    measure(prepared, bench(), RunSettings(repeat=2, warmup=3, iterations_per_run=2))
+    names = [event[0] for event in prepared.events]
+    assert names.count("settle") == 1
+    settled = names.index("settle")
+    assert prepared.events[settled] == ("settle", 3)  # after the 3 warm-up iterations
+    assert prepared.events[settled + 1] == ("begin",)  # before the first timed run
 
 
 def test_measure_without_hooks():

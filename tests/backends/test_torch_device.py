@@ -1,0 +1,56 @@
+"""The torch runtime's prepared model (backends/runtimes/torch_device.py): settling after the
+warm-up stops inductor's compile workers, which would otherwise share the timed runs' cores."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+psutil = pytest.importorskip("psutil")
+
+from backends.runtimes.torch_device import TorchPreparedModel  # noqa: E402
+from core.config import ExperimentConfig  # noqa: E402
+from models.base import BenchmarkModel, ModelInputs  # noqa: E402
+
+
+def linear_model() -> TorchPreparedModel:
+    bench = BenchmarkModel("linear", torch.nn.Linear(4, 4),
+                           lambda seed: ModelInputs((torch.randn(2, 4),), {}), None, 2)
+    experiment = ExperimentConfig("cpu", None, "inductor", None, "eval")
+    return TorchPreparedModel(bench, experiment, torch.device("cpu"))
+
+
+def new_children(known: set[int]) -> list[psutil.Process]:
+    return [child for child in psutil.Process().children(recursive=True)
+            if child.pid not in known and child.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.e2e
+def test_settle_shuts_down_the_compile_workers_still_starting():
+    from torch._inductor.async_compile import (
+        AsyncCompile, get_compile_threads, shutdown_compile_workers,
+    )
+
+    if get_compile_threads() <= 1:
+        pytest.skip("inductor starts no compile workers with one compile thread")
+    prepared = linear_model()
+    known = {child.pid for child in psutil.Process().children(recursive=True)}
+    try:
+        # What inductor does before it compiles for a GPU: start the pool, then wake it.
+        AsyncCompile.warm_pool()
+        AsyncCompile.wakeup()
+        assert new_children(known), "the compile worker pool did not start"
+        prepared.settle()
+        assert new_children(known) == []
+    finally:
+        shutdown_compile_workers()
+
+
+def test_settle_without_inductor_loaded_does_nothing(monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "torch._inductor.async_compile", raising=False)
+    known = {child.pid for child in psutil.Process().children(recursive=True)}
+    linear_model().settle()
+    assert "torch._inductor.async_compile" not in sys.modules
+    assert new_children(known) == []
