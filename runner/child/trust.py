@@ -7,6 +7,11 @@ line is flagged unreliable when others used more than `CONTENTION_BOUND` of the 
 cores' capacity, or when the runs vary by more than `VARIATION_BOUND` (relative standard
 deviation, as pyperf warns about), and the reasons are given.
 
+What slows a launch-bound model without any other process on its cores is recorded too, for
+the cause to be read off the line: the share of the cores' time the hypervisor gave to other
+guests (steal), and how often the kernel moved the child's main thread, which queues the
+device's work, to another core or preempted it (`/proc/self/sched`).
+
 Two hardware threads of one physical core (SMT siblings) share its execution units, so a
 process busy on a sibling the child is not pinned to slows the child as surely as one on its
 own cores, and is invisible to that count. The watch therefore also reads the siblings of
@@ -47,6 +52,49 @@ class CpuSample:
     load_average: tuple[float, float, float]
     #: Busy seconds of the SMT siblings outside the child's cores.
     siblings_busy: float = 0.0
+    #: Seconds the hypervisor ran other guests on the child's cores (steal).
+    cores_steal: float = 0.0
+    #: The main thread's scheduling: where it ran last and its counts so far (None where
+    #: the kernel does not tell).
+    main_thread: Optional["MainThreadSample"] = None
+
+
+@dataclass(frozen=True)
+class MainThreadSample:
+    """The child's main thread (the one that queues the device's work) as the kernel sees
+    it: the CPU it ran on last, how often it was moved between CPUs, and how often it was
+    preempted (involuntary context switches)."""
+
+    cpu: Optional[int]
+    migrations: int
+    preemptions: int
+
+
+#: The kernel's scheduling counts of this process's main thread (CONFIG_SCHED_DEBUG).
+SCHED_FILE = "/proc/self/sched"
+
+
+def read_main_thread(path: str = SCHED_FILE) -> Optional[MainThreadSample]:
+    """The main thread's scheduling counts now, or None where `path` cannot be read."""
+    try:
+        with open(path) as file:
+            text = file.read()
+    except OSError:
+        return None
+    counts = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        counts[name.strip()] = value.strip()
+    try:
+        migrations = int(counts["se.nr_migrations"])
+        preemptions = int(counts["nr_involuntary_switches"])
+    except (KeyError, ValueError):
+        return None
+    try:
+        cpu = psutil.Process().cpu_num()
+    except (psutil.Error, AttributeError):
+        cpu = None
+    return MainThreadSample(cpu, migrations, preemptions)
 
 
 def _busy_seconds(times: Any) -> float:
@@ -64,9 +112,10 @@ def take_sample(cores: Sequence[int], siblings: Sequence[int] = ()) -> CpuSample
     def busy(cpus: Sequence[int]) -> float:
         return sum(_busy_seconds(per_cpu[cpu]) for cpu in cpus if cpu < len(per_cpu))
 
+    steal = sum(getattr(per_cpu[cpu], "steal", 0.0) for cpu in cores if cpu < len(per_cpu))
     own = psutil.Process().cpu_times()
     return CpuSample(time.perf_counter(), own.user + own.system, busy(cores), os.getloadavg(),
-                     busy(siblings))
+                     busy(siblings), steal, read_main_thread())
 
 
 @dataclass
@@ -118,8 +167,27 @@ class CpuWindow:
         busy = max(last.siblings_busy - first.siblings_busy, 0.0)
         return busy / (max(last.wall - first.wall, 1e-9) * len(self.siblings))
 
+    @property
+    def steal_fraction(self) -> float:
+        """The share of the cores' capacity over the window that the hypervisor gave to other
+        guests (part of what `others_fraction` counts)."""
+        stolen = max(self.end.cores_steal - self.start.cores_steal, 0.0)
+        return stolen / (self.wall_s * max(len(self.cores), 1))
+
+    def main_thread(self) -> Optional[dict[str, Any]]:
+        """How the kernel scheduled the main thread over the window: the CPUs it ran on at
+        its start and end, its moves between CPUs and its preemptions; None where unknown."""
+        first, last = self.start.main_thread, self.end.main_thread
+        if first is None or last is None:
+            return None
+        return {"cpu_at_start": first.cpu, "cpu_at_end": last.cpu,
+                "migrations": last.migrations - first.migrations,
+                "preemptions": last.preemptions - first.preemptions}
+
     def to_dict(self) -> dict[str, Any]:
         return {
+            "steal_fraction": self.steal_fraction,
+            "main_thread": self.main_thread(),
             "cores": list(self.cores),
             "smt_siblings": list(self.siblings),
             "siblings_busy_fraction": self.siblings_busy_fraction,

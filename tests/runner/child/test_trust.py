@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from runner.child.trust import CpuWatch, judge, relative_spread
+from runner.child.trust import (
+    CpuSample, CpuWatch, CpuWindow, MainThreadSample, judge, read_main_thread, relative_spread,
+)
 
 
 def busy(seconds: float) -> None:
@@ -106,3 +108,45 @@ def test_a_core_without_siblings_reports_none():
     watch.start()
     record = watch.stop().to_dict()
     assert record["smt_siblings"] == [] and record["siblings_busy_fraction"] is None
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a second core")
+@pytest.mark.skipif(read_main_thread() is None, reason="the kernel does not tell")
+def test_moving_the_main_thread_to_another_core_counts_as_a_migration():
+    allowed = os.sched_getaffinity(0)
+    first, second = sorted(allowed)[:2]
+    try:
+        os.sched_setaffinity(0, [first])
+        use_cpu(0.02)
+        before = read_main_thread()
+        os.sched_setaffinity(0, [second])
+        use_cpu(0.02)
+        after = read_main_thread()
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert before.cpu == first and after.cpu == second
+    assert after.migrations > before.migrations
+    assert after.preemptions >= before.preemptions
+
+
+def test_an_unreadable_or_foreign_sched_file_gives_none(tmp_path):
+    assert read_main_thread(str(tmp_path / "missing")) is None
+    odd = tmp_path / "sched"
+    odd.write_text("python (1, #threads: 1)\nnr_switches : 7\n")
+    assert read_main_thread(str(odd)) is None
+
+
+def sample(wall: float, steal: float, main: MainThreadSample | None) -> CpuSample:
+    return CpuSample(wall, process_cpu=0.0, cores_busy=0.0, load_average=(0.0, 0.0, 0.0),
+                     cores_steal=steal, main_thread=main)
+
+
+def test_the_window_tells_stolen_time_and_how_the_main_thread_was_scheduled():
+    window = CpuWindow((0, 1), 1, sample(10.0, 3.0, MainThreadSample(0, 5, 2)),
+                       sample(12.0, 3.8, MainThreadSample(1, 9, 3)))
+    record = window.to_dict()
+    assert record["steal_fraction"] == pytest.approx(0.8 / (2.0 * 2))
+    assert record["main_thread"] == {"cpu_at_start": 0, "cpu_at_end": 1,
+                                     "migrations": 4, "preemptions": 1}
+    unknown = CpuWindow((0,), 1, sample(0.0, 0.0, None), sample(1.0, 0.0, None))
+    assert unknown.to_dict()["main_thread"] is None and unknown.steal_fraction == 0.0
