@@ -24,6 +24,7 @@ from core.fields import DEFAULT_SEED
 from core.host_bound import host_bound_summary
 from core.schema import COLD_START_ENTRIES
 from models.base import BenchmarkModel
+from runner.child.gpu_state import GpuWatch
 from runner.child.trust import CpuWatch
 from runner.observers.base import RunHooks
 
@@ -241,6 +242,7 @@ def measure(
     reference: Optional[PreparedModel] = None,
     watch: Optional[CpuWatch] = None,
     seed: int = DEFAULT_SEED,
+    device_watch: Optional[GpuWatch] = None,
 ) -> TimingResult:
     """Warm up (the first iteration is the cold start), then time `repeat` runs.
 
@@ -250,8 +252,8 @@ def measure(
     the reference warms up first, so the stack's cold start holds its compilation and not
     the device's start-up. With --pure-wall-time, a stack that offers a device timer (CUDA)
     has each timed run's iterations timed between device events. `hooks` see each timed run
-    of the stack after it is measured, then may run untimed runs of their own. `watch`
-    spans the timed runs.
+    of the stack after it is measured, then may run untimed runs of their own. `watch` (the
+    cores) and `device_watch` (the card) span the timed runs.
     """
     hooks = hooks or RunHooks()
     seeds = input_seeds(settings, seed)
@@ -279,6 +281,8 @@ def measure(
     prepared.settle()
     if watch is not None:
         watch.start()
+    if device_watch is not None:
+        device_watch.start()
     result = None
     for run_index in range(settings.repeat):
         if reference is not None:
@@ -301,6 +305,8 @@ def measure(
             timing.run_metrics.setdefault(name, []).append(value)
         hooks.after_timed_run(run_index)
         hooks.timed_run_output(run_index, result)
+    if device_watch is not None:
+        device_watch.stop()
     if watch is not None:
         watch.stop()
     timing.last_result = result

@@ -29,6 +29,7 @@ from core.contract import (
     write_message,
 )
 from core.schema import Status, Verdict
+from runner.child.gpu_state import GpuWatch
 from runner.common.lifetime import die_with_parent
 from runner.common.packages import installed_packages
 
@@ -162,9 +163,10 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     prepared = stack.prepare(bench, spec.experiment, spec.settings)
     observers.attach(prepared)
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
+    card = card_watch(spec)
     before = reference_reading(spec)
     timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch,
-                     seed=spec.experiment.seed)
+                     seed=spec.experiment.seed, device_watch=card)
     after = reference_reading(spec)
     if before is not None or after is not None:
         result.summary["reference"] = {"before": before, "after": after}
@@ -182,12 +184,31 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     result.summary.update(whole)
     verdict = judge(timing.per_iter_time, watch.window)
     result.summary["cpu"] = watch.window.to_dict() if watch.window else None
+    if card is not None:
+        result.summary["gpu"] = card.window.to_dict() if card.window else None
     result.summary.update(timing_variation=verdict.variation, unreliable=verdict.unreliable,
                           unreliable_reasons=verdict.reasons)
     for reason in verdict.reasons:
         log.warning("unreliable timings: %s", reason)
     result.accelerator_model = prepared.accelerator_model()
     result.environment["torch_settings"] = torch_settings()  # as the stack left them
+
+
+def card_watch(spec: ChildSpec) -> Optional[GpuWatch]:
+    """A watch of the experiment's card through NVML (runner/child/gpu_state.py), or None off
+    CUDA, before CUDA started, or where NVML cannot see the card (logged)."""
+    if spec.experiment.accelerator != "cuda":
+        return None
+    import torch
+
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    try:
+        uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+    except Exception as error:  # the line matters more than the card's state
+        log.warning("the card's UUID could not be read: %s", error)
+        return None
+    return GpuWatch.for_cuda_device(uuid)
 
 
 def reference_reading(spec: ChildSpec) -> Optional[dict[str, Any]]:

@@ -135,6 +135,12 @@ def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
         # The most contended process stands for the experiment; every one is kept.
         summary["cpu"] = max(cpu, key=lambda window: window.get("others_fraction") or 0.0)
         summary["cpu_processes"] = cpu
+    cards = [r.summary.get("gpu") for _, r in good if isinstance(r.summary.get("gpu"), dict)]
+    if cards:
+        # The process whose card was held down longest stands for the experiment.
+        summary["gpu"] = max(cards, key=lambda window: sum(
+            (window.get("clocks_held_down") or {}).values()))
+        summary["gpu_processes"] = cards
     references = [r.summary.get("reference") for _, r in good
                   if isinstance(r.summary.get("reference"), dict)]
     if references:

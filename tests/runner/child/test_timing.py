@@ -90,6 +90,27 @@ def test_the_model_settles_once_after_the_warm_up_before_the_first_timed_run():
     assert prepared.events[settled + 1] == ("begin",)  # before the first timed run
 
 
+class StepsAtWatch:
+    """A card watch that notes how many steps the model had made when it started and stopped."""
+
+    def __init__(self, prepared):
+        self.prepared, self.marks = prepared, []
+
+    def start(self):
+        self.marks.append(("start", self.prepared.steps))
+
+    def stop(self):
+        self.marks.append(("stop", self.prepared.steps))
+
+
+def test_the_card_is_watched_over_the_timed_runs_only():
+    prepared = CountingModel()
+    card = StepsAtWatch(prepared)
+    measure(prepared, bench(), RunSettings(repeat=3, warmup=2, iterations_per_run=2),
+            device_watch=card)
+    assert card.marks == [("start", 2), ("stop", 2 + 3 * 2)]
+
+
 def test_measure_without_hooks():
     timing = measure(CountingModel(), bench(), RunSettings(repeat=2, warmup=0))
     assert len(timing.per_iter_time) == 2 and timing.warmup_times == []

@@ -96,3 +96,14 @@ def test_host_bound_iterations_are_counted_over_processes():
     assert combined["host_bound"] is False
     results[1].summary["host_bound_iterations"] = 5
     assert combine(results, 2).summary["host_bound"] is True
+
+
+def test_the_card_held_down_longest_stands_for_the_line_and_every_card_is_kept():
+    def card(power: float, thermal: float) -> dict:
+        return {"clocks_held_down": {"power": power, "thermal": thermal}, "power_w": 500.0}
+
+    cards = [card(0.1, 0.0), card(0.2, 0.3), card(0.0, 0.0)]
+    combined = combine([timing_result([1.0], gpu=window) for window in cards], 3).summary
+    assert combined["gpu"] == cards[1]
+    assert combined["gpu_processes"] == cards
+    assert "gpu" not in combine([timing_result([1.0]), timing_result([1.0])], 2).summary
