@@ -53,6 +53,9 @@ DEFAULT_SEED = 1234
 #: docs/timing.md, "Several processes").
 DEFAULT_PROCESSES = {"cpu": 1, "cuda": 3, "tpu": 1}
 MAX_PROCESSES = 100
+#: How an experiment's timing processes compile: sharing the first one's compile caches, or
+#: each with fresh ones (so that the processes sample the compiler's own variation too).
+PROCESS_CACHES = ("shared", "fresh")
 #: Seeds torch accepts, less room for the per-iteration offsets of --randomize-input.
 SEED_RANGE = (-(2**63), 2**63 - 1)
 #: A dynamo backend's name (inductor, openxla, aot_eager, a registered custom one).
@@ -323,6 +326,12 @@ FIELDS: tuple[Field, ...] = (
        help="timing processes per experiment, each with its own warm-up and timed runs; the "
             "figure is the median over processes (how it is measured, not what: not identity). "
             "Default: " + ", ".join(f"{name} {count}" for name, count in DEFAULT_PROCESSES.items())),
+    _f("process_caches", EXPERIMENT, str, default="shared", choices=PROCESS_CACHES,
+       identity=False, report=NOT_SHOWN, flags=("--process-caches",), since=SCHEMA_VERSION,
+       help="with several timing processes: shared (default), the later processes reuse the "
+            "first one's compile caches and cost far less; fresh, each compiles from an empty "
+            "cache, so that the spread between processes holds the compile's own variation "
+            "(inductor's tuning of its kernels) too (how it is measured: not identity)"),
     _f("stack", EXPERIMENT, str, default=None, optional=True, identity=False, report=NOT_SHOWN,
        help="the registry name of the stack that runs it (backends/stacks), set at planning"),
 )

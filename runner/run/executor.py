@@ -140,14 +140,16 @@ class ExperimentExecutor:
                        slot: Optional[Slot] = None) -> tuple[ChildOutcome, list[ChildOutcome]]:
         """Run the timing child `count` times, one process after the other, each with its
         own warm-up and timed runs; later ones reuse the first one's compile caches (a
-        folder shared by them, removed at the end). The experiment's outcome (its result
-        made of every process's: runner/run/processes.py) and each process's outcome.
+        folder shared by them, removed at the end), or with `process_caches` "fresh" each
+        gets empty ones of its own. The experiment's outcome (its result made of every
+        process's: runner/run/processes.py) and each process's outcome.
 
         When the first process fails, no other runs: its outcome is the experiment's."""
         if count == 1:
             outcome = self.run_child(planned, Role.TIME, slot)
             return outcome, [outcome]
-        caches = self.scratch.new_folder()
+        fresh = planned.experiment.process_caches == "fresh"
+        caches = None if fresh else self.scratch.new_folder()
         outcomes: list[ChildOutcome] = []
         try:
             for process in range(1, count + 1):
@@ -156,7 +158,8 @@ class ExperimentExecutor:
                 if process == 1 and not outcome_succeeded(outcome):
                     return outcome, outcomes
         finally:
-            shutil.rmtree(caches, ignore_errors=True)
+            if caches is not None:
+                shutil.rmtree(caches, ignore_errors=True)
         results = [outcome.result if outcome_succeeded(outcome) else _failed_result(outcome)
                    for outcome in outcomes]
         first = outcomes[0]

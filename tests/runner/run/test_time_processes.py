@@ -3,6 +3,7 @@ run_child is replaced)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from core.config import ExperimentConfig, ModelConfig, RunSettings
@@ -87,3 +88,17 @@ def test_the_line_keeps_what_each_process_cost_and_how_long_it_took_to_exit(tmp_
     processes = outcome.result.summary["processes"]
     assert processes["wall_seconds"] == [11.0, 12.0, 13.0]
     assert processes["exit_seconds"] == [0.5, None, 2.25]
+
+
+def test_with_fresh_caches_each_process_compiles_from_an_empty_folder_of_its_own(tmp_path):
+    runner = executor(tmp_path)
+    seen: list = []
+    fake_children(runner, [ok(0.1), ok(0.3), ok(0.2)], seen)
+    fresh = planned()
+    fresh = PlannedExperiment(fresh.model, dataclasses.replace(fresh.experiment,
+                                                               process_caches="fresh"),
+                              fresh.label)
+    outcome, _ = runner.time_processes(fresh, 3)
+    # run_child makes (and removes) a new cache folder for a process given none.
+    assert seen == [(1, None, None), (2, None, None), (3, None, None)]
+    assert outcome.result.summary["processes"]["medians"] == [0.1, 0.3, 0.2]
