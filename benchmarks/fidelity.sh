@@ -25,6 +25,8 @@
 # and log per case (peer-*), our results file (ours/results.jsonl) and logs (ours-*.log).
 # TOOLS=harness or TOOLS=ours runs one tool only (default both), so that two invocations, each
 # pinned to its own GPUs and cores, can run different cases files side by side into one OUT_DIR.
+# OUR_FLAGS: more flags for our runner, words split on spaces (say "--processes=5
+# --process-caches=fresh"); a flag not given keeps its default.
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
 # .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.
 set -uo pipefail
@@ -37,6 +39,7 @@ repeat=${REPEAT:-30}
 harness_gpus=${HARNESS_GPUS:-${HARNESS_GPU:-}}
 our_gpus=${OUR_GPUS:-}
 tools=${TOOLS:-both}
+read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
 
 "$python" -c "import jsonlines" 2>/dev/null \
@@ -122,7 +125,8 @@ run_ours() {
     (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" "${filters[@]}" \
         --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" --test="$test" \
         --precision="$precision" "${batch_flag[@]}" --repeat="$repeat" --warmup=3 \
-        --jobs="$jobs" "${devices[@]}" --no-progress --output-dirname="$out/ours" \
+        --jobs="$jobs" "${devices[@]}" "${our_flags[@]}" --no-progress \
+        --output-dirname="$out/ours" \
         >>"$out/ours-$group.log" 2>&1) \
       || echo "ours failed in $group: see ours-$group.log" >&2
   done

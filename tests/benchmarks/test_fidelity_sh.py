@@ -44,3 +44,33 @@ def test_harness_streams_run_on_their_gpus_and_disjoint_cores(tmp_path):
     assert ran["ModelA"][0] == "4" and ran["ModelB"][0] == "6"
     assert ran["ModelA"][1] and ran["ModelB"][1]
     assert not ran["ModelA"][1] & ran["ModelB"][1]
+
+
+# Stands in for the Python that runs our runner: records a sweep's arguments instead of running
+# it; anything else (listing the suite's models, splitting the cores) runs for real.
+RECORDING_PYTHON = '''#!/usr/bin/env bash
+for argument in "$@"; do
+  if [ "$argument" = "--no-progress" ]; then printf '%s\\n' "$@" > "{record}"; exit 0; fi
+done
+exec "{python}" "$@"
+'''
+
+
+def test_our_flags_reach_our_runner_after_its_own(tmp_path):
+    record = tmp_path / "arguments.txt"
+    python = tmp_path / "python"
+    python.write_text(RECORDING_PYTHON.format(record=record, python=sys.executable))
+    python.chmod(0o755)
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 8 amp default eval\n")
+    environment = {**os.environ, "TOOLS": "ours", "PYTHON": str(python),
+                   "PYTHONPATH": str(ROOT), "OUR_FLAGS": "--processes=5 --process-caches=fresh"}
+    completed = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(tmp_path / "harness"),
+         str(tmp_path / "out"), str(cases)],
+        env=environment, capture_output=True, text=True, timeout=120)
+    arguments = record.read_text().split("\n")
+    assert "--processes=5" in arguments and "--process-caches=fresh" in arguments, \
+        completed.stderr[-2000:]
+    assert arguments.index("--process-caches=fresh") > arguments.index("--repeat=30")
+    assert "--batch-size=8" in arguments and "-k" in arguments
