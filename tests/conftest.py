@@ -179,6 +179,13 @@ def pytest_unconfigure(config) -> None:
 #: - no reference workload (about 0.1 s on a quiet machine, seconds of both cores on a
 #:   loaded one, twice per timing child): 98 s.
 TEST_RUN_FLAGS = ("--threads=1", "--no-reference-workload")
+#: What the runners the tests start find in their environment (a test's own value wins):
+#: - inductor compiles in the child itself, not in a pool of compile workers (as many as
+#:   the child has cores, each a process that imports torch): with a test per core, the
+#:   pool's workers only take turns with the other worker's test, and starting them cost
+#:   each compiling child CPU-seconds. The same kernels are built with the same flags.
+#:   The runner's shutting the pool down is tested in tests/backends/test_torch_device.py.
+TEST_RUN_VARIABLES = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 #: Subcommands, which read results and run nothing.
 SUBCOMMANDS = frozenset({"report", "compare", "score"})
 
@@ -202,7 +209,8 @@ def cli_command(output_dir: Path, *args: str, runner_defaults: bool = False) -> 
 
 
 def cli_environment() -> dict[str, str]:
-    environment = dict(os.environ)
+    """os.environ with TEST_RUN_VARIABLES (where not set) and the project on PYTHONPATH."""
+    environment = {**TEST_RUN_VARIABLES, **os.environ}
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(PROJECT_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
     )

@@ -12,7 +12,7 @@ import pytest
 from reports.cli import compare_main, report_main, score_main
 from core.results_file import append_line
 from core.schema import timed_values
-from tests.conftest import TEST_RUN_FLAGS
+from tests.conftest import TEST_RUN_FLAGS, cli_environment
 
 pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 
@@ -27,7 +27,8 @@ def real_results(tmp_path_factory) -> Path:
         "--xla=None", "--dynamo=None", "--dynamo=inductor", "--test=eval", "--repeat=3", "-k", "mlp",
         "--output-dirname", str(out), *TEST_RUN_FLAGS,
     ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env=cli_environment())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     path = out / "results.jsonl"
     assert path.exists()

@@ -202,7 +202,7 @@ def test_a_runner_waits_for_the_experiment_a_live_runner_runs(tmp_path):
     output = tmp_path / "output"
     # Long enough that the second runner, however slowly it starts on a loaded machine,
     # finds the experiment still running.
-    first = start(output, *HANG, "--subprocess-timeout=20")
+    first = start(output, *HANG, "--subprocess-timeout=14")
     grandchild_pid(output)
     second = subprocess.run(cli_command(output, *HANG, "--subprocess-timeout=6"),
                             env=cli_environment(), capture_output=True, text=True, timeout=300)

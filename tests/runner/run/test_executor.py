@@ -24,7 +24,7 @@ def fault_sweep(tmp_path_factory):
     output = tmp_path_factory.mktemp("faults") / "output"
     command = cli_command(
         output, "--suite-name=faults", "--accelerator=cpu", "--xla=None", "--dynamo=None",
-        "--test=eval", "--repeat=1", "--warmup=1", "--subprocess-timeout=25",
+        "--test=eval", "--repeat=1", "--warmup=1", "--subprocess-timeout=15",
         "--memory-limit-mb=1200",
     )
     completed = subprocess.run(command, capture_output=True, text=True, timeout=600,
@@ -51,7 +51,7 @@ def test_every_fault_gives_exactly_one_failed_line_and_the_sweep_goes_on(fault_s
     ("segfault", r"killed by SIGSEGV \(segmentation fault\)"),
     ("exit", r"exited with status 3 without a result"),
     ("signal", r"killed by SIGTERM"),
-    ("hang", r"past the timeout of 25 s; its whole process tree was killed"),
+    ("hang", r"past the timeout of 15 s; its whole process tree was killed"),
     ("memory_hog", r"over the memory limit of 1200 MiB"),
 ])
 def test_the_error_says_what_happened(fault_sweep, model, expected):

@@ -13,14 +13,16 @@ import pytest
 from runner.run.supervision import kill_tree
 from runner.run.forkserver_client import (ForkServer, ForkServerError, ForkServers, names_own_folder,
                                server_key)
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, TEST_RUN_VARIABLES
 
 PROBE = "tests.fixtures.fork_probe"
 CUDA_POISON = "tests.fixtures.cuda_poison"
 
 
 def environment(**extra: str) -> dict[str, str]:
-    variables = dict(os.environ)
+    """os.environ with the variables the runners of the tests get (TEST_RUN_VARIABLES: one
+    inductor compile thread), the project on PYTHONPATH, and `extra`."""
+    variables = {**TEST_RUN_VARIABLES, **os.environ}
     variables["PYTHONPATH"] = str(PROJECT_ROOT)
     variables["PYTHONUNBUFFERED"] = "1"
     variables.update(extra)
