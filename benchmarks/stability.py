@@ -20,6 +20,10 @@ table is what the same two sweeps at `--processes=1` measured.
 
     python benchmarks/stability.py --compare first/results.jsonl second/results.jsonl
 
+Where the lines paired eager with the stack in their processes, a third table compares those
+eager figures: a difference the compiled figure shares is the host's or the machine's, one in
+the compiled figure alone is the compiled code's or the card's clock.
+
 `--load N` makes the second sweep's period slow on purpose: N busy processes (one Python
 loop each, on this process's cores) run during it, and are ended after it. The first
 sweep's lines should then not be flagged, and the second one's should (slow period,
@@ -29,6 +33,7 @@ contention).
 from __future__ import annotations
 
 import argparse
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,6 +59,20 @@ def first_process_figure(line: dict[str, Any]) -> Optional[float]:
     if isinstance(medians, list) and len(medians) > 1 and isinstance(medians[0], (int, float)):
         return medians[0]
     return None
+
+
+def paired_eager_figure(line: dict[str, Any]) -> Optional[float]:
+    """The median time of the eager runs paired with the line's stack in its own processes
+    (the median over processes where there are several), or None where it was not paired."""
+    summary = line.get("summary") or {}
+    processes = summary.get("processes")
+    medians = processes.get("eager_medians") if isinstance(processes, dict) else None
+    if isinstance(medians, list) and medians and all(
+            isinstance(value, (int, float)) for value in medians):
+        return statistics.median(medians)
+    paired = summary.get("paired_speedup")
+    value = paired.get("eager_median_per_iter_time") if isinstance(paired, dict) else None
+    return value if isinstance(value, (int, float)) else None
 
 
 def flags(line: dict[str, Any]) -> str:
@@ -140,6 +159,11 @@ def compare(first_path: Path, second_path: Path, within: float) -> int:
     if any(first_process_figure(line) is not None for line in first.values()):
         print_table(first, second, within, "their first processes alone (what "
                     "--processes=1 measures)", first_process_figure)
+    if any(paired_eager_figure(line) is not None for line in first.values()):
+        print_table(first, second, within, "the eager runs paired with them (a difference "
+                    "that the compiled figure shares came from the host or the machine; one "
+                    "in the compiled figure alone, from the compiled code or the card's clock)",
+                    paired_eager_figure)
     return 0
 
 

@@ -11,8 +11,10 @@ from benchmarks import stability
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "results_v1.jsonl"
 
 
-def results_file(path: Path, medians: dict[str, list[float]]) -> Path:
-    """Lines of the fixture's first experiment, one per model, with these process medians."""
+def results_file(path: Path, medians: dict[str, list[float]],
+                 eager: dict[str, list[float]] | None = None) -> Path:
+    """Lines of the fixture's first experiment, one per model, with these process medians
+    (and these paired eager ones)."""
     template = json.loads(FIXTURE.read_text().splitlines()[0])
     with path.open("w") as handle:
         for model, values in medians.items():
@@ -21,6 +23,8 @@ def results_file(path: Path, medians: dict[str, list[float]]) -> Path:
             line["experiment"]["processes"] = len(values)
             line["summary"]["processes"] = {"medians": values,
                                             "median": sorted(values)[len(values) // 2]}
+            if eager is not None:
+                line["summary"]["processes"]["eager_medians"] = eager[model]
             handle.write(json.dumps(line) + "\n")
     return path
 
@@ -37,6 +41,19 @@ def test_compare_reads_two_files_and_shows_the_first_processes_too(tmp_path, cap
     assert "2 of 2 experiments agree within 3%" in whole
     assert "+50.0%" in alone and "+5.0%" in alone
     assert "0 of 2 experiments agree within 3%" in alone
+    assert "eager runs paired" not in out  # these lines were not paired
+
+
+def test_compare_shows_the_paired_eager_figures_apart(tmp_path, capsys):
+    first = results_file(tmp_path / "a.jsonl", {"mlp": [0.010, 0.010, 0.010]},
+                         eager={"mlp": [0.020, 0.021, 0.019]})
+    second = results_file(tmp_path / "b.jsonl", {"mlp": [0.011, 0.011, 0.011]},
+                          eager={"mlp": [0.020, 0.020, 0.020]})
+    assert stability.main_with(["--compare", str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    compiled, eager = out.split("the eager runs paired with them")
+    assert "+10.0%" in compiled and "0 of 1 experiments agree within 3%" in compiled
+    assert "+0.0%" in eager and "1 of 1 experiments agree within 3%" in eager
 
 
 def test_compare_names_a_missing_file(tmp_path):
