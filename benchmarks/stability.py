@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.timed_sweep import timed_sweep  # noqa: E402
 from core.results_file import read_results  # noqa: E402
-from core.figures import median_time  # noqa: E402
+from core.figures import median_time, timed_values  # noqa: E402
 from core.schema import stack_label_of  # noqa: E402
 
 
@@ -67,12 +67,10 @@ def paired_eager_figure(line: dict[str, Any]) -> Optional[float]:
     summary = line.get("summary") or {}
     processes = summary.get("processes")
     medians = processes.get("eager_medians") if isinstance(processes, dict) else None
-    if isinstance(medians, list) and medians and all(
-            isinstance(value, (int, float)) for value in medians):
-        return statistics.median(medians)
-    paired = summary.get("paired_speedup")
-    value = paired.get("eager_median_per_iter_time") if isinstance(paired, dict) else None
-    return value if isinstance(value, (int, float)) else None
+    if not isinstance(medians, list):  # one process: its own paired eager runs
+        medians = timed_values(line, "eager_per_iter_time")
+    medians = [value for value in medians if isinstance(value, (int, float)) and value > 0]
+    return statistics.median(medians) if medians else None
 
 
 def flags(line: dict[str, Any]) -> str:

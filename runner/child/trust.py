@@ -149,13 +149,17 @@ class CpuWindow:
         """The samples others' use is judged between: the probe's, if there was one."""
         return self.probe if self.probe is not None else (self.start, self.end)
 
+    def _share(self, seconds: Callable[[CpuSample, CpuSample], float], cpus: int) -> float:
+        """`seconds` between the judged samples, as a share of `cpus` CPUs' capacity."""
+        first, last = self._judged()
+        return max(seconds(first, last), 0.0) / (max(last.wall - first.wall, 1e-9)
+                                                  * max(cpus, 1))
+
     @property
     def others_fraction(self) -> float:
         """The share of the cores' capacity others used (in the probe, if there was one)."""
-        first, last = self._judged()
-        own = max(last.process_cpu - first.process_cpu, 0.0)
-        others = max(last.cores_busy - first.cores_busy - own, 0.0)
-        return others / (max(last.wall - first.wall, 1e-9) * max(len(self.cores), 1))
+        return self._share(lambda first, last: (last.cores_busy - first.cores_busy)
+                           - (last.process_cpu - first.process_cpu), len(self.cores))
 
     @property
     def siblings_busy_fraction(self) -> Optional[float]:
@@ -163,16 +167,15 @@ class CpuWindow:
         one); None where the child's cores have no sibling outside its set."""
         if not self.siblings:
             return None
-        first, last = self._judged()
-        busy = max(last.siblings_busy - first.siblings_busy, 0.0)
-        return busy / (max(last.wall - first.wall, 1e-9) * len(self.siblings))
+        return self._share(lambda first, last: last.siblings_busy - first.siblings_busy,
+                           len(self.siblings))
 
     @property
     def steal_fraction(self) -> float:
-        """The share of the cores' capacity over the window that the hypervisor gave to other
-        guests (part of what `others_fraction` counts)."""
-        stolen = max(self.end.cores_steal - self.start.cores_steal, 0.0)
-        return stolen / (self.wall_s * max(len(self.cores), 1))
+        """The share of the cores' capacity that the hypervisor gave to other guests (in the
+        probe, if there was one; a part of what `others_fraction` counts)."""
+        return self._share(lambda first, last: last.cores_steal - first.cores_steal,
+                           len(self.cores))
 
     def main_thread(self) -> Optional[dict[str, Any]]:
         """How the kernel scheduled the main thread over the window: the CPUs it ran on at
