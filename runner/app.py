@@ -278,10 +278,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv and argv[0] in REPORT_COMMANDS:
         return run_report_command(argv)
     signals.install()
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
     try:
+        # Inside the try: parsing imports lazily, and Ctrl-C can land there too.
+        args = build_parser().parse_args(argv)
+        logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
         if args.list_models:
             return list_models(args)
         if args.list_stacks:
