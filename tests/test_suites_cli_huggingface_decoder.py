@@ -1,17 +1,17 @@
-"""A Hugging Face decoder (DistillGPT2) through the real runner, eager and inductor, eval and
-train.
+"""A Hugging Face decoder (DistillGPT2) through the real runner, eager and compiled (aot_eager:
+why, in tests/test_suites_cli_huggingface.py), eval and train.
 
 A file of its own: pytest-xdist (--dist loadfile) gives each file to one worker, and each
-model's inductor compiles take minutes; in one file (one sweep of the three models) this was
+model's compiles take a while; in one file (one sweep of the three models) this was
 the longest test of the suite, run on one core while the other had finished."""
 
 import pytest
 
-from tests.test_suites_cli_huggingface import runs_eager_and_inductor_in_eval_and_train
+from tests.test_suites_cli_huggingface import runs_eager_and_compiled_in_eval_and_train
 
 pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 
 
 @pytest.mark.long
 def test_a_decoder_model_runs(tmp_path):
-    runs_eager_and_inductor_in_eval_and_train(tmp_path, "DistillGPT2")
+    runs_eager_and_compiled_in_eval_and_train(tmp_path, "DistillGPT2")
