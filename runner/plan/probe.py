@@ -16,6 +16,7 @@ time (installing or removing a package changes it), the package versions, the de
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import json
@@ -28,7 +29,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
+
+from filelock import FileLock, Timeout
 
 from core.host import HostCapabilities, cache_root
 from runner.common.cached_json import write_json_atomically
@@ -156,17 +159,39 @@ def keep_answer(path: Path, answer: dict[str, Any]) -> None:
 
 def probe_host(timeout: float = 300.0, use_cache: bool = True) -> HostCapabilities:
     """What this machine can run: the cached answer when it still holds, else the probe
-    child's (failures give a torch-less answer, never cached)."""
-    path = probe_cache_path() if use_cache else None
-    if path is not None:
+    child's (failures give a torch-less answer, never cached). Runners that start together
+    on one host probe once: the others wait for the first one's answer."""
+    if not use_cache:
+        return HostCapabilities.from_dict(run_probe(timeout))
+    path = probe_cache_path()
+    with probing_alone(path, timeout):
         cached = cached_answer(path)
         if cached is not None:
             log.debug("host capabilities from %s", path)
             return cached
-    answer = run_probe(timeout)
-    if path is not None and "torch_error" not in answer:
-        keep_answer(path, answer)
+        answer = run_probe(timeout)
+        if "torch_error" not in answer:
+            keep_answer(path, answer)
     return HostCapabilities.from_dict(answer)
+
+
+@contextlib.contextmanager
+def probing_alone(path: Path, timeout: float) -> Iterator[None]:
+    """Hold the lock of the probe's cached answer at `path` (`<path>.lock`); where it cannot
+    be taken (a cache folder that cannot be written, or another runner holding it longer
+    than a probe may take), go on without it: the probe then runs twice, harmlessly."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(f"{path}.lock", timeout=timeout)
+        lock.acquire()
+    except (OSError, Timeout) as error:
+        log.debug("probing without the lock of %s: %s", path, error)
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def run_probe(timeout: float) -> dict[str, Any]:

@@ -108,3 +108,45 @@ def test_a_failed_probe_is_reported_and_never_kept(own_cache, monkeypatch, tmp_p
     answer = probe_host()
     assert "this torch is broken" in answer.torch_error
     assert not probe_cache_path().exists()
+
+
+def test_runners_that_ask_together_probe_once(own_cache, monkeypatch):
+    """Four askers at once (threads here, runners on a host; the lock is a file lock): one
+    probe child, and every asker gets its answer."""
+    import threading
+
+    from runner.plan import probe
+
+    children = []
+
+    def run_probe(timeout: float) -> dict:
+        children.append(threading.get_ident())
+        time.sleep(0.5)  # a probe takes seconds: the others arrive while it runs
+        return {"python": platform.python_version(), "torch_version": "9.9.9"}
+
+    monkeypatch.setattr(probe, "run_probe", run_probe)
+    answers = []
+    askers = [threading.Thread(target=lambda: answers.append(probe_host())) for _ in range(4)]
+    for asker in askers:
+        asker.start()
+    for asker in askers:
+        asker.join()
+    assert len(children) == 1
+    assert [answer.torch_version for answer in answers] == ["9.9.9"] * 4
+
+
+def test_a_lock_held_too_long_does_not_stop_the_probe(own_cache, monkeypatch):
+    """Another runner holding the lock longer than a probe may take: probe without it."""
+    from filelock import FileLock
+
+    from runner.plan import probe
+
+    monkeypatch.setattr(probe, "run_probe",
+                        lambda timeout: {"python": platform.python_version(),
+                                         "torch_version": "9.9.9"})
+    path = probe_cache_path()
+    path.parent.mkdir(parents=True)
+    with FileLock(f"{path}.lock"):
+        started = time.monotonic()
+        assert probe_host(timeout=0.2).torch_version == "9.9.9"
+        assert time.monotonic() - started < 5
