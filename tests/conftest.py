@@ -141,8 +141,10 @@ def pytest_configure(config) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # The runners the tests start share one cache (the probe's answer) of their own, not
-    # the user's.
-    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="experiment-runner-tests-cache-")
+    # the user's: made by pytest (under pytest-xdist, the controller, whose environment the
+    # workers inherit), so that every worker's runners find the one probe's answer.
+    if not is_tests_cache(os.environ.get("XDG_CACHE_HOME", "")):
+        os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix=TESTS_CACHE_PREFIX)
     # The probe's answer is kept under a key that holds the modification time of every
     # import path, the project's folder among them: Hypothesis creating its folder there
     # midway through a run (on a fresh clone) made every worker's next runner probe again
@@ -161,9 +163,16 @@ def pytest_collection_modifyitems(config, items) -> None:
                                  item.get_closest_marker("e2e") is None))
 
 
+TESTS_CACHE_PREFIX = "experiment-runner-tests-cache-"
+
+
+def is_tests_cache(folder: str) -> bool:
+    return os.path.basename(folder).startswith(TESTS_CACHE_PREFIX)
+
+
 def pytest_unconfigure(config) -> None:
     folder = os.environ.get("XDG_CACHE_HOME", "")
-    if os.path.basename(folder).startswith("experiment-runner-tests-cache-"):
+    if is_tests_cache(folder) and not hasattr(config, "workerinput"):  # not an xdist worker
         shutil.rmtree(folder, ignore_errors=True)
 
 
