@@ -16,12 +16,12 @@ def missing_modules() -> list:
 
 
 if __name__ == "__main__":
-    missing = missing_modules()
-    if missing:
-        print(f"experiment_runner.py: {', '.join(missing)} missing from {sys.executable}; "
-              "set up first: make setup (or use .venv/bin/python)", file=sys.stderr)
-        sys.exit(EXIT_NOT_SET_UP)
     try:
+        missing = missing_modules()
+        if missing:
+            print(f"experiment_runner.py: {', '.join(missing)} missing from {sys.executable}; "
+                  "set up first: make setup (or use .venv/bin/python)", file=sys.stderr)
+            sys.exit(EXIT_NOT_SET_UP)
         # SIGTERM stops the runner like Ctrl-C from the very start (runner/run/signals.py).
         from runner.run import signals
 
