@@ -180,9 +180,9 @@ def pytest_unconfigure(config) -> None:
 #: for the runner's own defaults (`runner_defaults=True`; for `run_cli`, the marker
 #: `runner_defaults`), as the tests of threads, slots, contention and the reference workload
 #: do. Both say how an experiment is measured, not what it is (core/config.py RunSettings):
-#: - one torch thread per child: pytest-xdist runs a test per core, and a child with a
-#:   thread per core of the two (the default) waited at each barrier of its thread pool for
-#:   a thread that the other worker's child held off its core: measured on two copies of
+#: - one torch thread per child: pytest-xdist runs a test per core (and one more), and a
+#:   child with a thread per core of the two (the default) waited at each barrier of its
+#:   thread pool for a thread that the other worker's child held off its core: measured on two copies of
 #:   tests/test_observe_cli.py side by side, 153 s of wall time with the default, 108 s
 #:   with one thread;
 #: - no reference workload (about 0.1 s on a quiet machine, seconds of both cores on a
