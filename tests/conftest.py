@@ -128,6 +128,14 @@ class CliRun:
         return read_results(self.results_path).lines
 
 
+#: The folder of the runners' own cache (the probe's answer) during a test run.
+TESTS_CACHE_PREFIX = "experiment-runner-tests-cache-"
+
+
+def is_tests_cache(folder: str) -> bool:
+    return os.path.basename(folder).startswith(TESTS_CACHE_PREFIX)
+
+
 def pytest_configure(config) -> None:
     """pytest-xdist's workers ignore SIGINT, and a child inherits an ignored SIGINT (as a
     shell's background job does, on purpose): the tests that press Ctrl-C on a runner need
@@ -161,13 +169,6 @@ def pytest_collection_modifyitems(config, items) -> None:
     first test goes)."""
     items.sort(key=lambda item: (item.get_closest_marker("long") is None,
                                  item.get_closest_marker("e2e") is None))
-
-
-TESTS_CACHE_PREFIX = "experiment-runner-tests-cache-"
-
-
-def is_tests_cache(folder: str) -> bool:
-    return os.path.basename(folder).startswith(TESTS_CACHE_PREFIX)
 
 
 def pytest_unconfigure(config) -> None:

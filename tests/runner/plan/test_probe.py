@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import shutil
+import threading
 import time
 
 import pytest
@@ -110,40 +111,41 @@ def test_a_failed_probe_is_reported_and_never_kept(own_cache, monkeypatch, tmp_p
     assert not probe_cache_path().exists()
 
 
-def test_runners_that_ask_together_probe_once(own_cache, monkeypatch):
-    """Four askers at once (threads here, runners on a host; the lock is a file lock): one
-    probe child, and every asker gets its answer."""
-    import threading
 
+@pytest.fixture
+def stand_in_probe(monkeypatch):
+    """run_probe replaced by a stand-in that takes half a second (a probe takes seconds, so
+    that others ask while it runs); the threads that ran it, in order."""
     from runner.plan import probe
 
-    children = []
+    ran: list[int] = []
 
     def run_probe(timeout: float) -> dict:
-        children.append(threading.get_ident())
-        time.sleep(0.5)  # a probe takes seconds: the others arrive while it runs
+        ran.append(threading.get_ident())
+        time.sleep(0.5)
         return {"python": platform.python_version(), "torch_version": "9.9.9"}
 
     monkeypatch.setattr(probe, "run_probe", run_probe)
+    return ran
+
+
+def test_runners_that_ask_together_probe_once(own_cache, stand_in_probe):
+    """Four askers at once (threads here, runners on a host; the lock is a file lock): one
+    probe child, and every asker gets its answer."""
     answers = []
     askers = [threading.Thread(target=lambda: answers.append(probe_host())) for _ in range(4)]
     for asker in askers:
         asker.start()
     for asker in askers:
         asker.join()
-    assert len(children) == 1
+    assert len(stand_in_probe) == 1
     assert [answer.torch_version for answer in answers] == ["9.9.9"] * 4
 
 
-def test_a_lock_held_too_long_does_not_stop_the_probe(own_cache, monkeypatch):
+def test_a_lock_held_too_long_does_not_stop_the_probe(own_cache, stand_in_probe):
     """Another runner holding the lock longer than a probe may take: probe without it."""
     from filelock import FileLock
 
-    from runner.plan import probe
-
-    monkeypatch.setattr(probe, "run_probe",
-                        lambda timeout: {"python": platform.python_version(),
-                                         "torch_version": "9.9.9"})
     path = probe_cache_path()
     path.parent.mkdir(parents=True)
     with FileLock(f"{path}.lock"):
