@@ -22,7 +22,9 @@ table is what the same two sweeps at `--processes=1` measured.
 
 Where the lines paired eager with the stack in their processes, a third table compares those
 eager figures: a difference the compiled figure shares is the host's or the machine's, one in
-the compiled figure alone is the compiled code's or the card's clock.
+the compiled figure alone is the compiled code's or the card's clock. Where the lines hold
+the host pulse read during their timed runs (runner/child/reference.py), a last table
+compares it: the host's single-thread speed while each experiment was timed.
 
 `--load N` makes the second sweep's period slow on purpose: N busy processes (one Python
 loop each, on this process's cores) run during it, and are ended after it. The first
@@ -71,6 +73,19 @@ def paired_eager_figure(line: dict[str, Any]) -> Optional[float]:
         medians = timed_values(line, "eager_per_iter_time")
     medians = [value for value in medians if isinstance(value, (int, float)) and value > 0]
     return statistics.median(medians) if medians else None
+
+
+def host_pulse_figure(line: dict[str, Any]) -> Optional[float]:
+    """The host pulse during the line's timed runs, in seconds (the median over its
+    processes), or None where it was not read."""
+    summary = line.get("summary") or {}
+    references = summary.get("reference_processes")
+    if not isinstance(references, list):
+        references = [summary.get("reference")]
+    pulses = [reference["during"]["host_ms"] / 1e3 for reference in references
+              if isinstance(reference, dict) and isinstance(reference.get("during"), dict)
+              and isinstance(reference["during"].get("host_ms"), (int, float))]
+    return statistics.median(pulses) if pulses else None
 
 
 def flags(line: dict[str, Any]) -> str:
@@ -162,6 +177,9 @@ def compare(first_path: Path, second_path: Path, within: float) -> int:
                     "that the compiled figure shares came from the host or the machine; one "
                     "in the compiled figure alone, from the compiled code or the card's clock)",
                     paired_eager_figure)
+    if any(host_pulse_figure(line) is not None for line in first.values()):
+        print_table(first, second, within, "the host pulse during their timed runs (the "
+                    "host's single-thread speed while each was timed)", host_pulse_figure)
     return 0
 
 

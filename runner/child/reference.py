@@ -15,6 +15,13 @@ scheduler's time slices, so that other processes' load on the cores slows a try 
 millisecond or two fits in one slice and does not see it). A reading costs about 60 ms on a
 quiet CPU, and is taken twice per process. The parent compares them with this host's usual figures
 (runner/run/slow_periods.py).
+
+A third figure is read *during* the timed runs, not around them: after each timed run, the
+host pulse, a fixed pure-Python loop on the process's main thread (`PULSE_LOOPS` additions,
+about a millisecond). On the lent GPU hosts a core's single-thread speed moved by up to 2x
+from one second to the next (another tenant's load on the physical core), faster than a
+reading before and after a process can follow; the pulses' median is the speed the host ran
+at while the model was timed.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ PRODUCTS = 16
 REPEATS = 3
 #: The matrix product's size per device type (and its dtype): a fraction of a millisecond.
 KERNEL_SIZES = {"cpu": (256, "float32"), "cuda": (4096, "float16")}
+#: The host pulse's additions: about a millisecond on a current server core.
+PULSE_LOOPS = 20000
 
 
 def _median_seconds(work: Callable[[], None], sync: Callable[[], None], repeats: int) -> float:
@@ -83,3 +92,28 @@ def _measure(torch, device, sync, size: int, dtype: str, repeats: int) -> dict[s
         product = _median_seconds(kernel, sync, repeats) / PRODUCTS
     return {"launch_us": launch * 1e6, "kernel_ms": product * 1e3, "device": device.type,
             "kernel": f"mm {size}x{size} {dtype}", "launches": LAUNCHES, "products": PRODUCTS}
+
+
+def host_pulse(loops: int = PULSE_LOOPS) -> float:
+    """Milliseconds the main thread takes for `loops` fixed Python additions: the host's
+    single-thread speed at this moment, whatever the device."""
+    start = time.perf_counter()
+    total = 0
+    for step in range(loops):
+        total += step
+    return (time.perf_counter() - start) * 1e3
+
+
+def pulse_reading(pulses: list[float], around: Optional[dict[str, Any]],
+                  device_type: str) -> Optional[dict[str, Any]]:
+    """The reading made of a process's host pulses (`host_ms`, their median), keyed like the
+    readings `around` it (device and threads), so that one history keeps them; None without
+    pulses."""
+    if not pulses:
+        return None
+    reading: dict[str, Any] = {"host_ms": statistics.median(pulses), "pulses_ms": list(pulses),
+                               "loops": PULSE_LOOPS, "device": device_type}
+    for name in ("device", "threads"):
+        if around and around.get(name) is not None:
+            reading[name] = around[name]
+    return reading

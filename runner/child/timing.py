@@ -16,7 +16,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from backends.base import DeviceTimer, PreparedModel
 from core.config import RunSettings
@@ -67,6 +67,8 @@ class TimingResult:
     enqueue_time: list[float] = field(default_factory=list)
     iteration_spans: list[float] = field(default_factory=list)
     iteration_enqueues: list[float] = field(default_factory=list)
+    #: The host pulse after each timed run of the stack, in ms (runner/child/reference.py).
+    host_pulses: list[float] = field(default_factory=list)
 
     @property
     def per_iter_time(self) -> list[float]:
@@ -243,6 +245,7 @@ def measure(
     watch: Optional[CpuWatch] = None,
     seed: int = DEFAULT_SEED,
     device_watch: Optional[GpuWatch] = None,
+    pulse: Optional[Callable[[], float]] = None,
 ) -> TimingResult:
     """Warm up (the first iteration is the cold start), then time `repeat` runs.
 
@@ -253,7 +256,8 @@ def measure(
     the device's start-up. With --pure-wall-time, a stack that offers a device timer (CUDA)
     has each timed run's iterations timed between device events. `hooks` see each timed run
     of the stack after it is measured, then may run untimed runs of their own. `watch` (the
-    cores) and `device_watch` (the card) span the timed runs.
+    cores) and `device_watch` (the card) span the timed runs; `pulse`, when given, is read
+    after each timed run of the stack, outside its timing (the host's speed meanwhile).
     """
     hooks = hooks or RunHooks()
     seeds = input_seeds(settings, seed)
@@ -303,6 +307,8 @@ def measure(
                 timing.iteration_enqueues.extend(times.enqueues)
         for name, value in prepared.end_timed_run().items():
             timing.run_metrics.setdefault(name, []).append(value)
+        if pulse is not None:
+            timing.host_pulses.append(pulse())
         hooks.after_timed_run(run_index)
         hooks.timed_run_output(run_index, result)
     if device_watch is not None:

@@ -30,6 +30,7 @@ from core.contract import (
 )
 from core.schema import Status, Verdict
 from runner.child.gpu_state import GpuWatch
+from runner.child.reference import host_pulse, pulse_reading
 from runner.common.lifetime import die_with_parent
 from runner.common.packages import installed_packages
 
@@ -166,10 +167,12 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     card = card_watch(spec)
     before = reference_reading(spec)
     timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch,
-                     seed=spec.experiment.seed, device_watch=card)
+                     seed=spec.experiment.seed, device_watch=card,
+                     pulse=host_pulse if spec.settings.reference_workload else None)
     after = reference_reading(spec)
-    if before is not None or after is not None:
-        result.summary["reference"] = {"before": before, "after": after}
+    during = pulse_reading(timing.host_pulses, before or after, spec.experiment.accelerator)
+    if before is not None or after is not None or during is not None:
+        result.summary["reference"] = {"before": before, "after": after, "during": during}
     if spec.settings.pure_wall_time and timing.clock == HOST_CLOCK:
         note = (f"--pure-wall-time does not apply to the {stack.name} stack on "
                 f"{spec.experiment.accelerator}: its work does not run on CUDA streams that "

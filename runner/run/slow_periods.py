@@ -8,7 +8,9 @@ at most. The usual figure is their median, once there are `MIN_HISTORY` of them.
 
 How slow a process ran is, for the figure that ran slowest against its usual value, the
 lesser of its readings before and after the timed runs: a slow period over the process
-slows both, while one reading caught by a moment's noise does not count. The line's ratio
+slows both, while one reading caught by a moment's noise does not count. The host pulse
+(`host_ms`) is read during the timed runs, once after each, and its reading is already their
+median. The line's ratio
 is the median of its processes' ratios (its figure is their median too). A line is flagged
 (`summary.slow_period.flagged`, and `summary.unreliable` with the reason) when its ratio is
 above `SLOW_BOUND`; the ratio is recorded either way. Every reading joins the history after the line is judged, so
@@ -41,19 +43,22 @@ HISTORY = 50
 MIN_HISTORY = 3
 MAX_AGE_SECONDS = 7 * 24 * 3600
 #: The reference's figures (runner/child/reference.py), with what each measures.
-FIGURES = {"launch_us": "the host's launch loop", "kernel_ms": "the device kernel"}
+FIGURES = {"launch_us": "the host's launch loop", "kernel_ms": "the device kernel",
+           "host_ms": "the host pulse during the timed runs"}
+#: Where a process's reference keeps its readings: around its timed runs, and during them.
+READING_KEYS = ("before", "after", "during")
 
 
 def processes_of(summary: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
     """The reference readings of a line's summary: for each process, those taken before and
-    after its timed runs."""
+    after its timed runs, and the one made of its host pulses during them."""
     references = summary.get("reference_processes")
     if not isinstance(references, list):
         references = [summary.get("reference")]
     found = []
     for reference in references:
         if isinstance(reference, dict):
-            readings = [reading for reading in (reference.get("before"), reference.get("after"))
+            readings = [reading for reading in map(reference.get, READING_KEYS)
                         if isinstance(reading, dict)]
             if readings:
                 found.append(readings)

@@ -61,3 +61,27 @@ def test_compare_names_a_missing_file(tmp_path):
 
     with pytest.raises(SystemExit, match="no results file at .*missing.jsonl"):
         stability.main_with(["--compare", str(tmp_path / "missing.jsonl"), str(tmp_path / "b")])
+
+
+def with_pulses(path: Path, pulses_ms: dict[str, list[float]]) -> Path:
+    """The file's lines with these host pulses read during each process's timed runs."""
+    lines = [json.loads(text) for text in path.read_text().splitlines()]
+    for line in lines:
+        line["summary"]["reference_processes"] = [
+            {"before": None, "after": None, "during": {"host_ms": value, "device": "cpu"}}
+            for value in pulses_ms[line["model"]["model_name"]]]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_compare_shows_the_host_pulse_during_the_timed_runs(tmp_path, capsys):
+    first = with_pulses(results_file(tmp_path / "a.jsonl", {"mlp": [0.010, 0.010, 0.010]}),
+                        {"mlp": [1.0, 1.9, 1.0]})
+    second = with_pulses(results_file(tmp_path / "b.jsonl", {"mlp": [0.014, 0.014, 0.010]}),
+                         {"mlp": [1.8, 1.9, 1.0]})
+    assert stability.main_with(["--compare", str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    _, host = out.split("the host pulse during their timed runs")
+    row = next(text for text in host.splitlines() if text.startswith("mlp"))
+    assert row.split()[3:6] == ["1", "1.8", "+80.0%"]  # ms, the medians over processes
+    assert "0 of 1 experiments agree within 3%" in host

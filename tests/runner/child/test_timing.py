@@ -111,6 +111,23 @@ def test_the_card_is_watched_over_the_timed_runs_only():
     assert card.marks == [("start", 2), ("stop", 2 + 3 * 2)]
 
 
+def test_the_host_pulse_is_read_after_each_timed_run_and_never_timed():
+    prepared = CountingModel()
+    steps_at_pulse = []
+
+    def pulse():
+        steps_at_pulse.append(prepared.steps)
+        time.sleep(HOOK_SECONDS)
+        return 1.5
+
+    timing = measure(prepared, bench(), RunSettings(repeat=3, warmup=1, iterations_per_run=2),
+                     pulse=pulse)
+    assert timing.host_pulses == [1.5, 1.5, 1.5]
+    assert steps_at_pulse == [1 + 2, 1 + 4, 1 + 6]  # after each timed run's iterations
+    assert all(t < HOOK_SECONDS for t in timing.total_time)
+    assert measure(CountingModel(), bench(), RunSettings(repeat=2, warmup=0)).host_pulses == []
+
+
 def test_measure_without_hooks():
     timing = measure(CountingModel(), bench(), RunSettings(repeat=2, warmup=0))
     assert len(timing.per_iter_time) == 2 and timing.warmup_times == []

@@ -66,9 +66,10 @@ def test_every_process_reading_counts():
 
 def test_the_usual_figure_is_the_median_of_this_hosts_readings(tmp_path):
     history = ReferenceHistory(tmp_path)
-    assert history.usual("cpu", "EPYC") == {"launch_us": None, "kernel_ms": None}
+    assert history.usual("cpu", "EPYC") == {"launch_us": None, "kernel_ms": None,
+                                            "host_ms": None}
     history.add("cpu", "EPYC", [reading(4.0, 0.2)] * (MIN_HISTORY - 1) + [reading(10.0, 1.0)])
-    assert history.usual("cpu", "EPYC") == {"launch_us": 4.0, "kernel_ms": 0.2}
+    assert history.usual("cpu", "EPYC") == {"launch_us": 4.0, "kernel_ms": 0.2, "host_ms": None}
     # Per device model: another one has no history.
     assert history.usual("cpu", "Xeon")["launch_us"] is None
 
@@ -86,6 +87,33 @@ def test_a_line_is_judged_then_its_readings_kept(tmp_path):
     quiet = summary((reading(4.1, 0.2), reading(4.0, 0.21)))
     history.judge_summary(quiet, "EPYC")
     assert quiet["slow_period"]["flagged"] is False and "unreliable" not in quiet
+
+
+def pulses(host_ms: float) -> dict:
+    return {"host_ms": host_ms, "pulses_ms": [host_ms] * 3, "device": "cpu"}
+
+
+def test_the_host_pulse_during_the_timed_runs_flags_a_process_its_readings_around_missed(tmp_path):
+    # Quiet before and after, slow while the model was timed: the pulses say so.
+    history = ReferenceHistory(tmp_path)
+    history.add("cpu", "EPYC", [{**reading(4.0, 0.2), "host_ms": 1.0}] * MIN_HISTORY)
+    line_summary = {"reference_processes": [
+        {"before": reading(4.0, 0.2), "after": reading(4.1, 0.2), "during": pulses(1.9)},
+        {"before": reading(4.0, 0.2), "after": reading(4.0, 0.2), "during": pulses(1.8)},
+        {"before": reading(4.0, 0.2), "after": reading(4.0, 0.2), "during": pulses(1.0)}]}
+    assert [r.get("host_ms") for r in readings_of(line_summary)] == [None, None, 1.9] + \
+        [None, None, 1.8, None, None, 1.0]
+    history.judge_summary(line_summary, "EPYC")
+    verdict = line_summary["slow_period"]
+    assert verdict["flagged"] and verdict["figure"] == "host_ms"
+    assert verdict["ratio"] == pytest.approx(1.8)
+    assert "host pulse during the timed runs" in line_summary["unreliable_reasons"][0]
+    # The pulses joined the host's history: its usual figure now counts them.
+    assert history.usual("cpu", "EPYC")["host_ms"] == pytest.approx(1.0)
+    quiet = {"reference": {"before": reading(4.0, 0.2), "after": None, "during": pulses(1.1)}}
+    history.judge_summary(quiet, "EPYC")
+    assert quiet["slow_period"]["flagged"] is False
+    assert quiet["slow_period"]["ratio"] == pytest.approx(1.1)
 
 
 def planned(name: str = "mlp") -> PlannedExperiment:
