@@ -3,12 +3,12 @@
 For every CPU this process may use, pinned to it in turn (three rounds, each in its own
 shuffled order), it times a fixed pure-Python loop (100,000 additions) and, with `--cuda N`,
 1,000 tiny launches on CUDA device N then a synchronization. It prints each CPU's median of
-the rounds, the share of readings under `--fast-below` ms (the host's fast state, where the
-loop's times fall into two groups), and how often one CPU's three rounds agreed on its state:
+the rounds, the share of readings within `--fast-within` times the map's fastest reading (the
+host's fast state, where the loop's times fall into two groups), and how often one CPU's three rounds agreed on its state:
 a share that moves between maps, or CPUs that change state between rounds, tell a host whose
 single-thread speed is not its own (docs/timing.md, "Slow periods").
 
-    python benchmarks/host_cpu_map.py [--cuda 0] [--json map.json] [--fast-below 10]
+    python benchmarks/host_cpu_map.py [--cuda 0] [--json map.json] [--fast-within 1.4]
 """
 
 from __future__ import annotations
@@ -72,12 +72,15 @@ def cpu_map(cpus: list[int], launches: Optional[Callable[[], float]]) -> dict[in
     return readings
 
 
-def summarize(readings: dict[int, list[dict[str, Any]]], fast_below: float) -> dict[str, Any]:
-    """The share of fast readings, and of CPUs whose rounds all agreed on their state."""
+def summarize(readings: dict[int, list[dict[str, Any]]], fast_within: float) -> dict[str, Any]:
+    """The share of fast readings (within `fast_within` times the fastest one), and of CPUs
+    whose rounds all agreed on their state."""
+    fastest = min(each["python_ms"] for values in readings.values() for each in values)
+    fast_below = fastest * fast_within
     states = {cpu: [each["python_ms"] < fast_below for each in values]
               for cpu, values in readings.items()}
     every = [state for values in states.values() for state in values]
-    return {"fast_share": sum(every) / len(every),
+    return {"fast_below_ms": fast_below, "fast_share": sum(every) / len(every),
             "steady_cpus": sum(len(set(values)) == 1 for values in states.values()) / len(states)}
 
 
@@ -85,8 +88,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cuda", type=int, default=None, metavar="N",
                         help="also time tiny launches on CUDA device N")
-    parser.add_argument("--fast-below", type=float, default=10.0, metavar="MS",
-                        help="a Python loop under this many ms counts as the fast state (10)")
+    parser.add_argument("--fast-within", type=float, default=1.4, metavar="FACTOR",
+                        help="a Python loop within this many times the map's fastest counts as "
+                             "the fast state (1.4)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write every reading here")
     args = parser.parse_args(argv)
     if not hasattr(os, "sched_setaffinity"):
@@ -99,8 +103,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             cells.append(f"launch {statistics.median(v['launch_us'] for v in values):5.1f} us")
         rounds = " ".join(f"{v['python_ms']:.1f}" for v in values)
         print(f"cpu {cpu:3d}  {'  '.join(cells)}  rounds {rounds}")
-    summary = summarize(readings, args.fast_below)
-    print(f"fast readings (python loop under {args.fast_below:g} ms): {summary['fast_share']:.0%}; "
+    summary = summarize(readings, args.fast_within)
+    print(f"fast readings (python loop under {summary['fast_below_ms']:.2f} ms): "
+          f"{summary['fast_share']:.0%}; "
           f"CPUs whose {ROUNDS} rounds agreed on their state: {summary['steady_cpus']:.0%}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

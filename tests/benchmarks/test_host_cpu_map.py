@@ -12,7 +12,8 @@ from benchmarks import host_cpu_map
 def test_the_summary_counts_fast_readings_and_cpus_that_kept_their_state():
     readings = {0: [{"python_ms": 7.0}, {"python_ms": 7.2}, {"python_ms": 7.1}],
                 1: [{"python_ms": 13.0}, {"python_ms": 7.0}, {"python_ms": 12.8}]}
-    summary = host_cpu_map.summarize(readings, fast_below=10.0)
+    summary = host_cpu_map.summarize(readings, fast_within=1.4)
+    assert summary["fast_below_ms"] == pytest.approx(9.8)  # 1.4 times the fastest, 7.0 ms
     assert summary["fast_share"] == pytest.approx(4 / 6)
     assert summary["steady_cpus"] == pytest.approx(0.5)
 
