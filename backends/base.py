@@ -34,6 +34,9 @@ XLA_PROFILER = "xla_profiler"  # XLA's profiler writes an XPlane trace (Prepared
 TORCH_COMPILER_PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
 #: What a fork server of plain PyTorch children imports (3 CPU-s less than the compiler's).
 TORCH_PRELOAD = ("torch",)
+#: A server of plain PyTorch training children: torch and dynamo's modules, not inductor's
+#: compiler (a training child imports dynamo; backends/stacks/eager.py).
+TORCH_TRAINING_PRELOAD = ("torch", "torch._dynamo")
 
 
 @dataclass(frozen=True)
@@ -66,15 +69,20 @@ class Stack(ABC):
     #: What a fork server for this stack's children imports once (runner/run/forkserver_server.py):
     #: libraries only, never anything that makes a device context or compiler state.
     preload: tuple[str, ...] = TORCH_PRELOAD
-    #: A larger preload this stack's children may start from when the sweep starts a server of
-    #: it anyway (one server instead of two); None: only its own.
-    shared_preload: Optional[tuple[str, ...]] = None
+    #: Larger preloads this stack's children may start from when the sweep starts a server of
+    #: one anyway (one server instead of two), the first one the sweep has; empty: only its own.
+    shared_preloads: tuple[tuple[str, ...], ...] = ()
+
+    def preload_for(self, experiment: ExperimentConfig) -> tuple[str, ...]:
+        """The preload one experiment of this stack asks of the sweep's servers."""
+        return self.preload
 
     def preload_in(self, sweep_preloads: Collection[tuple[str, ...]]) -> tuple[str, ...]:
-        """The preload this stack's children start from in a sweep whose stacks preload
-        `sweep_preloads`: its shared one where the sweep has that server, else its own."""
-        if self.shared_preload is not None and self.shared_preload in sweep_preloads:
-            return self.shared_preload
+        """The preload this stack's children start from in a sweep whose experiments ask for
+        `sweep_preloads`: the first of its shared ones the sweep has, else its own."""
+        for shared in self.shared_preloads:
+            if shared in sweep_preloads:
+                return shared
         return self.preload
 
     @abstractmethod

@@ -158,8 +158,9 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
             log_level=args.log_level.upper(),
             start_method=args.start_method,
             host_variables=tuple(sorted(host.child_environment.items())),
-            sweep_preloads=frozenset(backends.get_stack(planned.experiment.stack).preload
-                                     for planned in plan.experiments),
+            sweep_preloads=frozenset(
+                backends.get_stack(planned.experiment.stack).preload_for(planned.experiment)
+                for planned in plan.experiments),
         ),
         settings,
         SweepInfo(run_id=uuid.uuid4().hex[:12], command=shlex.join(["experiment-runner", *argv]),

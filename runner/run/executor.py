@@ -58,7 +58,8 @@ class ExecutorOptions:
     start_method: str = "spawn"
     #: Variables every child gets from the host's probe (HostCapabilities.child_environment).
     host_variables: tuple[tuple[str, str], ...] = ()
-    #: The preloads of the sweep's stacks (Stack.preload_in: which server a child starts from).
+    #: The preloads the sweep's experiments ask for (Stack.preload_for; Stack.preload_in: which
+    #: server a child starts from).
     sweep_preloads: frozenset[tuple[str, ...]] = frozenset()
 
 

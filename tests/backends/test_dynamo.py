@@ -82,3 +82,21 @@ def test_eager_and_dynamo_children_share_one_fork_server():
                       {**environment, **dynamo.child_environment(experiment)})
     assert eager.preload_in({eager.preload}) == ("torch",)
     assert dynamo.preload_in({dynamo.preload}) == dynamo.preload
+
+
+def test_an_eager_sweep_that_trains_preloads_dynamo_for_all_its_eager_children():
+    """Eager training children import torch._dynamo: where an eager-only sweep trains, its one
+    server imports it for them (and for its evaluations, which then share that server); a
+    sweep of evaluations only imports torch alone; beside dynamo, dynamo's server still wins."""
+    from backends import get_stack
+
+    eager, dynamo = get_stack("eager"), get_stack("dynamo")
+    evaluation = ExperimentConfig("cpu", None, None, None, "eval")
+    training = ExperimentConfig("cpu", None, None, None, "train")
+    assert eager.preload_for(evaluation) == ("torch",)
+    assert eager.preload_for(training) == ("torch", "torch._dynamo")
+    trains = {eager.preload_for(evaluation), eager.preload_for(training)}
+    assert eager.preload_in(trains) == ("torch", "torch._dynamo")
+    assert eager.preload_in({eager.preload_for(evaluation)}) == ("torch",)
+    compiled = ExperimentConfig("cpu", None, "inductor", None, "train")
+    assert eager.preload_in(trains | {dynamo.preload_for(compiled)}) == dynamo.preload
