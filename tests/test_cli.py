@@ -1,6 +1,7 @@
 """The runner end to end: real sweeps in real child processes."""
 
 import json
+import shutil
 import signal
 import statistics
 import subprocess
@@ -26,11 +27,11 @@ def mlp_sweep(tmp_path_factory):
     lines = CliRun(first.returncode, first.stdout, first.stderr, output).lines()
     second = subprocess.run(cli_command(output, *args), capture_output=True, text=True,
                             env=cli_environment(), timeout=900)
-    return first, second, lines, CliRun(0, "", "", output).lines()
+    return first, second, lines, CliRun(0, "", "", output).lines(), output
 
 
 def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
-    first, _, lines, _ = mlp_sweep
+    first, _, lines, _, _ = mlp_sweep
     assert first.returncode == 0, first.stderr
     stacks = sorted((l["experiment"]["dynamo"] or "eager", l["experiment"]["test"]) for l in lines)
     assert stacks == [("eager", "eval"), ("eager", "train"), ("inductor", "eval"), ("inductor", "train")]
@@ -73,7 +74,7 @@ def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
 
 
 def test_rerunning_the_same_command_adds_no_line(mlp_sweep):
-    _, second, lines, after = mlp_sweep
+    _, second, lines, after, _ = mlp_sweep
     assert second.returncode == 0, second.stderr
     assert "4 experiment(s) already recorded" in second.stdout
     assert len(after) == len(lines) == 4
@@ -137,10 +138,15 @@ def test_ctrl_c_kills_the_child_keeps_finished_lines_and_exits_130(tmp_path):
     assert 1 <= len(lines) < 6 and all(line["status"] == "ok" for line in lines)
 
 
-def test_no_resume_starts_a_new_file_and_keeps_the_old_one(tmp_path, run_cli):
+def test_no_resume_starts_a_new_file_and_keeps_the_old_one(tmp_path, run_cli, mlp_sweep):
     args = ["-k", "^mlp$", "--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval",
             "--repeat=1", "--warmup=1"]
-    assert run_cli(*args).returncode == 0
+    # The old file: the module's sweep's, which already records this experiment (its
+    # fingerprint leaves out how it is measured: repeats and warm-up).
+    *_, sweep_output = mlp_sweep
+    (tmp_path / "output").mkdir()
+    shutil.copy(sweep_output / "results.jsonl", tmp_path / "output" / "results.jsonl")
+    assert "0 experiment(s) would run; 1 already recorded" in run_cli(*args, "--dry-run").stdout
     again = run_cli(*args, "--no-resume")
     assert again.returncode == 0, again.stderr
     backups = list(again.output_dir.glob("results.jsonl.*.bak"))

@@ -66,9 +66,19 @@ def test_torchax_training_passes_against_eager_references(tmp_path):
     assert line["verification_code"] == "PASS", line.get("verification_reason")
 
 
+@pytest.fixture(scope="module")
+def pjrt_training(tmp_path_factory):
+    """Both PJRT stacks' training verified by one runner (one fork server of the XLA family
+    for both children), by stack."""
+    lines = run(tmp_path_factory.mktemp("pjrt"), "--accelerator=cpu", "--repeat=1",
+                "--warmup=1", "--verify-only", "-k", "^mlp$", "--xla=PJRT", "--dynamo=None",
+                "--dynamo=openxla", "--test=train")
+    assert len(lines) == 2
+    return {str(line["experiment"]["dynamo"]): line for line in lines}
+
+
 @pytest.mark.parametrize("dynamo", ["None", "openxla"])
-def test_pjrt_training_verifies_after_eager_backward_in_the_same_child(tmp_path, dynamo):
+def test_pjrt_training_verifies_after_eager_backward_in_the_same_child(pjrt_training, dynamo):
     # The eager references run backward first; the XLA device must already be registered.
-    (line,) = run(tmp_path, "--accelerator=cpu", "--repeat=1", "--warmup=1", "--verify-only",
-                  "-k", "^mlp$", "--xla=PJRT", f"--dynamo={dynamo}", "--test=train")
+    line = pjrt_training[dynamo]
     assert line["verification_code"] == "PASS", line.get("verification_reason")
