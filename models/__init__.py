@@ -37,3 +37,9 @@ def get_suite(
             f"unknown suite {name!r}; available suites: {', '.join(classes)}"
         )
     return classes[name](reduced=reduced, torchbench_dir=torchbench_dir)
+
+
+def suite_preload(name: str) -> tuple[str, ...]:
+    """The libraries suite `name`'s models import (Suite.preload); () for an unknown suite."""
+    found = _suite_classes().get(name)
+    return found.preload if found is not None else ()

@@ -55,6 +55,9 @@ class Suite(ABC):
     name: str = ""
     # Place in suite_names(): lower first; equal orders go by name.
     order: int = 100
+    #: Libraries every model of the suite imports, which a fork server may import once for
+    #: all the suite's children (libraries only: no model, no device state).
+    preload: tuple[str, ...] = ()
 
     def __init__(self, *, reduced: bool = False, torchbench_dir: Optional[str] = None) -> None:
         """Options every suite takes; a suite that has no use for one ignores it.

@@ -101,6 +101,8 @@ class HuggingFaceSuite(ReducibleSuite):
 
     name = "huggingface"
     order = 40
+    # transformers' model machinery: about 3 CPU-s of imports a child need not repeat.
+    preload = ("transformers.modeling_utils",)
 
     specs = HF_MODELS
 

@@ -62,6 +62,8 @@ class TimmSuite(ReducibleSuite):
 
     name = "timm"
     order = 30
+    # timm and the torchvision it imports: about 2 CPU-s a child need not repeat.
+    preload = ("timm",)
 
     specs = TIMM_MODELS
 

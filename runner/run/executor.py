@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 import backends
+import models
 from core.config import RunSettings
 from core.contract import RESULT_FILE, SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, write_message
 from core.fields import processes_for
@@ -61,6 +62,15 @@ class ExecutorOptions:
     #: The preloads the sweep's experiments ask for (Stack.preload_for; Stack.preload_in: which
     #: server a child starts from).
     sweep_preloads: frozenset[tuple[str, ...]] = frozenset()
+
+
+def server_preload(planned: PlannedExperiment,
+                   sweep_preloads: frozenset[tuple[str, ...]]) -> tuple[str, ...]:
+    """What the fork server of `planned`'s child imports: its stack's preload in this sweep
+    (Stack.preload_in), then its suite's libraries (Suite.preload)."""
+    stack = backends.get_stack(planned.experiment.stack)
+    return tuple(dict.fromkeys((*stack.preload_in(sweep_preloads),
+                                *models.suite_preload(planned.model.suite_name))))
 
 
 class ExperimentExecutor:
@@ -182,10 +192,9 @@ class ExperimentExecutor:
         """Start `runner.child.worker` for `folder`: forked from a preloaded server, or spawned."""
         if self.options.start_method == "forkserver" and not names_own_folder(
                 environment, [str(folder)]):
-            stack = backends.get_stack(planned.experiment.stack)
             try:
                 server = self._servers.server_for(
-                    stack.preload_in(self.options.sweep_preloads), environment,
+                    server_preload(planned, self.options.sweep_preloads), environment,
                     cuda=planned.experiment.accelerator == "cuda")
                 return server.start("runner.child.worker", [str(folder)], environment, str(folder))
             except ForkServerError as error:

@@ -129,3 +129,26 @@ def test_children_get_the_probes_variables_unless_the_user_set_them(tmp_path, mo
     monkeypatch.setenv("TORCHINDUCTOR_VEC_ISA_OK", "0")
     assert executor.child_environment(planned, Role.TIME, tmp_path / "t", tmp_path)[
         "TORCHINDUCTOR_VEC_ISA_OK"] == "0"
+
+
+def test_a_childs_server_preloads_its_stack_then_its_suites_libraries():
+    import importlib.util
+
+    from backends import get_stack
+    from runner.run.executor import server_preload
+
+    inductor = ExperimentConfig("cpu", None, "inductor", None, "eval", stack="dynamo")
+    compiler = get_stack("dynamo").preload
+    hf = PlannedExperiment(ModelConfig("huggingface", "BertForMaskedLM"), EAGER, "eager")
+    timm = PlannedExperiment(ModelConfig("timm", "mobilenetv2_100"), inductor, "inductor")
+    builtin = PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager")
+    assert server_preload(hf, frozenset({("torch",)})) == ("torch", "transformers.modeling_utils")
+    # Beside a compiled experiment, eager's children start from the compiler's server, with
+    # their suite's libraries after it; the suite adds nothing that is already there.
+    assert server_preload(hf, frozenset({("torch",), compiler})) == (
+        *compiler, "transformers.modeling_utils")
+    assert server_preload(timm, frozenset({compiler})) == (*compiler, "timm")
+    assert server_preload(builtin, frozenset({("torch",)})) == ("torch",)
+    # The suites' preloads name modules that exist here (a renamed one would stop the server).
+    assert importlib.util.find_spec("transformers.modeling_utils") is not None
+    assert importlib.util.find_spec("timm") is not None
