@@ -10,8 +10,8 @@ How slow a process ran is, for the figure that ran slowest against its usual val
 lesser of its readings before and after the timed runs: a slow period over the process
 slows both, while one reading caught by a moment's noise does not count. The host pulse
 (`host_ms`) is read during the timed runs, once after each, and its reading is already their
-median. The line's ratio
-is the median of its processes' ratios (its figure is their median too). A line is flagged
+median. The line's ratio is the median of its processes' ratios (its figure is their median
+too). A line is flagged
 (`summary.slow_period.flagged`, and `summary.unreliable` with the reason) when its ratio is
 above `SLOW_BOUND`; the ratio is recorded either way. Every reading joins the history after the line is judged, so
 the usual figure follows a lasting change of the machine within `HISTORY / 2` experiments,
