@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from runner.plan.probe import PROBE_CACHE_SECONDS, probe_cache_path, probe_host, probe_key
+from runner.plan.probe import (PROBE_CACHE_SECONDS, import_roots, probe_cache_path, probe_host,
+                               probe_key)
 
 
 @pytest.fixture
@@ -77,6 +78,18 @@ def test_the_key_follows_devices_and_installed_packages(own_cache, monkeypatch, 
     (packages / "newly_installed-1.0.dist-info").mkdir()
     os.utime(packages, (time.time() + 5, time.time() + 5))
     assert probe_key() != with_folder
+
+
+def test_a_folder_a_library_adds_inside_a_path_entry_leaves_the_key_alone(own_cache, monkeypatch,
+                                                                          tmp_path):
+    # ray, once imported, puts its thirdparty_files folder (inside site-packages) on sys.path.
+    packages = tmp_path / "site"
+    (packages / "lib" / "thirdparty_files").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(packages))
+    key = probe_key()
+    monkeypatch.syspath_prepend(str(packages / "lib" / "thirdparty_files"))
+    assert probe_key() == key
+    assert import_roots(["/a", "/a/b/c", "/ab", ""]) == ["/a", "/ab", ""]
 
 
 def test_the_key_follows_the_cpp_compiler(own_cache, monkeypatch, tmp_path):
