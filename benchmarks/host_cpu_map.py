@@ -1,7 +1,8 @@
 """How fast is each logical CPU of this host, right now? A map for telling a slow host apart.
 
 For every CPU this process may use, pinned to it in turn (three rounds, each in its own
-shuffled order), it times a fixed pure-Python loop (100,000 additions) and, with `--cuda N`,
+shuffled order), it times the children's host pulse (runner/child/reference.py) at 100,000
+additions and, with `--cuda N`,
 1,000 tiny launches on CUDA device N then a synchronization. It prints each CPU's median of
 the rounds, the share of readings within `--fast-within` times the map's fastest reading (the
 host's fast state, where the loop's times fall into two groups), and how often one CPU's three rounds agreed on its state:
@@ -20,19 +21,16 @@ import random
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from runner.child.reference import host_pulse  # noqa: E402  (the child's pulse, longer)
 
 LOOP = 100_000
 LAUNCHES = 1_000
 ROUNDS = 3
-
-
-def python_loop_ms() -> float:
-    start = time.perf_counter()
-    total = 0
-    for step in range(LOOP):
-        total += step
-    return (time.perf_counter() - start) * 1e3
 
 
 def launch_timer(device: int) -> Callable[[], float]:
@@ -64,7 +62,7 @@ def cpu_map(cpus: list[int], launches: Optional[Callable[[], float]]) -> dict[in
         for cpu in order:
             os.sched_setaffinity(0, {cpu})
             time.sleep(0.002)  # let the scheduler move this thread there
-            reading = {"python_ms": python_loop_ms()}
+            reading = {"python_ms": host_pulse(LOOP)}
             if launches is not None:
                 reading["launch_us"] = launches()
             readings[cpu].append(reading)

@@ -52,6 +52,7 @@ from benchmarks.timed_sweep import timed_sweep  # noqa: E402
 from core.results_file import read_results  # noqa: E402
 from core.figures import median_time, timed_values  # noqa: E402
 from core.schema import stack_label_of  # noqa: E402
+from runner.run.slow_periods import processes_of  # noqa: E402
 
 
 def first_process_figure(line: dict[str, Any]) -> Optional[float]:
@@ -78,13 +79,9 @@ def paired_eager_figure(line: dict[str, Any]) -> Optional[float]:
 def host_pulse_figure(line: dict[str, Any]) -> Optional[float]:
     """The host pulse during the line's timed runs, in seconds (the median over its
     processes), or None where it was not read."""
-    summary = line.get("summary") or {}
-    references = summary.get("reference_processes")
-    if not isinstance(references, list):
-        references = [summary.get("reference")]
-    pulses = [reference["during"]["host_ms"] / 1e3 for reference in references
-              if isinstance(reference, dict) and isinstance(reference.get("during"), dict)
-              and isinstance(reference["during"].get("host_ms"), (int, float))]
+    pulses = [reading["host_ms"] / 1e3
+              for readings in processes_of(line.get("summary") or {}) for reading in readings
+              if isinstance(reading.get("host_ms"), (int, float))]
     return statistics.median(pulses) if pulses else None
 
 

@@ -6,6 +6,8 @@ import signal
 import statistics
 import subprocess
 import time
+from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 import pytest
@@ -17,8 +19,19 @@ from tests.conftest import CliRun, cli_command, cli_environment
 pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 
 
+class MlpSweep(NamedTuple):
+    """The module's sweep: the first run and its lines, the same command again and the lines
+    after it, and the output folder."""
+
+    first: subprocess.CompletedProcess
+    second: subprocess.CompletedProcess
+    lines: list
+    after: list
+    output: Path
+
+
 @pytest.fixture(scope="module")
-def mlp_sweep(tmp_path_factory):
+def mlp_sweep(tmp_path_factory) -> MlpSweep:
     output = tmp_path_factory.mktemp("sweep") / "output"
     args = ["-k", "mlp", "--accelerator=cpu", "--xla=None", "--dynamo=None",
             "--dynamo=inductor", "--test=eval", "--test=train", "--repeat=3", "--warmup=2"]
@@ -27,11 +40,11 @@ def mlp_sweep(tmp_path_factory):
     lines = CliRun(first.returncode, first.stdout, first.stderr, output).lines()
     second = subprocess.run(cli_command(output, *args), capture_output=True, text=True,
                             env=cli_environment(), timeout=900)
-    return first, second, lines, CliRun(0, "", "", output).lines(), output
+    return MlpSweep(first, second, lines, CliRun(0, "", "", output).lines(), output)
 
 
 def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
-    first, _, lines, _, _ = mlp_sweep
+    first, lines = mlp_sweep.first, mlp_sweep.lines
     assert first.returncode == 0, first.stderr
     stacks = sorted((l["experiment"]["dynamo"] or "eager", l["experiment"]["test"]) for l in lines)
     assert stacks == [("eager", "eval"), ("eager", "train"), ("inductor", "eval"), ("inductor", "train")]
@@ -74,7 +87,7 @@ def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
 
 
 def test_rerunning_the_same_command_adds_no_line(mlp_sweep):
-    _, second, lines, after, _ = mlp_sweep
+    second, lines, after = mlp_sweep.second, mlp_sweep.lines, mlp_sweep.after
     assert second.returncode == 0, second.stderr
     assert "4 experiment(s) already recorded" in second.stdout
     assert len(after) == len(lines) == 4
@@ -143,9 +156,8 @@ def test_no_resume_starts_a_new_file_and_keeps_the_old_one(tmp_path, run_cli, ml
             "--repeat=1", "--warmup=1"]
     # The old file: the module's sweep's, which already records this experiment (its
     # fingerprint leaves out how it is measured: repeats and warm-up).
-    *_, sweep_output = mlp_sweep
     (tmp_path / "output").mkdir()
-    shutil.copy(sweep_output / "results.jsonl", tmp_path / "output" / "results.jsonl")
+    shutil.copy(mlp_sweep.output / "results.jsonl", tmp_path / "output" / "results.jsonl")
     assert "0 experiment(s) would run; 1 already recorded" in run_cli(*args, "--dry-run").stdout
     again = run_cli(*args, "--no-resume")
     assert again.returncode == 0, again.stderr

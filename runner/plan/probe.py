@@ -24,6 +24,7 @@ import logging
 import os
 import platform
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -103,20 +104,25 @@ DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PJRT_DEVI
                     "TPU_VISIBLE_CHIPS", "JAX_PLATFORMS", "LD_LIBRARY_PATH", "PYTHONPATH")
 
 
-def import_roots(entries: list[str]) -> list[str]:
-    """The entries of `entries` (sys.path) that no other entry holds: a folder a library put on
-    sys.path inside its own installation (ray adds its `thirdparty_files` when imported) is
-    left out, so that a runner which imported it keys the probe as one which did not."""
-    resolved = [os.path.abspath(entry or ".") for entry in entries]
-    return [entry for entry, path in zip(entries, resolved)
-            if not any(path != other and path.startswith(other.rstrip(os.sep) + os.sep)
-                       for other in resolved)]
+def import_roots(entries: list[str], site_folders: list[str]) -> list[str]:
+    """The entries of `entries` (sys.path) but those inside one of `site_folders` (where
+    packages are installed): such a folder is one a library put on sys.path inside its own
+    installation (ray adds its `thirdparty_files` when imported), so that a runner which
+    imported it keys the probe as one which did not. The site folders themselves stay."""
+    sites = [os.path.abspath(folder).rstrip(os.sep) + os.sep for folder in site_folders]
+    return [entry for entry in entries
+            if not any(os.path.abspath(entry or ".").startswith(site) for site in sites)]
+
+
+def site_folders() -> list[str]:
+    """This interpreter's folders of installed packages (its environment's and the user's)."""
+    return [*site.getsitepackages(), site.getusersitepackages()]
 
 
 def probe_key() -> str:
     """What the probe's answer depends on, hashed."""
     paths = []
-    for entry in import_roots(sys.path):  # PYTHONPATH's entries among them
+    for entry in import_roots(sys.path, site_folders()):  # PYTHONPATH's among them
         try:
             paths.append((entry, os.stat(entry or ".").st_mtime_ns))
         except OSError:

@@ -73,7 +73,8 @@ def readings_of(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 def process_ratio(readings: list[dict[str, Any]],
                   usual: Mapping[str, float]) -> Optional[tuple[float, str]]:
     """How slow one process ran, and by which figure: for each figure the lesser ratio of
-    its readings (before, after) to the usual value; the largest of those."""
+    its readings (before, after; the host pulse has one, during) to the usual value; the
+    largest of those."""
     ratios = []
     for name, value in usual.items():
         measured = [reading[name] for reading in readings

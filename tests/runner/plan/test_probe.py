@@ -86,10 +86,14 @@ def test_a_folder_a_library_adds_inside_a_path_entry_leaves_the_key_alone(own_ca
     packages = tmp_path / "site"
     (packages / "lib" / "thirdparty_files").mkdir(parents=True)
     monkeypatch.syspath_prepend(str(packages))
+    monkeypatch.setattr("runner.plan.probe.site_folders", lambda: [str(packages)])
     key = probe_key()
     monkeypatch.syspath_prepend(str(packages / "lib" / "thirdparty_files"))
     assert probe_key() == key
-    assert import_roots(["/a", "/a/b/c", "/ab", ""]) == ["/a", "/ab", ""]
+    # Only folders inside a site folder are left out; the site folder itself, and a project
+    # folder that holds a site folder (a .venv inside it), stay in the key.
+    assert import_roots(["/a", "/a/b/c", "/ab", "/p", "/p/.venv/site/x"], ["/a", "/p/.venv/site"]) \
+        == ["/a", "/ab", "/p"]
 
 
 def test_the_key_follows_the_cpp_compiler(own_cache, monkeypatch, tmp_path):
