@@ -135,6 +135,10 @@ class ExperimentConfig:
         return text
 
 
+#: --timing-core's values (RunSettings.timing_core).
+TIMING_CORES = ("fastest", "any")
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """How each experiment is run and measured (not part of its identity)."""
@@ -159,6 +163,10 @@ class RunSettings:
     #: Re-measure an experiment flagged as measured in a slow period, at the end of the
     #: sweep, up to this many times (--remeasure-slow).
     remeasure_slow: int = 0
+    #: On CUDA, the timing thread's core for the timed runs: "fastest" (the core of the
+    #: child's set where the host pulse ran fastest: runner/child/reference.py) or "any"
+    #: (wherever the scheduler puts it) (--timing-core).
+    timing_core: str = "fastest"
     #: Observability options by flag name (runner/observers declares the flags).
     observe: Mapping[str, Any] = field(default_factory=dict)
 

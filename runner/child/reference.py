@@ -22,13 +22,21 @@ about a millisecond). On the lent GPU hosts a core's single-thread speed moved b
 from one second to the next (another tenant's load on the physical core), faster than a
 reading before and after a process can follow; the pulses' median is the speed the host ran
 at while the model was timed.
+
+On CUDA the timing thread is also pinned, just before the timed runs, to the core of the
+child's set where a pulse ran fastest (`CorePicker`; --timing-core), and moved again when a
+pulse after a timed run reads `REPICK_RATIO` times slower than the pick: a launch-bound model
+then runs at the host's fast speed wherever the host offers one, instead of at whichever
+speed the scheduler's core had.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from typing import Any, Callable, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
 
 LAUNCHES = 2000
 PRODUCTS = 16
@@ -37,6 +45,11 @@ REPEATS = 3
 KERNEL_SIZES = {"cpu": (256, "float32"), "cuda": (4096, "float16")}
 #: The host pulse's additions: about a millisecond on a current server core.
 PULSE_LOOPS = 20000
+#: Pulses per core when picking the timing thread's core (the best of them counts: the
+#: first after a move pays for cold caches).
+PICK_ROUNDS = 2
+#: A pulse this many times slower than the picked core's reading moves the thread again.
+REPICK_RATIO = 1.3
 
 
 def _median_seconds(work: Callable[[], None], sync: Callable[[], None], repeats: int) -> float:
@@ -117,3 +130,45 @@ def pulse_reading(pulses: list[float], around: Optional[dict[str, Any]],
         if around and around.get(name) is not None:
             reading[name] = around[name]
     return reading
+
+
+def _pin_this_thread(cores: Sequence[int]) -> None:
+    # pid 0 is the calling thread on Linux: torch's and CUDA's other threads keep their cores.
+    os.sched_setaffinity(0, set(cores))
+
+
+@dataclass
+class CorePicker:
+    """Pins the calling thread to the core of `cores` where the host pulse runs fastest, and
+    moves it when a later pulse says that core slowed down; `release` gives it `cores` back.
+    `picks` records each pick: the core, its pulse and the scan's median pulse (ms)."""
+
+    cores: tuple[int, ...]
+    pulse: Callable[[], float] = host_pulse
+    pin: Callable[[Sequence[int]], None] = _pin_this_thread
+    rounds: int = PICK_ROUNDS
+    picks: list[dict[str, Any]] = field(default_factory=list)
+
+    def pick(self) -> int:
+        """Scan the cores, stay on the fastest; returns it."""
+        readings = {}
+        for core in self.cores:
+            self.pin((core,))
+            readings[core] = min(self.pulse() for _ in range(self.rounds))
+        core = min(readings, key=readings.__getitem__)
+        self.pin((core,))
+        self.picks.append({"core": core, "pulse_ms": readings[core],
+                           "scan_median_ms": statistics.median(readings.values())})
+        return core
+
+    def after_run(self, pulse_ms: float) -> None:
+        """A pulse read on the picked core after a timed run: pick again when it is slow."""
+        if self.picks and pulse_ms > REPICK_RATIO * self.picks[-1]["pulse_ms"]:
+            self.pick()
+
+    def release(self) -> None:
+        self.pin(self.cores)
+
+    def record(self) -> dict[str, Any]:
+        """What the line keeps: the picks, in order."""
+        return {"candidates": len(self.cores), "picks": list(self.picks)}

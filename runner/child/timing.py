@@ -25,6 +25,7 @@ from core.host_bound import host_bound_summary
 from core.schema import COLD_START_ENTRIES
 from models.base import BenchmarkModel
 from runner.child.gpu_state import GpuWatch
+from runner.child.reference import CorePicker
 from runner.child.trust import CpuWatch
 from runner.observers.base import RunHooks
 
@@ -246,6 +247,7 @@ def measure(
     seed: int = DEFAULT_SEED,
     device_watch: Optional[GpuWatch] = None,
     pulse: Optional[Callable[[], float]] = None,
+    core_picker: Optional[CorePicker] = None,
 ) -> TimingResult:
     """Warm up (the first iteration is the cold start), then time `repeat` runs.
 
@@ -258,6 +260,8 @@ def measure(
     of the stack after it is measured, then may run untimed runs of their own. `watch` (the
     cores) and `device_watch` (the card) span the timed runs; `pulse`, when given, is read
     after each timed run of the stack, outside its timing (the host's speed meanwhile).
+    A `core_picker` pins this thread to a fast core for the timed runs (picked again when a
+    pulse reads slow) and gives it its cores back after them.
     """
     hooks = hooks or RunHooks()
     seeds = input_seeds(settings, seed)
@@ -287,6 +291,8 @@ def measure(
         watch.start()
     if device_watch is not None:
         device_watch.start()
+    if core_picker is not None:
+        core_picker.pick()
     result = None
     for run_index in range(settings.repeat):
         if reference is not None:
@@ -309,8 +315,12 @@ def measure(
             timing.run_metrics.setdefault(name, []).append(value)
         if pulse is not None:
             timing.host_pulses.append(pulse())
+            if core_picker is not None:
+                core_picker.after_run(timing.host_pulses[-1])
         hooks.after_timed_run(run_index)
         hooks.timed_run_output(run_index, result)
+    if core_picker is not None:
+        core_picker.release()
     if device_watch is not None:
         device_watch.stop()
     if watch is not None:

@@ -30,7 +30,7 @@ from core.contract import (
 )
 from core.schema import Status, Verdict
 from runner.child.gpu_state import GpuWatch
-from runner.child.reference import host_pulse, pulse_reading
+from runner.child.reference import CorePicker, host_pulse, pulse_reading
 from runner.common.lifetime import die_with_parent
 from runner.common.packages import installed_packages
 
@@ -166,11 +166,16 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
     card = card_watch(spec)
     before = reference_reading(spec)
+    picker = core_picker(spec)
     timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch,
                      seed=spec.experiment.seed, device_watch=card,
-                     pulse=host_pulse if spec.settings.reference_workload else None)
+                     pulse=host_pulse if spec.settings.reference_workload else None,
+                     core_picker=picker)
     after = reference_reading(spec)
     during = pulse_reading(timing.host_pulses, before or after, spec.experiment.accelerator)
+    if picker is not None:
+        during = {**(during or {"device": spec.experiment.accelerator}),
+                  "core": picker.record()}
     if before is not None or after is not None or during is not None:
         result.summary["reference"] = {"before": before, "after": after, "during": during}
     if spec.settings.pure_wall_time and timing.clock == HOST_CLOCK:
@@ -195,6 +200,16 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
         log.warning("unreliable timings: %s", reason)
     result.accelerator_model = prepared.accelerator_model()
     result.environment["torch_settings"] = torch_settings()  # as the stack left them
+
+
+def core_picker(spec: ChildSpec) -> Optional[CorePicker]:
+    """The timing thread's core picker (--timing-core=fastest) on CUDA, where one host thread
+    launches the work, when the child may use more than one core; else None."""
+    cores = tuple(sorted(os.sched_getaffinity(0)))
+    if (spec.settings.timing_core != "fastest" or spec.experiment.accelerator != "cuda"
+            or len(cores) < 2):
+        return None
+    return CorePicker(cores)
 
 
 def card_watch(spec: ChildSpec) -> Optional[GpuWatch]:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 
 import psutil
 
-from core.config import RunSettings
+from core.config import TIMING_CORES, RunSettings
 from core.fields import Field, FieldError, flagged_fields, none_if_none_string
 from models import suite_names
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
@@ -224,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="re-measure an experiment whose line is flagged as measured in a "
                           "slow period, later in the sweep, up to N times; the line kept is "
                           "the first not flagged, else the least slow (default 0: never)")
+    how.add_argument("--timing-core", choices=TIMING_CORES, default="fastest",
+                     help="on CUDA, where the thread that times the runs (and launches their "
+                          "work) runs: 'fastest' pins it, just before the timed runs, to the "
+                          "core of the child's set where a short Python loop ran fastest, and "
+                          "moves it when that core slows down; 'any' leaves it to the "
+                          "scheduler (docs/timing.md)")
     how.add_argument("--pure-wall-time", action="store_true",
                      help="time each iteration of the timed runs between CUDA events, not by "
                           "the host clock (stacks whose work runs on CUDA streams: eager and "
@@ -361,6 +367,7 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
         pure_wall_time=args.pure_wall_time,
         reference_workload=not args.no_reference_workload,
         remeasure_slow=args.remeasure_slow,
+        timing_core=args.timing_core,
         observe=observers.options_from(args),
     )
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from runner.child.reference import LAUNCHES, PULSE_LOOPS, host_pulse, measure_reference, pulse_reading
+from runner.child.reference import (LAUNCHES, PULSE_LOOPS, REPICK_RATIO, CorePicker, host_pulse,
+                                    measure_reference, pulse_reading)
 
 
 def test_the_reference_times_a_launch_loop_and_a_kernel_on_the_cpu():
@@ -34,3 +37,52 @@ def test_a_pulse_reading_is_the_median_keyed_like_the_readings_around_it():
     assert pulse_reading([2.0], None, "cuda") == {"host_ms": 2.0, "pulses_ms": [2.0],
                                                    "loops": PULSE_LOOPS, "device": "cuda"}
     assert pulse_reading([], around, "cpu") is None
+
+
+class FakeHost:
+    """Cores of known speeds: a pulse reads the speed of the core the thread is pinned to."""
+
+    def __init__(self, speeds):
+        self.speeds = dict(speeds)
+        self.pinned = tuple(self.speeds)
+        self.pins = []
+
+    def pin(self, cores):
+        self.pinned = tuple(cores)
+        self.pins.append(self.pinned)
+
+    def pulse(self):
+        assert len(self.pinned) == 1, "a pulse is read on one core"
+        return self.speeds[self.pinned[0]]
+
+
+def test_the_picker_stays_on_the_core_where_the_pulse_ran_fastest():
+    host = FakeHost({0: 1.1, 1: 0.6, 2: 1.2, 3: 0.7})
+    picker = CorePicker((0, 1, 2, 3), pulse=host.pulse, pin=host.pin)
+    assert picker.pick() == 1 and host.pinned == (1,)
+    assert picker.picks == [{"core": 1, "pulse_ms": 0.6, "scan_median_ms": pytest.approx(0.9)}]
+    picker.release()
+    assert host.pinned == (0, 1, 2, 3)
+
+
+def test_the_picker_moves_when_its_core_slows_down_and_not_before():
+    host = FakeHost({0: 1.1, 1: 0.6, 2: 0.7})
+    picker = CorePicker((0, 1, 2), pulse=host.pulse, pin=host.pin)
+    picker.pick()
+    picker.after_run(0.6 * REPICK_RATIO * 0.99)  # within the ratio: stays
+    assert [pick["core"] for pick in picker.picks] == [1] and host.pinned == (1,)
+    host.speeds[1] = 1.2  # another tenant took core 1's other half
+    picker.after_run(1.2)
+    assert [pick["core"] for pick in picker.picks] == [1, 2] and host.pinned == (2,)
+    assert picker.record() == {"candidates": 3, "picks": picker.picks}
+
+
+def test_the_picker_pins_the_calling_thread_for_real():
+    cores = tuple(sorted(os.sched_getaffinity(0)))
+    picker = CorePicker(cores)
+    try:
+        core = picker.pick()
+        assert os.sched_getaffinity(0) == {core}
+    finally:
+        picker.release()
+    assert os.sched_getaffinity(0) == set(cores)

@@ -235,3 +235,29 @@ def test_pure_wall_time_uses_the_device_timer_where_there_is_one():
     assert timing.metrics()["total_time"][0] == pytest.approx(timing.warmup_times[0])
     host = measure(CountingModel(), bench(), settings)
     assert host.clock == HOST_CLOCK and host.total_time[0] < 0.5
+
+
+class RecordingPicker:
+    """A core picker that records when it is asked to pick, told of a pulse, and released."""
+
+    def __init__(self, prepared):
+        self.prepared = prepared
+        self.calls = []
+
+    def pick(self):
+        self.calls.append(("pick", self.prepared.steps))
+
+    def after_run(self, pulse_ms):
+        self.calls.append(("after_run", self.prepared.steps, pulse_ms))
+
+    def release(self):
+        self.calls.append(("release", self.prepared.steps))
+
+
+def test_the_core_is_picked_before_the_timed_runs_and_given_back_after_them():
+    prepared = CountingModel()
+    picker = RecordingPicker(prepared)
+    measure(prepared, bench(), RunSettings(repeat=2, warmup=1, iterations_per_run=2),
+            pulse=lambda: 0.5, core_picker=picker)
+    assert picker.calls == [("pick", 1), ("after_run", 1 + 2, 0.5), ("after_run", 1 + 4, 0.5),
+                            ("release", 1 + 4)]

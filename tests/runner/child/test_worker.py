@@ -84,3 +84,24 @@ def test_the_stack_starts_its_runtime_before_the_model_and_its_workload(monkeypa
                      RunSettings(), Role.TIME, str(tmp_path))
     worker.run_child(spec, ChildResult())
     assert calls == ["initialize_process", "load", "workload", "time"]
+
+
+@pytest.mark.parametrize("accelerator, timing_core, picks", [
+    ("cuda", "fastest", True),
+    ("cuda", "any", False),
+    ("cpu", "fastest", False),  # the CPU's threads share the cores: no one thread is pinned
+])
+def test_the_timing_thread_gets_a_core_picker_on_cuda_only(tmp_path, monkeypatch, accelerator,
+                                                           timing_core, picks):
+    from core.config import ModelConfig, RunSettings
+    from runner.child import worker
+
+    monkeypatch.setattr(worker.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    spec = worker.ChildSpec(ModelConfig("builtin", "mlp"), experiment(accelerator),
+                            RunSettings(timing_core=timing_core), Role.TIME, str(tmp_path))
+    picker = worker.core_picker(spec)
+    assert (picker is not None) == picks
+    if picks:
+        assert picker.cores == (0, 1, 2, 3)
+    monkeypatch.setattr(worker.os, "sched_getaffinity", lambda pid: {5})
+    assert worker.core_picker(spec) is None  # one core: nothing to pick
