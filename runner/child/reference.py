@@ -161,9 +161,13 @@ class CorePicker:
                            "scan_median_ms": statistics.median(readings.values())})
         return core
 
-    def after_run(self, pulse_ms: float) -> None:
-        """A pulse read on the picked core after a timed run: pick again when it is slow."""
-        if self.picks and pulse_ms > REPICK_RATIO * self.picks[-1]["pulse_ms"]:
+    def slowed(self, pulse_ms: float) -> bool:
+        """Whether a pulse read on the picked core says that core slowed down."""
+        return bool(self.picks) and pulse_ms > REPICK_RATIO * self.picks[-1]["pulse_ms"]
+
+    def follow(self, pulse_ms: float) -> None:
+        """A pulse read on the picked core: pick again when it is slow."""
+        if self.slowed(pulse_ms):
             self.pick()
 
     def release(self) -> None:

@@ -70,6 +70,9 @@ class TimingResult:
     iteration_enqueues: list[float] = field(default_factory=list)
     #: The host pulse after each timed run of the stack, in ms (runner/child/reference.py).
     host_pulses: list[float] = field(default_factory=list)
+    #: Per iteration, the runs discarded and run again because the pulse after them said the
+    #: timing thread's core had slowed down (with a core picker only).
+    redone_per_iter_time: list[float] = field(default_factory=list)
 
     @property
     def per_iter_time(self) -> list[float]:
@@ -131,6 +134,9 @@ class TimingResult:
             summary.update(host_bound_summary(self.iteration_spans, self.iteration_enqueues))
         if self.device_time:
             summary["median_device_time"] = statistics.median(self.device_time)
+        if self.redone_per_iter_time:
+            summary["redone_runs"] = {"count": len(self.redone_per_iter_time),
+                                      "per_iter_time": list(self.redone_per_iter_time)}
         if self.reference_total_time and self.total_time:
             summary["paired_speedup"] = paired_speedup(self.reference_per_iter_time,
                                                        self.per_iter_time)
@@ -260,8 +266,10 @@ def measure(
     of the stack after it is measured, then may run untimed runs of their own. `watch` (the
     cores) and `device_watch` (the card) span the timed runs; `pulse`, when given, is read
     after each timed run of the stack, outside its timing (the host's speed meanwhile).
-    A `core_picker` pins this thread to a fast core for the timed runs (picked again when a
-    pulse reads slow) and gives it its cores back after them.
+    A `core_picker` pins this thread to a fast core for the timed runs, and gives it its
+    cores back after them; with `pulse`, a pulse before each run moves the thread off a core
+    that slowed down, and a run after which the pulse reads slow is discarded and run again
+    on a newly picked core (at most `repeat` such runs; `summary.redone_runs` keeps them).
     """
     hooks = hooks or RunHooks()
     seeds = input_seeds(settings, seed)
@@ -294,16 +302,36 @@ def measure(
     if core_picker is not None:
         core_picker.pick()
     result = None
+    # With a core picker, a run after which the pulse says the core slowed down is run again
+    # on a newly picked core, up to `repeat` times in all (the discarded runs are kept).
+    redos_left = settings.repeat if core_picker is not None and pulse is not None else 0
     for run_index in range(settings.repeat):
+        first_attempt = True
+        while True:
+            if core_picker is not None and pulse is not None:
+                core_picker.follow(pulse())  # off a core that slowed since the last run
+            if reference is not None:
+                reference_times, _ = timed_run(reference, reference_inputs, iterations,
+                                               reference_timer)
+            if first_attempt:
+                hooks.before_timed_run(run_index)
+                first_attempt = False
+            prepared.begin_timed_run()
+            result = None
+            times, result = timed_run(prepared, inputs, iterations, timer)
+            clocked = times.device if timing.clock == CUDA_EVENTS_CLOCK else times.host
+            run_metrics = prepared.end_timed_run()
+            pulse_ms = pulse() if pulse is not None else None
+            if redos_left and pulse_ms is not None and core_picker.slowed(pulse_ms):
+                redos_left -= 1
+                timing.redone_per_iter_time.append(clocked / iterations)
+                core_picker.pick()
+                continue
+            break
         if reference is not None:
-            times, _ = timed_run(reference, reference_inputs, iterations, reference_timer)
-            timing.reference_total_time.append(
-                times.device if reference_timer is not None else times.host)
-        hooks.before_timed_run(run_index)
-        prepared.begin_timed_run()
-        result = None
-        times, result = timed_run(prepared, inputs, iterations, timer)
-        clocked = times.device if timing.clock == CUDA_EVENTS_CLOCK else times.host
+            timing.reference_total_time.append(reference_times.device
+                                               if reference_timer is not None
+                                               else reference_times.host)
         timing.total_time.append(clocked)
         if times.device is not None:
             timing.device_time.append(times.device / iterations)
@@ -311,12 +339,12 @@ def measure(
             if times.spans is not None:
                 timing.iteration_spans.extend(times.spans)
                 timing.iteration_enqueues.extend(times.enqueues)
-        for name, value in prepared.end_timed_run().items():
+        for name, value in run_metrics.items():
             timing.run_metrics.setdefault(name, []).append(value)
-        if pulse is not None:
-            timing.host_pulses.append(pulse())
+        if pulse_ms is not None:
+            timing.host_pulses.append(pulse_ms)
             if core_picker is not None:
-                core_picker.after_run(timing.host_pulses[-1])
+                core_picker.follow(pulse_ms)
         hooks.after_timed_run(run_index)
         hooks.timed_run_output(run_index, result)
     if core_picker is not None:

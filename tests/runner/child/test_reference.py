@@ -69,10 +69,12 @@ def test_the_picker_moves_when_its_core_slows_down_and_not_before():
     host = FakeHost({0: 1.1, 1: 0.6, 2: 0.7})
     picker = CorePicker((0, 1, 2), pulse=host.pulse, pin=host.pin)
     picker.pick()
-    picker.after_run(0.6 * REPICK_RATIO * 0.99)  # within the ratio: stays
+    assert not picker.slowed(0.6 * REPICK_RATIO * 0.99)
+    picker.follow(0.6 * REPICK_RATIO * 0.99)  # within the ratio: stays
     assert [pick["core"] for pick in picker.picks] == [1] and host.pinned == (1,)
     host.speeds[1] = 1.2  # another tenant took core 1's other half
-    picker.after_run(1.2)
+    assert picker.slowed(1.2)
+    picker.follow(1.2)
     assert [pick["core"] for pick in picker.picks] == [1, 2] and host.pinned == (2,)
     assert picker.record() == {"candidates": 3, "picks": picker.picks}
 

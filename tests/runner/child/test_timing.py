@@ -238,17 +238,23 @@ def test_pure_wall_time_uses_the_device_timer_where_there_is_one():
 
 
 class RecordingPicker:
-    """A core picker that records when it is asked to pick, told of a pulse, and released."""
+    """A core picker that records what it is asked; a pulse above `slow_above` reads slow."""
 
-    def __init__(self, prepared):
+    def __init__(self, prepared, slow_above=float("inf")):
         self.prepared = prepared
+        self.slow_above = slow_above
         self.calls = []
 
     def pick(self):
         self.calls.append(("pick", self.prepared.steps))
 
-    def after_run(self, pulse_ms):
-        self.calls.append(("after_run", self.prepared.steps, pulse_ms))
+    def slowed(self, pulse_ms):
+        return pulse_ms > self.slow_above
+
+    def follow(self, pulse_ms):
+        self.calls.append(("follow", self.prepared.steps, pulse_ms))
+        if self.slowed(pulse_ms):
+            self.pick()
 
     def release(self):
         self.calls.append(("release", self.prepared.steps))
@@ -259,5 +265,39 @@ def test_the_core_is_picked_before_the_timed_runs_and_given_back_after_them():
     picker = RecordingPicker(prepared)
     measure(prepared, bench(), RunSettings(repeat=2, warmup=1, iterations_per_run=2),
             pulse=lambda: 0.5, core_picker=picker)
-    assert picker.calls == [("pick", 1), ("after_run", 1 + 2, 0.5), ("after_run", 1 + 4, 0.5),
+    assert picker.calls == [("pick", 1),
+                            ("follow", 1, 0.5), ("follow", 1 + 2, 0.5),  # before, after run 0
+                            ("follow", 1 + 2, 0.5), ("follow", 1 + 4, 0.5),  # run 1
                             ("release", 1 + 4)]
+
+
+class RunCountingHooks(RunHooks):
+    def __init__(self):
+        self.before = []
+
+    def before_timed_run(self, index):
+        self.before.append(index)
+
+
+def test_a_run_after_which_the_core_read_slow_is_run_again_on_a_new_core():
+    prepared = CountingModel()
+    picker = RecordingPicker(prepared, slow_above=1.0)
+    # Pulses in order: before run 0, after it (slow: run again), before the retry, after it,
+    # then run 1's two.
+    pulses = iter([0.5, 2.0, 0.5, 0.6, 0.5, 0.7])
+    hooks = RunCountingHooks()
+    timing = measure(prepared, bench(), RunSettings(repeat=2, warmup=0), hooks,
+                     pulse=lambda: next(pulses), core_picker=picker)
+    assert len(timing.total_time) == 2 and len(timing.redone_per_iter_time) == 1
+    assert timing.host_pulses == [0.6, 0.7]  # the kept runs' pulses
+    assert prepared.steps == 3 and hooks.before == [0, 1]
+    assert [call[0] for call in picker.calls].count("pick") == 2  # the first, and the move
+    assert timing.summary()["redone_runs"]["count"] == 1
+
+
+def test_runs_are_run_again_at_most_repeat_times_in_all():
+    prepared = CountingModel()
+    timing = measure(prepared, bench(), RunSettings(repeat=3, warmup=0),
+                     pulse=lambda: 5.0, core_picker=RecordingPicker(prepared, slow_above=1.0))
+    assert len(timing.total_time) == 3 and len(timing.redone_per_iter_time) == 3
+    assert prepared.steps == 6
