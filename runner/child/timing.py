@@ -73,6 +73,8 @@ class TimingResult:
     #: Per iteration, the runs discarded and run again because the pulse after them said the
     #: timing thread's core had slowed down (with a core picker only).
     redone_per_iter_time: list[float] = field(default_factory=list)
+    #: Where the timing thread ran: "fastest" (a core picker pinned it) or "any".
+    timing_core: str = "any"
 
     @property
     def per_iter_time(self) -> list[float]:
@@ -120,6 +122,7 @@ class TimingResult:
             "warmup_times": list(self.warmup_times),
             COLD_START_ENTRIES: 1 if self.cold_run else 0,
             "timing_clock": self.clock,
+            "timing_core": self.timing_core,
         }
         steady = statistics.median(self.per_iter_time) if self.total_time else None
         if self.warmup_times:
@@ -300,6 +303,7 @@ def measure(
     if device_watch is not None:
         device_watch.start()
     if core_picker is not None:
+        timing.timing_core = "fastest"
         core_picker.pick()
     result = None
     # With a core picker, a run after which the pulse says the core slowed down is run again

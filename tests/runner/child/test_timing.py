@@ -293,6 +293,9 @@ def test_a_run_after_which_the_core_read_slow_is_run_again_on_a_new_core():
     assert prepared.steps == 3 and hooks.before == [0, 1]
     assert [call[0] for call in picker.calls].count("pick") == 2  # the first, and the move
     assert timing.summary()["redone_runs"]["count"] == 1
+    assert timing.summary()["timing_core"] == "fastest"
+    assert measure(CountingModel(), bench(), RunSettings(repeat=1, warmup=0)).summary()[
+        "timing_core"] == "any"
 
 
 def test_runs_are_run_again_at_most_repeat_times_in_all():
