@@ -52,7 +52,7 @@ from benchmarks.timed_sweep import timed_sweep  # noqa: E402
 from core.results_file import read_results  # noqa: E402
 from core.figures import median_time, timed_values  # noqa: E402
 from core.schema import stack_label_of  # noqa: E402
-from runner.run.slow_periods import processes_of  # noqa: E402
+from runner.run.slow_periods import processes_of, readings_of  # noqa: E402
 
 
 def first_process_figure(line: dict[str, Any]) -> Optional[float]:
@@ -160,12 +160,32 @@ def read_lines(path: Path) -> dict[tuple, dict]:
     return {key(line): line for line in read_results(path).lines if line.get("status") == "ok"}
 
 
+def timing_core(line: dict[str, Any]) -> str:
+    """Where a line's timing thread ran: `summary.timing_core`; for lines from before it was
+    recorded, `fastest` where a process recorded core picks, else `any`."""
+    summary = line.get("summary") or {}
+    if summary.get("timing_core"):
+        return str(summary["timing_core"])
+    picked = any("core" in reading for reading in readings_of(summary))
+    return "fastest" if picked else "any"
+
+
+def timing_cores(lines: dict[tuple, dict]) -> str:
+    """The --timing-core values the lines were timed with."""
+    return ", ".join(sorted({timing_core(line) for line in lines.values()}))
+
+
 def compare(first_path: Path, second_path: Path, within: float) -> int:
     """The two files' figures side by side, then their first processes' alone."""
     first, second = read_lines(first_path), read_lines(second_path)
     used = {str((line.get("experiment") or {}).get("processes")) for line in first.values()}
+    cores = timing_cores(first), timing_cores(second)
     print_table(first, second, within, f"{first_path} against {second_path} "
-                f"(--processes={', '.join(sorted(used))})")
+                f"(--processes={', '.join(sorted(used))}; --timing-core={cores[0]})")
+    if cores[0] != cores[1]:
+        print(f"note: the sweeps were timed with --timing-core={cores[0]} and {cores[1]}: "
+              "host-bound figures differ by where the timing thread ran, not only by the "
+              "machine (docs/timing.md)")
     if any(first_process_figure(line) is not None for line in first.values()):
         print_table(first, second, within, "their first processes alone (what "
                     "--processes=1 measures)", first_process_figure)

@@ -12,7 +12,8 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "results_v1.jsonl"
 
 
 def results_file(path: Path, medians: dict[str, list[float]],
-                 eager: dict[str, list[float]] | None = None) -> Path:
+                 eager: dict[str, list[float]] | None = None,
+                 timing_core: str | None = None) -> Path:
     """Lines of the fixture's first experiment, one per model, with these process medians
     (and these paired eager ones)."""
     template = json.loads(FIXTURE.read_text().splitlines()[0])
@@ -25,6 +26,8 @@ def results_file(path: Path, medians: dict[str, list[float]],
                                             "median": sorted(values)[len(values) // 2]}
             if eager is not None:
                 line["summary"]["processes"]["eager_medians"] = eager[model]
+            if timing_core is not None:
+                line["summary"]["timing_core"] = timing_core
             handle.write(json.dumps(line) + "\n")
     return path
 
@@ -54,6 +57,26 @@ def test_compare_shows_the_paired_eager_figures_apart(tmp_path, capsys):
     compiled, eager = out.split("the eager runs paired with them")
     assert "+10.0%" in compiled and "0 of 1 experiments agree within 3%" in compiled
     assert "+0.0%" in eager and "1 of 1 experiments agree within 3%" in eager
+
+
+def test_compare_says_when_the_sweeps_timed_on_different_cores(tmp_path, capsys):
+    first = results_file(tmp_path / "a.jsonl", {"mlp": [0.010]}, timing_core="fastest")
+    second = results_file(tmp_path / "b.jsonl", {"mlp": [0.010]})  # before it was recorded
+    assert stability.main_with(["--compare", str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    assert "--timing-core=fastest)" in out
+    assert "timed with --timing-core=fastest and any" in out
+    same = results_file(tmp_path / "c.jsonl", {"mlp": [0.010]}, timing_core="fastest")
+    assert stability.main_with(["--compare", str(first), str(same)]) == 0
+    assert "timed with" not in capsys.readouterr().out
+
+
+def test_lines_from_before_the_timing_core_was_recorded_say_it_by_their_picks():
+    picked = {"summary": {"reference": {"during": {"host_ms": 0.6, "core": {"picks": []}}}}}
+    unpicked = {"summary": {"reference": {"during": {"host_ms": 0.6}}}}
+    assert stability.timing_core(picked) == "fastest"
+    assert stability.timing_core(unpicked) == "any"
+    assert stability.timing_core({"summary": {"timing_core": "any", **picked["summary"]}}) == "any"
 
 
 def test_compare_names_a_missing_file(tmp_path):
