@@ -5,6 +5,7 @@ Python without them (the system's, before `make setup`) says how to set up in on
 """
 
 import importlib.util
+import signal
 import sys
 
 REQUIRED_MODULES = ("psutil", "jsonlines", "tqdm", "filelock")
@@ -13,6 +14,15 @@ EXIT_NOT_SET_UP = 2
 
 def missing_modules() -> list:
     return [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
+
+
+def hold_stop_signals() -> None:
+    """Hold SIGINT, SIGTERM and SIGHUP from here to the exit, where they are dropped.
+
+    Once the run is over and its status decided, a stop signal has nothing left to stop; let
+    through, it would kill the interpreter while it shuts down (its handlers are gone by
+    then), and the runner would end by the signal instead of with its status."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
 if __name__ == "__main__":
@@ -27,6 +37,10 @@ if __name__ == "__main__":
 
         signals.install()
         from runner.app import main
-    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM while the runner is still starting
-        sys.exit(128 + getattr(stop, "signum", 2))
-    sys.exit(main())
+
+        status = main()
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM while the runner starts or returns
+        status = 128 + getattr(stop, "signum", 2)
+    finally:
+        hold_stop_signals()
+    sys.exit(status)
