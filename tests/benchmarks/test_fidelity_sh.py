@@ -74,3 +74,6 @@ def test_our_flags_reach_our_runner_after_its_own(tmp_path):
         completed.stderr[-2000:]
     assert arguments.index("--process-caches=fresh") > arguments.index("--repeat=30")
     assert "--batch-size=8" in arguments and "-k" in arguments
+    # Timed as the harness times: the launching thread where the scheduler puts it, unless
+    # OUR_FLAGS says otherwise (given after, so it wins).
+    assert arguments.index("--timing-core=any") < arguments.index("--processes=5")
