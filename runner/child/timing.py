@@ -270,9 +270,9 @@ def measure(
     cores) and `device_watch` (the card) span the timed runs; `pulse`, when given, is read
     after each timed run of the stack, outside its timing (the host's speed meanwhile).
     A `core_picker` pins this thread to a fast core for the timed runs, and gives it its
-    cores back after them; with `pulse`, a pulse before each run moves the thread off a core
-    that slowed down, and a run after which the pulse reads slow is discarded and run again
-    on a newly picked core (at most `repeat` such runs; `summary.redone_runs` keeps them).
+    cores back after them; with `pulse`, a run after which the pulse reads slow is discarded
+    and run again on a newly picked core (at most `repeat` such runs; `summary.redone_runs`
+    keeps them), and once none may be, the next run starts on a newly picked core.
     """
     hooks = hooks or RunHooks()
     seeds = input_seeds(settings, seed)
@@ -312,8 +312,6 @@ def measure(
     for run_index in range(settings.repeat):
         first_attempt = True
         while True:
-            if core_picker is not None and pulse is not None:
-                core_picker.follow(pulse())  # off a core that slowed since the last run
             if reference is not None:
                 reference_times, _ = timed_run(reference, reference_inputs, iterations,
                                                reference_timer)
@@ -326,7 +324,7 @@ def measure(
             clocked = times.device if timing.clock == CUDA_EVENTS_CLOCK else times.host
             run_metrics = prepared.end_timed_run()
             pulse_ms = pulse() if pulse is not None else None
-            if redos_left and pulse_ms is not None and core_picker.slowed(pulse_ms):
+            if redos_left and core_picker.slowed(pulse_ms):
                 redos_left -= 1
                 timing.redone_per_iter_time.append(clocked / iterations)
                 core_picker.pick()
