@@ -161,10 +161,9 @@ def pytest_configure(config) -> None:
     if not is_tests_cache(os.environ.get("XDG_CACHE_HOME", "")):
         os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix=TESTS_CACHE_PREFIX)
         config.stash[MADE_TESTS_CACHE] = os.environ["XDG_CACHE_HOME"]
-    # The probe's answer is kept under a key that holds the modification time of every
-    # import path, the project's folder among them: Hypothesis creating its folder there
-    # midway through a run (on a fresh clone) made every worker's next runner probe again
-    # (about 20 CPU-seconds each). Its folder exists before any runner starts.
+    # Hypothesis keeps its examples in the project's folder, made before any test runs
+    # (when the probe's key held the import paths' modification times, its being made
+    # midway through a run on a fresh clone made every worker's next runner probe again).
     hypothesis_home = PROJECT_ROOT / ".hypothesis"
     hypothesis_home.mkdir(exist_ok=True)
     set_hypothesis_home_dir(hypothesis_home)
