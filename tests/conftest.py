@@ -161,6 +161,13 @@ def pytest_configure(config) -> None:
     if not is_tests_cache(os.environ.get("XDG_CACHE_HOME", "")):
         os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix=TESTS_CACHE_PREFIX)
         config.stash[MADE_TESTS_CACHE] = os.environ["XDG_CACHE_HOME"]
+    # The project on PYTHONPATH, as every process the tests start has it (cli_environment),
+    # for pytest itself and (made here, by the controller) its workers: a runner called
+    # in-process then keys the probe's answer as the runners it starts do (its import
+    # paths and PYTHONPATH, runner/plan/probe.py), not once more for itself.
+    entries = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    if str(PROJECT_ROOT) not in {os.path.realpath(entry) for entry in entries}:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *entries])
     # Hypothesis keeps its examples in the project's folder, made before any test runs
     # (when the probe's key held the import paths' modification times, its being made
     # midway through a run on a fresh clone made every worker's next runner probe again).
