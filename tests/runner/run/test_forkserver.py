@@ -31,14 +31,13 @@ def environment(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def compiler_variables():
-    """What the runner's probe hands every child for inductor (runner/plan/probe.py): without
-    it each compiling child checks the CPU's vector ISAs again (a C++ build and a Python
-    child per ISA, about 8 CPU-seconds), which is not what these tests are about. Taken from
-    the probe's answer that the runners of the test run share (tests/conftest.py), as a
-    runner takes it: making the check here again cost those 8 CPU-seconds and more."""
-    from runner.plan.probe import probe_host
+    """What the runner's probe hands every child for inductor (runner/plan/probe.py), found
+    once for the module: without it each compiling child checks the CPU's vector ISAs again
+    (a C++ build and a Python child per ISA, about 8 CPU-seconds), which is not what these
+    tests are about."""
+    from runner.plan.probe import compiler_checks
 
-    return probe_host().child_environment
+    return compiler_checks()
 
 
 @pytest.fixture(scope="module")
