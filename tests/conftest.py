@@ -132,6 +132,10 @@ class CliRun:
 TESTS_CACHE_PREFIX = "experiment-runner-tests-cache-"
 
 
+#: Where pytest_configure keeps the tests' cache folder it made (none where it found one).
+MADE_TESTS_CACHE = pytest.StashKey[str]()
+
+
 def is_tests_cache(folder: str) -> bool:
     return os.path.basename(folder).startswith(TESTS_CACHE_PREFIX)
 
@@ -150,13 +154,23 @@ def pytest_configure(config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # The runners the tests start share one cache (the probe's answer) of their own, not
     # the user's: made by pytest (under pytest-xdist, the controller, whose environment the
-    # workers inherit), so that every worker's runners find the one probe's answer.
+    # workers inherit), so that every worker's runners find the one probe's answer. Only
+    # the pytest that made it removes it (pytest_unconfigure): a pytest that a test starts
+    # with this conftest (tests/test_process_guard.py) inherits the folder, and its removing
+    # it at exit made the next runner of every worker probe again.
     if not is_tests_cache(os.environ.get("XDG_CACHE_HOME", "")):
         os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix=TESTS_CACHE_PREFIX)
-    # The probe's answer is kept under a key that holds the modification time of every
-    # import path, the project's folder among them: Hypothesis creating its folder there
-    # midway through a run (on a fresh clone) made every worker's next runner probe again
-    # (about 20 CPU-seconds each). Its folder exists before any runner starts.
+        config.stash[MADE_TESTS_CACHE] = os.environ["XDG_CACHE_HOME"]
+    # The project on PYTHONPATH, as every process the tests start has it (cli_environment),
+    # for pytest itself and (made here, by the controller) its workers: a runner called
+    # in-process then keys the probe's answer as the runners it starts do (its import
+    # paths and PYTHONPATH, runner/plan/probe.py), not once more for itself.
+    entries = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    if str(PROJECT_ROOT) not in {os.path.realpath(entry) for entry in entries}:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *entries])
+    # Hypothesis keeps its examples in the project's folder, made before any test runs
+    # (when the probe's key held the import paths' modification times, its being made
+    # midway through a run on a fresh clone made every worker's next runner probe again).
     hypothesis_home = PROJECT_ROOT / ".hypothesis"
     hypothesis_home.mkdir(exist_ok=True)
     set_hypothesis_home_dir(hypothesis_home)
@@ -172,8 +186,8 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 def pytest_unconfigure(config) -> None:
-    folder = os.environ.get("XDG_CACHE_HOME", "")
-    if is_tests_cache(folder) and not hasattr(config, "workerinput"):  # not an xdist worker
+    folder = config.stash.get(MADE_TESTS_CACHE, None)
+    if folder is not None and is_tests_cache(folder):
         shutil.rmtree(folder, ignore_errors=True)
 
 

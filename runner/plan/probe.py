@@ -8,10 +8,15 @@ The probe also runs, once, checks that every child would otherwise repeat at its
 (`compiler_checks`), and hands the children their outcome as variables.
 
 The answer is kept for a day in the cache folder (`core.host.cache_root()/host`), under a
-key of everything it depends on: the interpreter, every import path with its modification
-time (installing or removing a package changes it), the package versions, the device nodes
+key of everything it depends on: the interpreter, the import paths (each folder once, by its
+real path) and the distributions installed in each (installing, upgrading or removing a
+package changes them), the package versions, the C++ compiler, the device nodes
 (/dev/nvidia*, /dev/accel*, /dev/vfio/*), the variables that choose devices, and the boot.
-`--no-probe-cache` asks the child again.
+Not the folders' modification times, which any file made in the project's folder changed,
+and not how sys.path spells a folder: a runner started as `python -c` ("" for the working
+folder) or called in-process (the project's folder listed twice) keyed apart from the
+script's and probed again. A module copied into an import path without its distribution's
+metadata goes unseen for the day the answer is kept; `--no-probe-cache` asks the child again.
 """
 
 from __future__ import annotations
@@ -119,14 +124,46 @@ def site_folders() -> list[str]:
     return [*site.getsitepackages(), site.getusersitepackages()]
 
 
+def unique_folders(entries: list[str]) -> list[str]:
+    """`entries` (import paths; "" is the working folder) as real paths, each once, in order."""
+    return list(dict.fromkeys(os.path.realpath(entry or ".") for entry in entries))
+
+
+def installed_distributions(folder: str) -> list[str]:
+    """The distributions installed in `folder`, sorted: the names of their metadata folders
+    (a .dist-info's holds the name and the version), a .egg-info's with its Version line."""
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(entry.name for entry in entries
+                           if entry.name.endswith((".dist-info", ".egg-info")))
+    except OSError:
+        return []
+    return [f"{name} {egg_info_version(os.path.join(folder, name))}"
+            if name.endswith(".egg-info") else name for name in names]
+
+
+def egg_info_version(path: str) -> str:
+    """The Version line of a .egg-info (a folder holding PKG-INFO, or the file itself)."""
+    try:
+        with open(os.path.join(path, "PKG-INFO") if os.path.isdir(path) else path,
+                  encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line.strip():  # the headers end here
+                    break
+    except OSError:
+        pass
+    return ""
+
+
 def probe_key() -> str:
     """What the probe's answer depends on, hashed."""
-    paths = []
-    for entry in import_roots(sys.path, site_folders()):  # PYTHONPATH's among them
-        try:
-            paths.append((entry, os.stat(entry or ".").st_mtime_ns))
-        except OSError:
-            paths.append((entry, None))
+    folders = unique_folders(import_roots(sys.path, site_folders()))  # PYTHONPATH's among them
+    paths = [(folder, installed_distributions(folder)) for folder in folders]
+    variables = {name: os.environ.get(name) for name in DEVICE_VARIABLES}
+    if variables["PYTHONPATH"]:  # the same folders, however often and however spelled
+        variables["PYTHONPATH"] = unique_folders(variables["PYTHONPATH"].split(os.pathsep))
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
@@ -135,7 +172,7 @@ def probe_key() -> str:
     identity = {"executable": sys.executable, "python": sys.version, "paths": paths,
                 "compiler": compiler_identity(),
                 "packages": installed_packages(), "devices": devices, "boot": boot,
-                "variables": {name: os.environ.get(name) for name in DEVICE_VARIABLES}}
+                "variables": variables}
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
 
 

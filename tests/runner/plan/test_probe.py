@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import shutil
+import sys
 import threading
 import time
 
@@ -76,8 +77,43 @@ def test_the_key_follows_devices_and_installed_packages(own_cache, monkeypatch, 
     monkeypatch.syspath_prepend(str(packages))
     with_folder = probe_key()
     (packages / "newly_installed-1.0.dist-info").mkdir()
-    os.utime(packages, (time.time() + 5, time.time() + 5))
-    assert probe_key() != with_folder
+    installed = probe_key()
+    assert installed != with_folder
+    (packages / "newly_installed-1.0.dist-info").rename(packages / "newly_installed-1.1.dist-info")
+    upgraded = probe_key()
+    assert upgraded != installed  # upgraded
+    (packages / "legacy.egg-info").write_text("Metadata-Version: 1.0\nName: legacy\nVersion: 2\n")
+    with_egg = probe_key()
+    assert with_egg != upgraded
+    (packages / "legacy.egg-info").write_text("Metadata-Version: 1.0\nName: legacy\nVersion: 3\n")
+    assert probe_key() != with_egg
+    (packages / "legacy.egg-info").unlink()
+    (packages / "newly_installed-1.1.dist-info").rmdir()
+    assert probe_key() == with_folder  # removed
+
+
+def test_the_key_holds_what_is_installed_not_when_a_folder_changed(own_cache, monkeypatch,
+                                                                   tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.syspath_prepend(str(project))
+    key = probe_key()
+    (project / ".hypothesis").mkdir()  # a file made in the project's folder
+    os.utime(project, (time.time() + 5, time.time() + 5))
+    assert probe_key() == key
+    # The same folders however sys.path and PYTHONPATH spell them: "" for the working
+    # folder (`python -c`), a folder listed twice (the runner called in-process).
+    monkeypatch.chdir(project)
+    monkeypatch.setattr("sys.path", ["", *sys.path])
+    assert probe_key() == key
+    monkeypatch.setattr("sys.path", [str(project), *sys.path])
+    assert probe_key() == key
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(project), str(project)]))
+    doubled = probe_key()
+    monkeypatch.setenv("PYTHONPATH", str(project))
+    assert probe_key() == doubled
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert probe_key() != doubled  # another folder
 
 
 def test_a_folder_a_library_adds_inside_a_path_entry_leaves_the_key_alone(own_cache, monkeypatch,
