@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis.configuration import set_hypothesis_home_dir
 
 from core.results_file import read_results
 
@@ -168,12 +167,6 @@ def pytest_configure(config) -> None:
     entries = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     if str(PROJECT_ROOT) not in {os.path.realpath(entry) for entry in entries}:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *entries])
-    # Hypothesis keeps its examples in the project's folder, made before any test runs
-    # (when the probe's key held the import paths' modification times, its being made
-    # midway through a run on a fresh clone made every worker's next runner probe again).
-    hypothesis_home = PROJECT_ROOT / ".hypothesis"
-    hypothesis_home.mkdir(exist_ok=True)
-    set_hypothesis_home_dir(hypothesis_home)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -233,12 +226,9 @@ def cli_command(output_dir: Path, *args: str, runner_defaults: bool = False) -> 
 
 
 def cli_environment() -> dict[str, str]:
-    """os.environ with TEST_RUN_VARIABLES (where not set) and the project on PYTHONPATH."""
-    environment = {**TEST_RUN_VARIABLES, **os.environ}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        [str(PROJECT_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
-    )
-    return environment
+    """os.environ (the project on its PYTHONPATH: pytest_configure) with TEST_RUN_VARIABLES
+    where not set."""
+    return {**TEST_RUN_VARIABLES, **os.environ}
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ interleaved with the stack's (A B A B ...) on the same inputs, so drift reaches 
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import time
@@ -310,26 +311,23 @@ def measure(
     # on a newly picked core, up to `repeat` times in all (the discarded runs are kept).
     redos_left = settings.repeat if core_picker is not None and pulse is not None else 0
     for run_index in range(settings.repeat):
-        first_attempt = True
-        while True:
+        for attempt in itertools.count():
             if reference is not None:
                 reference_times, _ = timed_run(reference, reference_inputs, iterations,
                                                reference_timer)
-            if first_attempt:
+            if attempt == 0:  # the hooks see each run index once, however often it is run
                 hooks.before_timed_run(run_index)
-                first_attempt = False
             prepared.begin_timed_run()
-            result = None
+            result = None  # the last run's outputs must not count in this one's memory
             times, result = timed_run(prepared, inputs, iterations, timer)
             clocked = times.device if timing.clock == CUDA_EVENTS_CLOCK else times.host
             run_metrics = prepared.end_timed_run()
             pulse_ms = pulse() if pulse is not None else None
-            if redos_left and core_picker.slowed(pulse_ms):
-                redos_left -= 1
-                timing.redone_per_iter_time.append(clocked / iterations)
-                core_picker.pick()
-                continue
-            break
+            if not (redos_left and core_picker.slowed(pulse_ms)):
+                break
+            redos_left -= 1
+            timing.redone_per_iter_time.append(clocked / iterations)
+            core_picker.pick()
         if reference is not None:
             timing.reference_total_time.append(reference_times.device
                                                if reference_timer is not None

@@ -131,7 +131,11 @@ def unique_folders(entries: list[str]) -> list[str]:
 
 def installed_distributions(folder: str) -> list[str]:
     """The distributions installed in `folder`, sorted: the names of their metadata folders
-    (a .dist-info's holds the name and the version), a .egg-info's with its Version line."""
+    (a .dist-info's holds the name and the version), a .egg-info's with its Version line.
+
+    Read from the folder's listing, not through importlib.metadata, whose distributions each
+    parse their METADATA: 111 ms against 0.2 ms for this environment's 110, on every start of
+    the runner (the key is worked out before the cached answer is read)."""
     try:
         with os.scandir(folder) as entries:
             names = sorted(entry.name for entry in entries
