@@ -26,9 +26,14 @@
 # TOOLS=harness or TOOLS=ours runs one tool only (default both), so that two invocations, each
 # pinned to its own GPUs and cores, can run different cases files side by side into one OUT_DIR.
 # OUR_FLAGS: more flags for our runner, words split on spaces (say "--processes=5
-# --process-caches=fresh"); a flag not given keeps its default, but for --timing-core, which
-# is `any` here (OUR_FLAGS can say otherwise): the harness leaves the thread that launches its
-# work to the scheduler, so ours does too, and both meet the host's speeds alike.
+# --process-caches=fresh"); a flag not given keeps its default.
+# TIMING_CORE: where both tools' launching threads run while they time (default fastest).
+# fastest: ours with --timing-core=fastest (its CUDA default), the harness through
+# benchmarks/harness_on_fast_core.py, which pins its main thread to the fastest core of its
+# share before each of its timed runs and leaves its code as it is; so on a host whose cores
+# change speed from second to second both time at its fast speed, as on a quiet host. any: both
+# leave that thread to the scheduler (the harness as it is run elsewhere, ours with
+# --timing-core=any), and each meets whichever speed its core had.
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
 # .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.
 set -uo pipefail
@@ -41,8 +46,14 @@ repeat=${REPEAT:-30}
 harness_gpus=${HARNESS_GPUS:-${HARNESS_GPU:-}}
 our_gpus=${OUR_GPUS:-}
 tools=${TOOLS:-both}
+timing_core=${TIMING_CORE:-fastest}
 read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
+case "$timing_core" in
+  fastest) harness_launcher=("$python" "$root/benchmarks/harness_on_fast_core.py") ;;
+  any) harness_launcher=("$python") ;;
+  *) echo "TIMING_CORE must be fastest or any, not '$timing_core'" >&2; exit 2 ;;
+esac
 
 "$python" -c "import jsonlines" 2>/dev/null \
   || "$python" -m pip install --quiet --no-index --find-links "$root/.whl" jsonlines \
@@ -81,7 +92,7 @@ run_harness() {
     [ "$mode" = "cudagraphs" ] || peer_mode=(--disable-cudagraphs)
     name="$suite-$model-$precision-$mode-$test"
     echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
-    [ -s "$out/peer-$name.csv" ] || (cd "$harness" && "$python" "$script" --performance \
+    [ -s "$out/peer-$name.csv" ] || (cd "$harness" && "${harness_launcher[@]}" "$script" --performance \
         "$peer_test" "$peer_precision" --backend inductor --device cuda --only "$peer_model" \
         --batch-size "$batch" --cold-start-latency "${peer_mode[@]}" --repeat "$repeat" \
         --output "$out/peer-$name.csv" >"$out/peer-$name.log" 2>&1) \
@@ -127,7 +138,7 @@ run_ours() {
     (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" "${filters[@]}" \
         --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" --test="$test" \
         --precision="$precision" "${batch_flag[@]}" --repeat="$repeat" --warmup=3 \
-        --jobs="$jobs" "${devices[@]}" --timing-core=any "${our_flags[@]}" --no-progress \
+        --jobs="$jobs" "${devices[@]}" --timing-core="$timing_core" "${our_flags[@]}" --no-progress \
         --output-dirname="$out/ours" \
         >>"$out/ours-$group.log" 2>&1) \
       || echo "ours failed in $group: see ours-$group.log" >&2

@@ -13,37 +13,72 @@ pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Stands in for the harness's huggingface.py: writes where it ran instead of a CSV.
+# Stands in for the harness's huggingface.py: writes where it ran, and whether its
+# common.timed was wrapped to start on the fastest core, instead of a CSV.
 FAKE_HARNESS = '''
 import os, sys
+import common
 output = sys.argv[sys.argv.index("--output") + 1]
 cores = ",".join(str(core) for core in sorted(os.sched_getaffinity(0)))
+wrapped = hasattr(common.timed, "__wrapped__")
 with open(output, "w") as file:
-    file.write(f"{os.environ.get('CUDA_VISIBLE_DEVICES')};{cores}\\n")
+    file.write(f"{os.environ.get('CUDA_VISIBLE_DEVICES')};{cores};{wrapped}\\n")
 '''
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to split")
-def test_harness_streams_run_on_their_gpus_and_disjoint_cores(tmp_path):
+@pytest.fixture
+def fake_harness(tmp_path):
     harness = tmp_path / "harness"
     harness.mkdir()
     (harness / "huggingface.py").write_text(FAKE_HARNESS)
+    (harness / "common.py").write_text("def timed(*args, **kwargs):\n    return 0.0\n")
+    return harness
+
+
+def run_fake_harness(harness, out, cases, **variables):
+    environment = {**os.environ, "TOOLS": "harness", "PYTHON": sys.executable,
+                   "PYTHONPATH": str(ROOT), **variables}
+    return subprocess.run(["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(harness),
+                           str(out), str(cases)], env=environment, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to split")
+def test_harness_streams_run_on_their_gpus_and_disjoint_cores(fake_harness, tmp_path):
+    harness = fake_harness
     cases = tmp_path / "cases.txt"
     cases.write_text("huggingface ModelA 8 bf16 default eval\n"
                      "huggingface ModelB 8 bf16 default eval\n")
     out = tmp_path / "out"
-    environment = {**os.environ, "TOOLS": "harness", "HARNESS_GPUS": "4,6",
-                   "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
-    subprocess.run(["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(harness), str(out),
-                    str(cases)], env=environment, capture_output=True, text=True, timeout=120)
+    run_fake_harness(harness, out, cases, HARNESS_GPUS="4,6")
     ran = {}
     for model in ("ModelA", "ModelB"):
-        device, cores = (out / f"peer-huggingface-{model}-bf16-default-eval.csv").read_text() \
-            .strip().split(";")
+        device, cores, _ = (out / f"peer-huggingface-{model}-bf16-default-eval.csv") \
+            .read_text().strip().split(";")
         ran[model] = (device, set(cores.split(",")))
     assert ran["ModelA"][0] == "4" and ran["ModelB"][0] == "6"
     assert ran["ModelA"][1] and ran["ModelB"][1]
     assert not ran["ModelA"][1] & ran["ModelB"][1]
+
+
+@pytest.mark.parametrize("timing_core, wrapped", [(None, "True"), ("fastest", "True"),
+                                                   ("any", "False")])
+def test_the_harness_times_on_the_fastest_core_unless_told_any(fake_harness, tmp_path,
+                                                               timing_core, wrapped):
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    out = tmp_path / "out"
+    variables = {"TIMING_CORE": timing_core} if timing_core else {}
+    completed = run_fake_harness(fake_harness, out, cases, **variables)
+    written = (out / "peer-huggingface-ModelA-bf16-default-eval.csv").read_text()
+    assert written.strip().split(";")[2] == wrapped, completed.stderr[-2000:]
+
+
+def test_an_unknown_timing_core_is_named_with_a_non_zero_exit(fake_harness, tmp_path):
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    completed = run_fake_harness(fake_harness, tmp_path / "out", cases, TIMING_CORE="slowest")
+    assert completed.returncode == 2 and "'slowest'" in completed.stderr
 
 
 # Stands in for the Python that runs our runner: records a sweep's arguments instead of running
@@ -74,6 +109,6 @@ def test_our_flags_reach_our_runner_after_its_own(tmp_path):
         completed.stderr[-2000:]
     assert arguments.index("--process-caches=fresh") > arguments.index("--repeat=30")
     assert "--batch-size=8" in arguments and "-k" in arguments
-    # Timed as the harness times: the launching thread where the scheduler puts it, unless
+    # The launching thread on the fastest core, as the harness's (TIMING_CORE), unless
     # OUR_FLAGS says otherwise (given after, so it wins).
-    assert arguments.index("--timing-core=any") < arguments.index("--processes=5")
+    assert arguments.index("--timing-core=fastest") < arguments.index("--processes=5")
