@@ -2,16 +2,24 @@
 
     python benchmarks/harness_on_fast_core.py HARNESS_DIR/huggingface.py --performance ...
 
-The harness's code runs unchanged; only where its main thread runs changes. Before each of the
-harness's timed runs (its `common.timed`, which every eager and compiled timing goes through),
-the main thread is pinned to the core of the process's CPU set where a host pulse runs fastest,
-with the same picker as our runner's `--timing-core=fastest` (runner/child/reference.py). Why:
-on hosts whose cores run at two speeds that change within seconds (docs/timing.md, "Slow
+The harness's code runs unchanged; only where its main thread runs changes, as our runner's
+`--timing-core=fastest` moves ours (runner/child/timing.py), with the same picker
+(runner/child/reference.py): at the harness's first timed run (its `common.timed`, which every
+eager and compiled timing goes through) the main thread is pinned to the core of the process's
+CPU set where a host pulse runs fastest; after each timed run a host pulse (about 0.6 ms) is
+read, and the thread moves to a newly picked core only when that pulse reads slow. Ours also
+runs such a run again; the harness keeps it, as it would anyway.
+
+Why: on hosts whose cores run at two speeds that change within seconds (docs/timing.md, "Slow
 periods"), a launch-bound model's figure is otherwise the speed of whichever core the scheduler
-gave the harness at that moment, a draw that no comparison of two tools can share. Pinning both
-tools' launching threads to the fast state compares them as a quiet host, like the dashboard's,
-would. Only the calling thread is pinned (Linux's `sched_setaffinity` on thread 0): processes
-and threads started earlier, such as inductor's compile workers, keep their CPUs.
+gave the harness at that moment, a draw that no comparison of two tools can share. Only the
+calling thread is pinned (Linux's `sched_setaffinity` on thread 0): processes and threads
+started earlier, such as inductor's compile workers, keep their CPUs.
+
+Not a scan before every timed run: that was tried first (2026-11-27) and changed the harness's
+figures in both directions (docs/fidelity.md, fifth session): a scan of every core (about 20 ms,
+the card idle) before each timed run of one iteration, and a move to another core just before
+it.
 """
 
 from __future__ import annotations
@@ -22,43 +30,68 @@ import os
 import runpy
 import statistics
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_picker():
-    """Our runner's core picker over this process's CPUs, imported without leaving the project
-    on the harness's import path (its folder has modules of its own)."""
+def load_timed_runs() -> "FastCoreTimedRuns":
+    """Our runner's core picker and host pulse over this process's CPUs, imported without
+    leaving the project on the harness's import path (its folder has modules of its own)."""
     sys.path.insert(0, str(ROOT))
     try:
-        from runner.child.reference import CorePicker
+        from runner.child.reference import CorePicker, host_pulse
     finally:
         sys.path.remove(str(ROOT))
-    return CorePicker(tuple(sorted(os.sched_getaffinity(0))))
+    return FastCoreTimedRuns(CorePicker(tuple(sorted(os.sched_getaffinity(0)))), host_pulse)
 
 
-def pin_before_timed_runs(common, picker) -> None:
-    """Wrap the harness's `common.timed` so that each timed run starts on the fastest core."""
+@dataclass
+class FastCoreTimedRuns:
+    """What the wrapper saw: the timed runs, and the host pulse read after each."""
+
+    picker: Any
+    pulse: Callable[[], float]
+    runs: int = 0
+    pulses_ms: list[float] = field(default_factory=list)
+
+    def before(self) -> None:
+        if not self.picker.picks:
+            self.picker.pick()
+
+    def after(self) -> None:
+        self.runs += 1
+        pulse_ms = self.pulse()
+        self.pulses_ms.append(pulse_ms)
+        self.picker.follow(pulse_ms)
+
+    def summary(self) -> str:
+        """One line: how many timed runs and picks, the pulses on the picked cores against
+        the first scan's median."""
+        if not self.runs:
+            return "harness_on_fast_core: no timed run was made"
+        first = self.picker.picks[0]
+        return (f"harness_on_fast_core: {self.runs} timed runs, {len(self.picker.picks)} "
+                f"picks of the fastest of {len(self.picker.cores)} cores; host pulse median "
+                f"{statistics.median(self.pulses_ms):.3f} ms after the runs, "
+                f"{first['scan_median_ms']:.3f} ms over the first scan's cores")
+
+
+def pin_timed_runs(common, watched: FastCoreTimedRuns) -> None:
+    """Wrap the harness's `common.timed`: on the fastest core from its first call, a pulse
+    after each call."""
     timed = common.timed
 
     @functools.wraps(timed)
     def timed_on_fastest_core(*args, **kwargs):
-        picker.pick()
-        return timed(*args, **kwargs)
+        watched.before()
+        result = timed(*args, **kwargs)
+        watched.after()
+        return result
 
     common.timed = timed_on_fastest_core
-
-
-def picks_summary(picker) -> str:
-    """One line on the picks made: how many, the picked cores' pulses against the scans'."""
-    if not picker.picks:
-        return "harness_on_fast_core: no timed run was made"
-    picked = statistics.median(pick["pulse_ms"] for pick in picker.picks)
-    scanned = statistics.median(pick["scan_median_ms"] for pick in picker.picks)
-    return (f"harness_on_fast_core: {len(picker.picks)} timed runs started on the fastest of "
-            f"{len(picker.cores)} cores; host pulse median {picked:.3f} ms on the picked core, "
-            f"{scanned:.3f} ms over the scanned ones")
 
 
 def main(argv: list[str]) -> int:
@@ -70,11 +103,11 @@ def main(argv: list[str]) -> int:
         print(f"no harness script at {argv[0]}", file=sys.stderr)
         return 2
     sys.path.insert(0, str(script.parent))
-    picker = load_picker()
+    watched = load_timed_runs()
     import common  # the harness's own, from its folder; its scripts import this same module
 
-    pin_before_timed_runs(common, picker)
-    atexit.register(lambda: print(picks_summary(picker), file=sys.stderr))
+    pin_timed_runs(common, watched)
+    atexit.register(lambda: print(watched.summary(), file=sys.stderr))
     sys.argv = [str(script), *argv[1:]]
     runpy.run_path(str(script), run_name="__main__")
     return 0

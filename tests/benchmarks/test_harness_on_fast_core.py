@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
+from benchmarks.harness_on_fast_core import FastCoreTimedRuns
+from runner.child.reference import CorePicker
 
 ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = ROOT / "benchmarks" / "harness_on_fast_core.py"
@@ -54,6 +55,29 @@ def fake_harness(tmp_path):
     return folder
 
 
+def test_the_core_is_picked_once_and_again_only_after_a_slow_pulse():
+    pulses = iter([
+        1.0, 1.0, 0.5, 0.5,   # first scan: core 0 at 1.0 ms, core 1 at 0.5 ms
+        0.55,                 # after run 1: as fast as the pick
+        0.9,                  # after run 2: over 1.3 times the pick's, so a new scan
+        0.4, 0.4, 0.8, 0.8,   # second scan: core 0 now the faster
+        0.45,                 # after run 3
+    ])
+    pinned = []
+    picker = CorePicker((0, 1), pulse=lambda: next(pulses), pin=pinned.append)
+    watched = FastCoreTimedRuns(picker, pulse=lambda: next(pulses))
+    for _ in range(3):
+        watched.before()
+        watched.after()
+    assert [pick["core"] for pick in picker.picks] == [1, 0]
+    assert watched.pulses_ms == [0.55, 0.9, 0.45]
+    assert pinned[-1] == (0,)
+    assert "3 timed runs, 2 picks of the fastest of 2 cores" in watched.summary()
+    assert "median 0.550 ms after the runs, 0.750 ms over the first scan's cores" \
+        in watched.summary()
+
+
+@pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pick from")
 def test_each_timed_run_starts_on_one_core_of_the_set(fake_harness, tmp_path):
     output = tmp_path / "ran.json"
@@ -66,9 +90,10 @@ def test_each_timed_run_starts_on_one_core_of_the_set(fake_harness, tmp_path):
     for count, cores in ran["inside"]:
         assert count == 1 and cores[0] in every_core
     assert ran["name"] == "timed"  # the harness still sees its own function's name
-    assert "3 timed runs started on the fastest of" in completed.stderr
+    assert "3 timed runs, 1 picks of the fastest of" in completed.stderr
 
 
+@pytest.mark.e2e
 def test_a_missing_script_is_named_with_a_non_zero_exit(tmp_path):
     completed = subprocess.run([sys.executable, str(WRAPPER), str(tmp_path / "nope.py")],
                                capture_output=True, text=True, timeout=60)
