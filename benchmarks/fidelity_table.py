@@ -1,6 +1,6 @@
 """Print PyTorch's harness and ours side by side (used by benchmarks/fidelity.sh).
 
-    python benchmarks/fidelity_table.py OUT_DIR CASES_FILE
+    python benchmarks/fidelity_table.py OUT_DIR CASES_FILE [--harness-again DIR ...]
 
 Reads the harness's CSVs (peer-<suite>-<model>-<precision>-<mode>-<test>.csv, or without
 -<test> as older runs named them: speedup and abs_latency, the compiled latency in ms) and
@@ -10,10 +10,16 @@ show the spread of our processes and both tools' dynamo graphs and graph breaks:
 different count means the two ran different code. Prints a Markdown
 table for docs/fidelity.md, then how many rows agree within 5% on compiled latency and on
 speedup, and the card and versions our lines recorded.
+
+--harness-again DIR (repeatable): folders where the harness ran cases again (its CSVs named as
+in OUT_DIR). Rows it ran again get the harness's runs (compiled latency and speedup, OUT_DIR's
+first) and their spread, and the rows that disagree are counted again against the range of
+the harness's own runs: whether ours lies within it, on both figures.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import sys
@@ -76,16 +82,32 @@ def read_cases(cases: Path) -> list[tuple[str, ...]]:
     return found
 
 
-def main(out: Path, cases: Path) -> int:
+def harness_runs(out: Path, again: list[Path], case: tuple[str, ...]) -> list[tuple[float, float]]:
+    """The harness's (compiled latency in ms, speedup) of each run of the case: OUT_DIR's
+    first, then each --harness-again folder's that has it."""
+    suite, _, _, precision, mode, test = case
+    runs = []
+    for folder in [out, *again]:
+        peer = peer_row(folder, suite, case[1], precision, mode, test)
+        if peer:
+            runs.append((float(peer["abs_latency"]), float(peer["speedup"])))
+    return runs
+
+
+def main(out: Path, cases: Path, again: Optional[list[Path]] = None) -> int:
+    again = again or []
     results = out / "ours" / "results.jsonl"
     lines = [json.loads(text) for text in results.open() if text.strip()] if results.exists() else []
     header = ("model", "test", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
               "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours",
               "ours spread", "graphs/breaks peer, ours")
+    if again:
+        header += ("peer runs: ind., x", "peer spread")
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join("---" for _ in header) + " |")
-    compared = agree = 0
-    for suite, model, batch, precision, mode, test in read_cases(cases):
+    compared = agree = again_disagreeing = within_runs = 0
+    for case in read_cases(cases):
+        suite, model, batch, precision, mode, test = case
         peer = peer_row(out, suite, model, precision, mode, test)
         ours = our_line(lines, model, batch, precision, mode, test)
         cells = [model, test, batch, precision, mode]
@@ -102,12 +124,14 @@ def main(out: Path, cases: Path) -> int:
                       f"{compiled * 1e3:.2f} ms", f"{paired['speedup']:.2f}x"]
         else:
             cells += ["-", "-", "-"]
+        agreed = None
         if peer and paired:
             latency_d = (compiled * 1e3 - latency) / latency
             speedup_d = (paired["speedup"] - speedup) / speedup
             cells += [f"{latency_d:+.1%}", f"{speedup_d:+.1%}"]
             compared += 1
-            agree += abs(latency_d) <= AGREEMENT and abs(speedup_d) <= AGREEMENT
+            agreed = abs(latency_d) <= AGREEMENT and abs(speedup_d) <= AGREEMENT
+            agree += agreed
         else:
             cells += ["-", "-"]
         flops = ((ours or {}).get("workload") or {}).get("flops_per_iteration")
@@ -115,9 +139,26 @@ def main(out: Path, cases: Path) -> int:
         spread = ((ours or {}).get("summary", {}).get("processes") or {}).get("spread")
         cells.append(f"{spread:.1%}" if isinstance(spread, (int, float)) else "-")
         cells.append(f"{graphs_of_peer(peer)}, {graphs_of_ours(ours)}")
+        if again:
+            runs = harness_runs(out, again, case)
+            if len(runs) > 1:
+                latencies = [run[0] for run in runs]
+                cells.append("; ".join(f"{run[0]:.2f} ms, {run[1]:.2f}x" for run in runs))
+                cells.append(f"{(max(latencies) - min(latencies)) / min(latencies):.1%}")
+                if agreed is False:
+                    again_disagreeing += 1
+                    within_runs += (min(latencies) <= compiled * 1e3 <= max(latencies)
+                                    and min(run[1] for run in runs) <= paired["speedup"]
+                                    <= max(run[1] for run in runs))
+            else:
+                cells += ["-", "-"]
         print("| " + " | ".join(cells) + " |")
     print(f"\n{agree} of {compared} rows with both figures agree within {AGREEMENT:.0%} on "
           f"compiled latency and on speedup.")
+    if again:
+        print(f"Of the {compared - agree} that do not, {again_disagreeing} have the harness run "
+              f"again: ours lies within the range of the harness's own runs, on both figures, "
+              f"in {within_runs} of them.")
     describe_machine(lines)
     return 0
 
@@ -132,5 +173,21 @@ def describe_machine(lines: list[dict[str, Any]]) -> None:
         print(f"Cards: {', '.join(cards)}. Versions: {'; '.join(versions)}.")
 
 
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="PyTorch's harness and ours side by side.")
+    parser.add_argument("out", type=Path, help="fidelity.sh's output folder")
+    parser.add_argument("cases", type=Path, help="the cases file")
+    parser.add_argument("--harness-again", type=Path, action="append", default=[],
+                        metavar="DIR", help="a folder where the harness ran cases again")
+    arguments = parser.parse_args(argv)
+    for folder in [arguments.out, *arguments.harness_again]:
+        if not folder.is_dir():
+            parser.error(f"no such folder: {folder}")
+    if not arguments.cases.is_file():
+        parser.error(f"no such cases file: {arguments.cases}")
+    return arguments
+
+
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1]), Path(sys.argv[2])))
+    parsed = parse_arguments(sys.argv[1:])
+    sys.exit(main(parsed.out, parsed.cases, parsed.harness_again))

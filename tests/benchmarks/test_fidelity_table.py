@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import fidelity_table
 
 
@@ -48,3 +50,40 @@ def test_a_line_run_at_the_suite_default_batch_size_matches_its_case():
     line["experiment"].update(requested_batch_size=None, batch_size=128)
     assert fidelity_table.our_line([line], "mobilenetv2_100", "128", "amp", "default", "eval") is line
     assert fidelity_table.our_line([line], "mobilenetv2_100", "64", "amp", "default", "eval") is None
+
+
+def test_the_harness_run_again_gives_its_runs_spread_and_the_range_check(tmp_path, capsys):
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "results.jsonl").write_text(
+        json.dumps(our_line("eval", 0.010, 2.0, 10**11)) + "\n")  # compiled 5.0 ms, 2.00x
+    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    name = "peer-timm-mobilenetv2_100-amp-default-eval.csv"
+    (tmp_path / name).write_text(header + "cuda,mobilenetv2_100,128,1.8,5.6,1,0\n")
+    again = []
+    for index, (speedup, latency) in enumerate([(2.1, 4.8), (1.9, 5.2)]):
+        folder = tmp_path / f"again{index}"
+        folder.mkdir()
+        (folder / name).write_text(header + f"cuda,mobilenetv2_100,128,{speedup},{latency},1,0\n")
+        again.append(folder)
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 128 amp default eval\n")
+    assert fidelity_table.main(tmp_path, cases, again) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| mobilenetv2_100"))
+    assert row.endswith("| 5.60 ms, 1.80x; 4.80 ms, 2.10x; 5.20 ms, 1.90x | 16.7% |")
+    assert "0 of 1 rows with both figures agree" in out
+    assert "Of the 1 that do not, 1 have the harness run again" in out
+    assert "on both figures, in 1 of them." in out
+    # Without the second folder, ours (5.0 ms, 2.00x) lies outside 5.2 to 5.6 ms.
+    assert fidelity_table.main(tmp_path, cases, again[1:]) == 0
+    assert "on both figures, in 0 of them." in capsys.readouterr().out
+
+
+def test_a_missing_folder_is_named(tmp_path, capsys):
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 128 amp default eval\n")
+    with pytest.raises(SystemExit) as exit_:
+        fidelity_table.parse_arguments([str(tmp_path), str(cases), "--harness-again",
+                                        str(tmp_path / "nowhere")])
+    assert exit_.value.code == 2
+    assert "nowhere" in capsys.readouterr().err
