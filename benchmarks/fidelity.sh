@@ -29,9 +29,9 @@
 # --process-caches=fresh"); a flag not given keeps its default.
 # TIMING_CORE: where both tools' launching threads run while they time (default fastest).
 # fastest: ours with --timing-core=fastest (its CUDA default), the harness through
-# benchmarks/harness_on_fast_core.py, which pins its main thread to the fastest core of its
-# share before each of its timed runs and leaves its code as it is; so on a host whose cores
-# change speed from second to second both time at its fast speed, as on a quiet host. any: both
+# benchmarks/harness_on_fast_core.py, which pins its main thread as our runner pins ours (at
+# its first timed run, and again after a slow host pulse) and leaves its code as it is; so on a
+# host whose cores change speed from second to second both time at its fast speed. any: both
 # leave that thread to the scheduler (the harness as it is run elsewhere, ours with
 # --timing-core=any), and each meets whichever speed its core had.
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
