@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +91,10 @@ def test_each_timed_run_starts_on_one_core_of_the_set(fake_harness, tmp_path):
     for count, cores in ran["inside"]:
         assert count == 1 and cores[0] in every_core
     assert ran["name"] == "timed"  # the harness still sees its own function's name
-    assert "3 timed runs, 1 picks of the fastest of" in completed.stderr
+    # How many picks depends on the host's pulses (a loaded host reads slow ones): the rule
+    # is tested with given pulses above.
+    assert re.search(rf"3 timed runs, [1-3] picks of the fastest of {len(every_core)} cores",
+                     completed.stderr), completed.stderr
 
 
 @pytest.mark.e2e
