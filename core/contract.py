@@ -45,6 +45,9 @@ class ChildSpec:
     log_level: str = "WARNING"
     #: The CPU cores the child runs on (its threads default to one per core); () = any.
     cpu_set: tuple[int, ...] = ()
+    #: Whether the compile caches already hold this experiment's compiles (a timing process
+    #: after the first, with the caches shared): inductor then starts no compile workers.
+    warm_caches: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +58,7 @@ class ChildSpec:
             "folder": self.folder,
             "log_level": self.log_level,
             "cpu_set": list(self.cpu_set),
+            "warm_caches": self.warm_caches,
         }
 
     @classmethod
@@ -67,6 +71,7 @@ class ChildSpec:
             folder=data["folder"],
             log_level=data.get("log_level", "WARNING"),
             cpu_set=tuple(int(core) for core in data.get("cpu_set") or ()),
+            warm_caches=bool(data.get("warm_caches", False)),
         )
 
 

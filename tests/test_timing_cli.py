@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import statistics
 import os
@@ -97,3 +98,21 @@ def test_several_timing_processes_and_the_reference_workload_reach_the_line(run_
     assert all(reading["launch_us"] > 0 and reading["kernel_ms"] > 0
                for each in references for reading in (each["before"], each["after"]))
     assert "ratio" in summary["slow_period"] and "flagged" in summary["slow_period"]
+
+
+def child_torch_settings(run, name: str) -> dict:
+    (line,) = run.lines()
+    folder = run.output_dir / line["artifacts"][name]
+    return json.loads((folder / "result.json").read_text())["environment"]["torch_settings"]
+
+
+def test_later_processes_start_no_compile_workers_where_the_caches_are_warm(run_cli, tmp_path,
+                                                                            monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "2")  # the runner's; the tests' is 1
+    shared = run_cli(*EAGER, "--dynamo=inductor", "--processes=2",
+                     output_dir=tmp_path / "shared")
+    assert shared.returncode == 0, shared.stderr
+    first, second = (child_torch_settings(shared, name) for name in ("time", "time-2"))
+    assert first["inductor_compile_threads"] == 2 and second["inductor_compile_threads"] == 1
+    # (With --process-caches=fresh no process is told its caches are warm:
+    # tests/runner/run/test_time_processes.py.)

@@ -256,7 +256,8 @@ def verification_verdict(spec: ChildSpec, suite, stack, nondeterministic_reason)
 
 
 def torch_settings() -> dict[str, Any]:
-    """Numerics switches that change what a matmul computes."""
+    """Numerics switches that change what a matmul computes; the process's threads and
+    cores, and inductor's compile workers where inductor is loaded."""
     import torch
 
     settings = {
@@ -267,6 +268,8 @@ def torch_settings() -> dict[str, Any]:
         "num_threads": torch.get_num_threads(),
         "cpu_affinity": sorted(os.sched_getaffinity(0)),
     }
+    if INDUCTOR_CONFIG in sys.modules:
+        settings["inductor_compile_threads"] = sys.modules[INDUCTOR_CONFIG].compile_threads
     if "torch_xla" in sys.modules:
         import torch_xla.backends
 
@@ -286,11 +289,30 @@ def pin(cores: tuple[int, ...]) -> None:
         os.sched_setaffinity(0, cores)
 
 
+INDUCTOR_CONFIG = "torch._inductor.config"
+COMPILE_THREADS_VARIABLE = "TORCHINDUCTOR_COMPILE_THREADS"
+
+
+def size_compile_workers(warm_caches: bool) -> None:
+    """Inductor's compile workers for this child (after `pin`). Where the caches already hold
+    the experiment's compiles, none: inductor loads cached kernels in the child itself while
+    its pool starts anyway, and on a GPU host the later timing processes waited a median 7 s
+    (up to 9.6 s) for that pool, still importing torch, to shut down before their timed runs.
+    Otherwise as many as inductor decides from this child's own cores and environment: a fork
+    server that preloaded inductor decided from the server's cores, not the child's share."""
+    if warm_caches:
+        os.environ[COMPILE_THREADS_VARIABLE] = "1"
+    config = sys.modules.get(INDUCTOR_CONFIG)
+    if config is not None:
+        config.compile_threads = config.decide_compile_threads()
+
+
 def main(argv: list[str]) -> int:
     die_with_parent()
     folder = Path(argv[0])
     spec = read_message(folder / SPEC_FILE, ChildSpec)
     pin(spec.cpu_set)
+    size_compile_workers(spec.warm_caches)
     logging.basicConfig(level=spec.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     result = ChildResult(environment=environment_record())

@@ -138,10 +138,11 @@ class ExperimentExecutor:
         folder = self.child_folder(planned, role, process)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / RESULT_FILE).unlink(missing_ok=True)
-        spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
-                         self.options.log_level, child_cores(slot, self.options.cpu_set))
-        write_message(folder / SPEC_FILE, spec)
         shared = scratch is not None
+        spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
+                         self.options.log_level, child_cores(slot, self.options.cpu_set),
+                         warm_caches=shared and process > 1)
+        write_message(folder / SPEC_FILE, spec)
         scratch = scratch if scratch is not None else self.scratch.new_folder()
         return self._supervisor.run(folder, scratch, lambda: self._start(
             planned, folder, self.child_environment(planned, role, folder, scratch, slot)),

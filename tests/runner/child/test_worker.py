@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import dataclasses
 
 import pytest
@@ -11,7 +12,7 @@ import torch
 import backends
 from core.config import ExperimentConfig
 from core.contract import Role
-from runner.child.worker import build_device
+from runner.child.worker import build_device, size_compile_workers
 
 
 def experiment(accelerator: str, dynamo=None, torch_xla2=None) -> ExperimentConfig:
@@ -105,3 +106,21 @@ def test_the_timing_thread_gets_a_core_picker_on_cuda_only(tmp_path, monkeypatch
         assert picker.cores == (0, 1, 2, 3)
     monkeypatch.setattr(worker.os, "sched_getaffinity", lambda pid: {5})
     assert worker.core_picker(spec) is None  # one core: nothing to pick
+
+
+def test_compile_workers_follow_the_childs_own_cores_and_none_where_caches_are_warm(
+        monkeypatch):
+    import torch._inductor.config as config
+
+    monkeypatch.setattr(config, "compile_threads", config.compile_threads)  # restored after
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)  # and so is this
+    # As a fork server's child: inductor was imported (and decided) before the child's pin.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4, 5, 6})
+    config.compile_threads = 64
+    size_compile_workers(warm_caches=False)
+    assert config.compile_threads == 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(48)))
+    size_compile_workers(warm_caches=False)
+    assert config.compile_threads == 32  # inductor's own cap
+    size_compile_workers(warm_caches=True)
+    assert config.compile_threads == 1 and os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "1"

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from core.config import ExperimentConfig, ModelConfig, RunSettings
-from core.contract import ChildError, ChildResult, Role
+from core.contract import SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, read_message
 from core.schema import Status
 from runner.plan.matrix import PlannedExperiment
 from runner.run.executor import ExecutorOptions, ExperimentExecutor
@@ -102,3 +102,22 @@ def test_with_fresh_caches_each_process_compiles_from_an_empty_folder_of_its_own
     # run_child makes (and removes) a new cache folder for a process given none.
     assert seen == [(1, None, None), (2, None, None), (3, None, None)]
     assert outcome.result.summary["processes"]["medians"] == [0.1, 0.3, 0.2]
+
+
+def test_only_later_processes_with_shared_caches_are_told_their_caches_are_warm(tmp_path):
+    runner = executor(tmp_path)
+    told = []
+
+    def supervise(folder, scratch, start, keep_scratch):  # no child is started
+        told.append((folder.name, read_message(folder / SPEC_FILE, ChildSpec).warm_caches))
+        return ChildOutcome(folder, returncode=0, result=ok(0.1), wall_seconds=1.0)
+
+    runner._supervisor.run = supervise
+    runner.time_processes(planned(), 3)
+    fresh = planned()
+    fresh = PlannedExperiment(fresh.model, dataclasses.replace(fresh.experiment,
+                                                               process_caches="fresh"),
+                              fresh.label)
+    runner.time_processes(fresh, 2)
+    assert told == [("time", False), ("time-2", True), ("time-3", True),
+                    ("time", False), ("time-2", False)]
