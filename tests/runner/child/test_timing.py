@@ -168,8 +168,16 @@ def test_paired_timing_interleaves_eager_and_the_stack():
     paired = summary["paired_speedup"]
     assert paired["method"] == "paired" and paired["pairs"] == 4
     assert 1.5 < paired["speedup"] < 2.5 and 1.5 < paired["median_of_pairs"] < 2.5
-    assert 0 <= paired["p_value"] < 0.05
+    # Whether 4 slept pairs read significant depends on the host's jitter (one late wake-up
+    # on a loaded machine gave 0.24); what the p-value says is tested on given times below.
+    assert 0 <= paired["p_value"] <= 1
     assert summary["cold_start_time"] == timing.warmup_times[0]
+
+
+def test_the_p_value_tells_a_clear_difference_from_none():
+    eager = [0.020, 0.021, 0.019, 0.020]
+    assert paired_speedup(eager, [0.010, 0.0105, 0.0095, 0.010])["p_value"] < 0.001
+    assert paired_speedup(eager, [0.0205, 0.0195, 0.020, 0.0201])["p_value"] > 0.5
 
 
 def test_paired_speedup_is_the_ratio_of_medians_as_the_harness_reports_it():
