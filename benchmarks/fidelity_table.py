@@ -82,16 +82,29 @@ def read_cases(cases: Path) -> list[tuple[str, ...]]:
     return found
 
 
-def harness_runs(out: Path, again: list[Path], case: tuple[str, ...]) -> list[tuple[float, float]]:
-    """The harness's (compiled latency in ms, speedup) of each run of the case: OUT_DIR's
-    first, then each --harness-again folder's that has it."""
-    suite, _, _, precision, mode, test = case
-    runs = []
-    for folder in [out, *again]:
-        peer = peer_row(folder, suite, case[1], precision, mode, test)
-        if peer:
-            runs.append((float(peer["abs_latency"]), float(peer["speedup"])))
-    return runs
+def harness_runs(first: Optional[dict], again: list[Path],
+                 case: tuple[str, ...]) -> list[tuple[float, float]]:
+    """The harness's (compiled latency in ms, speedup) of each run of the case: `first`,
+    OUT_DIR's row, then each --harness-again folder's that has one."""
+    suite, model, _, precision, mode, test = case
+    rows = [first, *(peer_row(folder, suite, model, precision, mode, test) for folder in again)]
+    return [(float(row["abs_latency"]), float(row["speedup"])) for row in rows if row]
+
+
+def runs_cells(runs: list[tuple[float, float]]) -> list[str]:
+    """The harness's runs and the spread of their compiled latency, or dashes for one run."""
+    if len(runs) < 2:
+        return ["-", "-"]
+    latencies = [latency for latency, _ in runs]
+    return ["; ".join(f"{latency:.2f} ms, {speedup:.2f}x" for latency, speedup in runs),
+            f"{(max(latencies) - min(latencies)) / min(latencies):.1%}"]
+
+
+def within_runs(runs: list[tuple[float, float]], latency: float, speedup: float) -> bool:
+    """Whether ours (compiled latency in ms, speedup) lies within the runs' ranges of both."""
+    latencies, speedups = zip(*runs)
+    return (min(latencies) <= latency <= max(latencies)
+            and min(speedups) <= speedup <= max(speedups))
 
 
 def main(out: Path, cases: Path, again: Optional[list[Path]] = None) -> int:
@@ -105,7 +118,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None) -> int:
         header += ("peer runs: ind., x", "peer spread")
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join("---" for _ in header) + " |")
-    compared = agree = again_disagreeing = within_runs = 0
+    compared = agree = again_disagreeing = inside = 0
     for case in read_cases(cases):
         suite, model, batch, precision, mode, test = case
         peer = peer_row(out, suite, model, precision, mode, test)
@@ -140,25 +153,18 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None) -> int:
         cells.append(f"{spread:.1%}" if isinstance(spread, (int, float)) else "-")
         cells.append(f"{graphs_of_peer(peer)}, {graphs_of_ours(ours)}")
         if again:
-            runs = harness_runs(out, again, case)
-            if len(runs) > 1:
-                latencies = [run[0] for run in runs]
-                cells.append("; ".join(f"{run[0]:.2f} ms, {run[1]:.2f}x" for run in runs))
-                cells.append(f"{(max(latencies) - min(latencies)) / min(latencies):.1%}")
-                if agreed is False:
-                    again_disagreeing += 1
-                    within_runs += (min(latencies) <= compiled * 1e3 <= max(latencies)
-                                    and min(run[1] for run in runs) <= paired["speedup"]
-                                    <= max(run[1] for run in runs))
-            else:
-                cells += ["-", "-"]
+            runs = harness_runs(peer, again, case)
+            cells += runs_cells(runs)
+            if len(runs) > 1 and agreed is False:
+                again_disagreeing += 1
+                inside += within_runs(runs, compiled * 1e3, paired["speedup"])
         print("| " + " | ".join(cells) + " |")
     print(f"\n{agree} of {compared} rows with both figures agree within {AGREEMENT:.0%} on "
           f"compiled latency and on speedup.")
     if again:
         print(f"Of the {compared - agree} that do not, {again_disagreeing} have the harness run "
               f"again: ours lies within the range of the harness's own runs, on both figures, "
-              f"in {within_runs} of them.")
+              f"in {inside} of them.")
     describe_machine(lines)
     return 0
 

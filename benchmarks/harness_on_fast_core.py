@@ -37,17 +37,6 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_timed_runs() -> "FastCoreTimedRuns":
-    """Our runner's core picker and host pulse over this process's CPUs, imported without
-    leaving the project on the harness's import path (its folder has modules of its own)."""
-    sys.path.insert(0, str(ROOT))
-    try:
-        from runner.child.reference import CorePicker, host_pulse
-    finally:
-        sys.path.remove(str(ROOT))
-    return FastCoreTimedRuns(CorePicker(tuple(sorted(os.sched_getaffinity(0)))), host_pulse)
-
-
 @dataclass
 class FastCoreTimedRuns:
     """What the wrapper saw: the timed runs, and the host pulse read after each."""
@@ -77,6 +66,17 @@ class FastCoreTimedRuns:
                 f"picks of the fastest of {len(self.picker.cores)} cores; host pulse median "
                 f"{statistics.median(self.pulses_ms):.3f} ms after the runs, "
                 f"{first['scan_median_ms']:.3f} ms over the first scan's cores")
+
+
+def load_timed_runs() -> FastCoreTimedRuns:
+    """Our runner's core picker and host pulse over this process's CPUs, imported without
+    leaving the project on the harness's import path (its folder has modules of its own)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from runner.child.reference import CorePicker, host_pulse
+    finally:
+        sys.path.remove(str(ROOT))
+    return FastCoreTimedRuns(CorePicker(tuple(sorted(os.sched_getaffinity(0)))), host_pulse)
 
 
 def pin_timed_runs(common, watched: FastCoreTimedRuns) -> None:

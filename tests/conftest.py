@@ -180,7 +180,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def pytest_unconfigure(config) -> None:
     folder = config.stash.get(MADE_TESTS_CACHE, None)
-    if folder is not None and is_tests_cache(folder):
+    if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
