@@ -1,6 +1,7 @@
 """Print PyTorch's harness and ours side by side (used by benchmarks/fidelity.sh).
 
     python benchmarks/fidelity_table.py OUT_DIR CASES_FILE [--harness-again DIR ...]
+        [--ours-again DIR ...]
 
 Reads the harness's CSVs (peer-<suite>-<model>-<precision>-<mode>-<test>.csv, or without
 -<test> as older runs named them: speedup and abs_latency, the compiled latency in ms) and
@@ -15,6 +16,10 @@ speedup, and the card and versions our lines recorded.
 in OUT_DIR). Rows it ran again get the harness's runs (compiled latency and speedup, OUT_DIR's
 first) and their spread, and the rows that disagree are counted again against the range of
 the harness's own runs: whether ours lies within it, on both figures.
+
+--ours-again DIR (repeatable): folders where our runner ran cases again (every
+ours/results.jsonl under DIR, as fidelity.sh writes them in OUT_DIR). Rows it ran again get our runs and their spread, and the rows that disagree
+are counted again: whether the ranges of both tools' runs overlap, on both figures.
 """
 
 from __future__ import annotations
@@ -91,8 +96,40 @@ def harness_runs(first: Optional[dict], again: list[Path],
     return [(float(row["abs_latency"]), float(row["speedup"])) for row in rows if row]
 
 
+def read_lines(folder: Path) -> list[dict]:
+    """Our results lines under `folder` (ours/results.jsonl), none where it has no file."""
+    results = folder / "ours" / "results.jsonl"
+    if not results.exists():
+        return []
+    return [json.loads(text) for text in results.open() if text.strip()]
+
+
+def our_figures(line: Optional[dict]) -> Optional[tuple[float, float]]:
+    """A line's (compiled latency in ms, speedup), from its paired speedup, or None."""
+    paired = (line or {}).get("summary", {}).get("paired_speedup")
+    if not paired:
+        return None
+    return paired["eager_median_per_iter_time"] / paired["speedup"] * 1e3, paired["speedup"]
+
+
+def our_runs(first: Optional[dict], again: list[list[dict]],
+             case: tuple[str, ...]) -> list[tuple[float, float]]:
+    """Our (compiled latency in ms, speedup) of each run of the case: `first`, OUT_DIR's
+    line, then each --ours-again folder's that has one."""
+    _, model, batch, precision, mode, test = case
+    lines = [first, *(our_line(folder_lines, model, batch, precision, mode, test)
+                      for folder_lines in again)]
+    return [figures for figures in map(our_figures, lines) if figures]
+
+
+def ranges_overlap(runs: list[tuple[float, float]], others: list[tuple[float, float]]) -> bool:
+    """Whether two tools' runs overlap in compiled latency and in speedup."""
+    return all(min(mine) <= max(theirs) and min(theirs) <= max(mine)
+               for mine, theirs in zip(zip(*runs), zip(*others)))
+
+
 def runs_cells(runs: list[tuple[float, float]]) -> list[str]:
-    """The harness's runs and the spread of their compiled latency, or dashes for one run."""
+    """A tool's runs and the spread of their compiled latency, or dashes for one run."""
     if len(runs) < 2:
         return ["-", "-"]
     latencies = [latency for latency, _ in runs]
@@ -107,18 +144,23 @@ def within_runs(runs: list[tuple[float, float]], latency: float, speedup: float)
             and min(speedups) <= speedup <= max(speedups))
 
 
-def main(out: Path, cases: Path, again: Optional[list[Path]] = None) -> int:
+def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
+         ours_again: Optional[list[Path]] = None) -> int:
     again = again or []
-    results = out / "ours" / "results.jsonl"
-    lines = [json.loads(text) for text in results.open() if text.strip()] if results.exists() else []
+    ours_again_lines = [[line for results in sorted(folder.glob("**/ours/results.jsonl"))
+                         for line in read_lines(results.parent.parent)]
+                        for folder in ours_again or []]
+    lines = read_lines(out)
     header = ("model", "test", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
               "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours",
               "ours spread", "graphs/breaks peer, ours")
     if again:
         header += ("peer runs: ind., x", "peer spread")
+    if ours_again_lines:
+        header += ("ours runs: ind., x", "ours runs spread")
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join("---" for _ in header) + " |")
-    compared = agree = again_disagreeing = inside = 0
+    compared = agree = again_disagreeing = inside = both_again = overlapping = 0
     for case in read_cases(cases):
         suite, model, batch, precision, mode, test = case
         peer = peer_row(out, suite, model, precision, mode, test)
@@ -158,6 +200,13 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None) -> int:
             if len(runs) > 1 and agreed is False:
                 again_disagreeing += 1
                 inside += within_runs(runs, compiled * 1e3, paired["speedup"])
+        if ours_again_lines:
+            mine = our_runs(ours, ours_again_lines, case)
+            cells += runs_cells(mine)
+            theirs = harness_runs(peer, again, case)
+            if agreed is False and len(mine) + len(theirs) > 2:
+                both_again += 1
+                overlapping += ranges_overlap(mine, theirs)
         print("| " + " | ".join(cells) + " |")
     print(f"\n{agree} of {compared} rows with both figures agree within {AGREEMENT:.0%} on "
           f"compiled latency and on speedup.")
@@ -165,6 +214,10 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None) -> int:
         print(f"Of the {compared - agree} that do not, {again_disagreeing} have the harness run "
               f"again: ours lies within the range of the harness's own runs, on both figures, "
               f"in {inside} of them.")
+    if ours_again_lines:
+        print(f"Of the {compared - agree} that do not, {both_again} have either tool run again: "
+              f"the ranges of both tools' runs overlap, on both figures, in {overlapping} of "
+              f"them.")
     describe_machine(lines)
     return 0
 
@@ -185,8 +238,11 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("cases", type=Path, help="the cases file")
     parser.add_argument("--harness-again", type=Path, action="append", default=[],
                         metavar="DIR", help="a folder where the harness ran cases again")
+    parser.add_argument("--ours-again", type=Path, action="append", default=[],
+                        metavar="DIR", help="a folder where our runner ran cases again "
+                        "(every ours/results.jsonl under it)")
     arguments = parser.parse_args(argv)
-    for folder in [arguments.out, *arguments.harness_again]:
+    for folder in [arguments.out, *arguments.harness_again, *arguments.ours_again]:
         if not folder.is_dir():
             parser.error(f"no such folder: {folder}")
     if not arguments.cases.is_file():
@@ -196,4 +252,4 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     parsed = parse_arguments(sys.argv[1:])
-    sys.exit(main(parsed.out, parsed.cases, parsed.harness_again))
+    sys.exit(main(parsed.out, parsed.cases, parsed.harness_again, parsed.ours_again))

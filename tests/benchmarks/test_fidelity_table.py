@@ -79,6 +79,38 @@ def test_the_harness_run_again_gives_its_runs_spread_and_the_range_check(tmp_pat
     assert "on both figures, in 0 of them." in capsys.readouterr().out
 
 
+def test_ours_run_again_gives_our_runs_and_whether_both_tools_ranges_overlap(tmp_path, capsys):
+    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    name = "peer-timm-mobilenetv2_100-amp-default-eval.csv"
+    (tmp_path / "first").mkdir()
+    (tmp_path / "first" / name).write_text(header + "cuda,mobilenetv2_100,128,1.8,5.6,1,0\n")
+    harness_again = tmp_path / "harness_again"
+    harness_again.mkdir()
+    (harness_again / name).write_text(header + "cuda,mobilenetv2_100,128,1.9,5.4,1,0\n")
+    # Ours: 5.0 ms and 2.00x first, then 5.5 ms and 1.85x, then 4.9 ms and 2.05x.
+    # A folder of ours run again may hold fidelity.sh's output folders, one per cases file.
+    runs = {"first": (0.010, 2.0), "again0/timm": (0.010175, 1.85), "again1": (0.010045, 2.05)}
+    for folder, (eager, speedup) in runs.items():
+        (tmp_path / folder / "ours").mkdir(parents=True)
+        (tmp_path / folder / "ours" / "results.jsonl").write_text(
+            json.dumps(our_line("eval", eager, speedup, 10**11)) + "\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 128 amp default eval\n")
+    ours_again = [tmp_path / "again0", tmp_path / "again1"]
+    assert fidelity_table.main(tmp_path / "first", cases, [harness_again], ours_again) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| mobilenetv2_100"))
+    assert row.endswith("| 5.60 ms, 1.80x; 5.40 ms, 1.90x | 3.7% "
+                        "| 5.00 ms, 2.00x; 5.50 ms, 1.85x; 4.90 ms, 2.05x | 12.2% |")
+    # Ours' first run lies outside the harness's 5.4 to 5.6 ms; its second run inside both.
+    assert "on both figures, in 0 of them." in out
+    assert ("Of the 1 that do not, 1 have either tool run again: the ranges of both tools' "
+            "runs overlap, on both figures, in 1 of them.") in out
+    # Without ours' second run, ours' 4.9 to 5.0 ms stays below the harness's range.
+    assert fidelity_table.main(tmp_path / "first", cases, [harness_again], ours_again[1:]) == 0
+    assert "overlap, on both figures, in 0 of them." in capsys.readouterr().out
+
+
 def test_a_missing_folder_is_named(tmp_path, capsys):
     cases = tmp_path / "cases.txt"
     cases.write_text("timm mobilenetv2_100 128 amp default eval\n")
@@ -87,3 +119,8 @@ def test_a_missing_folder_is_named(tmp_path, capsys):
                                         str(tmp_path / "nowhere")])
     assert exit_.value.code == 2
     assert "nowhere" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        fidelity_table.parse_arguments([str(tmp_path), str(cases), "--ours-again",
+                                        str(tmp_path / "elsewhere")])
+    assert exit_.value.code == 2
+    assert "elsewhere" in capsys.readouterr().err
