@@ -15,7 +15,8 @@ field: the parameters (count, bytes, dtypes), the buffers, every input (name, sh
 memory format, kind of values where both have values), the fields of the inference output
 (a cache returned is work done) and the FLOPs of one iteration (FlopCounterMode: forward in
 inference; forward, loss and backward in training) must be equal.
-The optimizer each trains with on CUDA is compared too.
+The optimizer each trains with on CUDA is compared too, and the inductor settings each
+compiles the model with (the harness sets some per model in its load_model).
 
 One row per model and test. The exit status is 1 when a difference is not listed in the file
 of deliberate differences (--differences, benchmarks/workload_differences.json), each entry
@@ -198,7 +199,8 @@ class Harness:
         validated = True
         batch_size = model.batch_size
         try:
-            with harness_on_path(self.reference), torch.device("meta"):
+            with harness_on_path(self.reference), torch.device("meta"), \
+                    inductor_settings_set() as inductor_settings:
                 _, _, module, inputs, batch_size = runner.load_model(
                     "meta", model.harness_name, batch_size=model.batch_size)
         except RuntimeError as error:
@@ -222,7 +224,8 @@ class Harness:
         optimizer = describe_optimizer(runner.optimizer) if test == "train" else None
         runner.optimizer = None  # the count runs as on the CPU: a meta step is not capturable
         spec = w.IterationSpec(mode=test, optimizer=optimizer,
-                               loss=type(runner).compute_loss.__qualname__)
+                               loss=type(runner).compute_loss.__qualname__,
+                               inductor_settings=inductor_settings)
         signature = w.signature(module, (args, kwargs, None), spec, iteration,
                                 real_inputs=real)
         signature["batch_size"] = batch_size
@@ -240,6 +243,25 @@ class Harness:
         inputs = hf.generate_inputs_for_model(model_class, module, model.harness_name,
                                               batch_size, "cpu", include_loss_args=True)
         return ((), inputs, None)
+
+
+@contextlib.contextmanager
+def inductor_settings_set() -> Iterator[dict[str, Any]]:
+    """The inductor settings the harness's load_model sets for a model (the yielded dict,
+    filled on exit: config name -> value, where it differs from before), each set back on
+    exit so that the next model starts from inductor's own."""
+    from torch._inductor import config
+
+    before = config.get_config_copy()
+    found: dict[str, Any] = {}
+    try:
+        yield found
+    finally:
+        after = config.get_config_copy()
+        for name, value in after.items():
+            if value != before.get(name):
+                found[name] = value
+                setattr(config, name, before[name])
 
 
 def describe_optimizer(optimizer) -> Optional[dict[str, Any]]:
@@ -297,6 +319,8 @@ def compare(harness: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     if harness.get("outputs") is not None and ours.get("outputs") is not None:
         check("outputs", harness["outputs"], ours["outputs"])
     check("optimizer", harness.get("optimizer"), ours.get("optimizer"))
+    check("inductor_settings", harness.get("inductor_settings") or {},
+          ours.get("inductor_settings") or {})
     # Dropout costs time and no FLOPs: the iteration must draw as many random masks.
     check("random_operators", harness.get("random_operators"), ours.get("random_operators"))
     check("active_dropout", harness.get("active_dropout"), ours.get("active_dropout"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from core.fields import DEFAULT_SEED
@@ -47,6 +47,9 @@ class BenchmarkModel:
     nondeterministic_reason: Optional[str] = None
     # The optimizer PyTorch's harness trains this model with on CUDA: adam, sgd or none.
     harness_optimizer: str = "adam"
+    # Inductor settings PyTorch's harness compiles this model with (config name -> value);
+    # inductor experiments compile with them.
+    inductor_settings: dict[str, Any] = field(default_factory=dict)
 
 
 class Suite(ABC):

@@ -7,7 +7,7 @@ Inductor has modes, as the compiler dashboard tracks them: `default`, `cudagraph
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from backends.availability import native_accelerator_reason, unregistered_dynamo_reason
 from backends.base import (DYNAMO_GRAPHS, TORCH_COMPILER_PRELOAD, TORCH_PROFILER, Capabilities,
@@ -19,12 +19,15 @@ from core.host import HostCapabilities
 XLA_ONLY_DYNAMO_BACKENDS = ("openxla", "openxla_eval")
 
 
-def compile_arguments(experiment: ExperimentConfig) -> dict[str, Any]:
-    """torch.compile's keyword arguments for the experiment's backend, mode and switches."""
+def compile_arguments(experiment: ExperimentConfig,
+                      model_settings: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """torch.compile's keyword arguments for the experiment's backend, mode and switches;
+    `model_settings`, the inductor settings the model is compiled with (BenchmarkModel's
+    inductor_settings), join inductor's options."""
     arguments: dict[str, Any] = {"backend": experiment.dynamo}
     if experiment.fullgraph:
         arguments["fullgraph"] = True
-    options = {}
+    options = dict(model_settings or {}) if experiment.dynamo == "inductor" else {}
     if experiment.freezing:
         options["freezing"] = True
     if experiment.mode == "cudagraphs":
@@ -82,7 +85,7 @@ class DynamoStack(Stack):
 
         from backends.runtimes.torch_device import TorchPreparedModel
 
-        arguments = compile_arguments(experiment)
+        arguments = compile_arguments(experiment, bench.inductor_settings)
 
         def compile_function(function):
             compiled = torch.compile(function, **arguments)

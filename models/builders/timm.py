@@ -7,7 +7,7 @@ import torch
 from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
 from models.dropout import keep_dropout_kernels
-from models.specs.timm import HARNESS_SGD_MODELS, TimmSpec
+from models.specs.timm import HARNESS_INDUCTOR_SETTINGS, HARNESS_SGD_MODELS, TimmSpec
 
 
 
@@ -55,4 +55,5 @@ def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False,
         return ModelInputs((images,), {}, None)
 
     return BenchmarkModel(name, module, make_inputs, output_mean_loss, batch_size,
-                          harness_optimizer="sgd" if name in HARNESS_SGD_MODELS else "adam")
+                          harness_optimizer="sgd" if name in HARNESS_SGD_MODELS else "adam",
+                          inductor_settings=dict(HARNESS_INDUCTOR_SETTINGS.get(name, {})))

@@ -20,3 +20,10 @@ class TimmSpec:
 
 #: The models PyTorch's harness trains with SGD rather than Adam (BENCHMARK_USE_SGD).
 HARNESS_SGD_MODELS = frozenset({"adv_inception_v3", "ghostnet_100", "tf_efficientnet_b0"})
+
+#: Inductor settings PyTorch's harness compiles a model with (its timm_models.yaml's
+#: emulate_precision_casts list, set by its load_model in every mode): kept with the model so
+#: that an inductor experiment compiles it as the dashboard does.
+HARNESS_INDUCTOR_SETTINGS = {
+    "vit_base_patch14_dinov2": {"emulate_precision_casts": True},
+}

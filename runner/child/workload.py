@@ -7,8 +7,9 @@ the optimizer with its settings, the fields of the eval output (a model that als
 cache, as the T5 family's decoder does when its config keeps `use_cache`, does more work than
 one that does not, for the same FLOPs), the FLOPs of one iteration counted by
 `torch.utils.flop_counter.FlopCounterMode` (forward only in eval; forward, loss, backward and
-the optimizer's step in training), and the random draws of that iteration (`random_operators`:
-dropout masks, stochastic depth, which cost time and no FLOPs).
+the optimizer's step in training), the random draws of that iteration (`random_operators`:
+dropout masks, stochastic depth, which cost time and no FLOPs), and the inductor settings the
+model is compiled with (`inductor_settings`, the harness's per-model ones).
 
 Counting stays cheap: the model is built again on the meta device (no memory, no
 initialisation, no arithmetic), the inputs are made on the CPU (their values are described)
@@ -25,7 +26,7 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -38,7 +39,7 @@ from core.host import cache_root
 log = logging.getLogger(__name__)
 
 #: Bump when the signature's shape or the way it is counted changes (the cache's key has it).
-SIGNATURE_VERSION = 3
+SIGNATURE_VERSION = 4
 #: The key another reader (percent of peak) takes the count from.
 FLOPS_KEY = "flops_per_iteration"
 #: How far from 0 and 1 a float tensor's mean and standard deviation may be to be "normalised".
@@ -258,6 +259,8 @@ class IterationSpec:
     loss: Optional[str] = None
     optimizer: Optional[dict[str, Any]] = None
     steps: tuple[str, ...] = ()
+    # Inductor settings the model is compiled with (none where nothing compiles with inductor).
+    inductor_settings: dict[str, Any] = field(default_factory=dict)
 
 
 def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: IterationSpec,
@@ -289,6 +292,7 @@ def signature(module: torch.nn.Module, inputs: tuple[Any, Any, Any], spec: Itera
         "loss": spec.loss if spec.mode == "train" else None,
         "optimizer": spec.optimizer if spec.mode == "train" else None,
         "iteration_steps": list(spec.steps),
+        "inductor_settings": dict(spec.inductor_settings),
         "outputs": describe_outputs(outputs[0]) if outputs and spec.mode == "eval" else None,
         "active_dropout": described["active_dropout"],
         "random_operators": counted.random_operators,
@@ -357,13 +361,15 @@ def versions() -> dict[str, Optional[str]]:
 
 def experiment_key(model: Any, experiment: Any, batch_size: Optional[int]) -> dict[str, Any]:
     """What an experiment's signature depends on: the model, test, precision, batch size,
-    seed, optimizer and accelerator (the harness's optimizer depends on it), and versions."""
+    seed, optimizer, accelerator (the harness's optimizer depends on it), whether inductor
+    compiles it (the model's inductor settings apply then), and versions."""
     return {
         "signature_version": SIGNATURE_VERSION,
         "suite": model.suite_name, "model": model.model_name, "reduced": model.reduced,
         "test": experiment.test, "precision": experiment.precision,
         "amp_dtype": experiment.amp_dtype, "batch_size": batch_size, "seed": experiment.seed,
         "optimizer": experiment.optimizer, "accelerator": experiment.accelerator,
+        "inductor": experiment.dynamo == "inductor",
         "versions": versions(),
     }
 
@@ -484,6 +490,7 @@ def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Opt
         steps=(("zero grad", "forward", "loss", "backward")
                + (("optimizer step",) if settings is not None else ())) if training
         else ("forward",),
+        inductor_settings=bench.inductor_settings if experiment.dynamo == "inductor" else {},
     )
     workload = signature(module, placed, spec, iteration, real_inputs=real)
     workload["batch_size"] = bench.batch_size

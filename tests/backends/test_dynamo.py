@@ -30,6 +30,16 @@ def test_each_mode_compiles_with_its_arguments(mode, arguments):
     assert compile_arguments(compiled(mode=mode)) == arguments
 
 
+def test_the_models_inductor_settings_join_inductors_options_only():
+    settings = {"emulate_precision_casts": True}
+    assert compile_arguments(compiled(), settings) == {
+        "backend": "inductor", "options": {"emulate_precision_casts": True}}
+    autotuned = compile_arguments(compiled(mode="max-autotune"), settings)
+    assert autotuned["options"]["emulate_precision_casts"] is True
+    assert autotuned["options"]["max_autotune"] is True and "mode" not in autotuned
+    assert compile_arguments(compiled("aot_eager", None), settings) == {"backend": "aot_eager"}
+
+
 def test_labels_name_the_mode_except_the_default():
     stack = DynamoStack()
     assert stack.label(compiled()) == "inductor"

@@ -54,6 +54,26 @@ def test_inductor_freezes_the_weights_only_when_asked():
     torch._dynamo.reset()
 
 
+@pytest.mark.e2e
+def test_a_models_inductor_settings_reach_the_compile():
+    """A model's inductor_settings (the harness's per-model ones) are compiled with: here
+    freezing, whose call shows, on a model that asks for it and an experiment that does not."""
+    import dataclasses
+
+    torch = pytest.importorskip("torch")
+    from torch._inductor import freezing
+
+    plain = get_suite("builtin").load("mlp", "eval", 2)
+    for settings in ({}, {"freezing": True}):
+        torch._dynamo.reset()
+        bench = dataclasses.replace(plain, inductor_settings=settings)
+        with mock.patch.object(freezing, "freeze", wraps=freezing.freeze) as freeze:
+            prepared = DynamoStack().prepare(bench, INDUCTOR, RunSettings())
+            prepared.step(prepared.inputs_to_device(bench.make_inputs(0)))
+        assert freeze.called is bool(settings)
+    torch._dynamo.reset()
+
+
 def test_a_request_can_ask_for_it_by_name():
     request = MatrixRequest.of(accelerator=("cpu",), dynamo=("inductor",), test=("eval",),
                                xla=(None,), freezing=True)

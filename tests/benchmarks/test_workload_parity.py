@@ -81,3 +81,24 @@ def test_different_eval_outputs_are_a_difference():
     ours = {**base, "outputs": ["logits: tensor [2] float32"]}
     assert parity.compare(theirs, ours) == [f"outputs: {theirs['outputs']} vs {ours['outputs']}"]
     assert parity.compare({**base, "outputs": None}, ours) == []
+
+
+def test_the_harness_per_model_inductor_settings_are_read_and_set_back(harness, listed):
+    """The harness's load_model sets inductor's emulate_precision_casts for DINOv2 (its
+    timm_models.yaml): the signature carries it, and the next model starts from inductor's own."""
+    from torch._inductor import config
+
+    before = config.get_config_copy()
+    dinov2 = harness.signature(listed["vit_base_patch14_dinov2.lvd142m"], "eval")
+    assert dinov2["inductor_settings"] == {"emulate_precision_casts": True}
+    assert config.get_config_copy() == before
+    deit = harness.signature(listed["deit_tiny_patch16_224.fb_in1k"], "eval")
+    assert deit["inductor_settings"] == {}
+
+
+def test_different_inductor_settings_are_a_difference():
+    base = {"parameters": {}, "buffers": {}, "inputs": [], "flops_per_iteration": 4}
+    theirs = {**base, "inductor_settings": {"emulate_precision_casts": True}}
+    assert parity.compare(theirs, {**base, "inductor_settings": {}}) == [
+        "inductor_settings: {'emulate_precision_casts': True} vs {}"]
+    assert parity.compare(theirs, dict(theirs)) == []

@@ -162,3 +162,15 @@ def test_fused_attention_with_dropout_counts_as_a_draw():
     with without:
         torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, None, False, 0.0)
     assert (with_dropout.count, without.count) == (1, 0)
+
+
+def test_the_inductor_settings_the_model_compiles_with_and_none_without_inductor():
+    suite = get_suite("timm")
+    dinov2 = w.our_signature(suite, "vit_base_patch14_dinov2", experiment("eval"), 2)
+    assert dinov2["inductor_settings"] == {"emulate_precision_casts": True}
+    uncompiled = ExperimentConfig("cpu", None, None, None, "eval")
+    assert w.our_signature(suite, "vit_base_patch14_dinov2", uncompiled, 2)["inductor_settings"] == {}
+    assert w.our_signature(suite, "deit_tiny_patch16_224", experiment("eval"), 2)["inductor_settings"] == {}
+    key = w.experiment_key(ModelConfig("timm", "vit_base_patch14_dinov2"), uncompiled, 2)
+    assert key != w.experiment_key(ModelConfig("timm", "vit_base_patch14_dinov2"),
+                                   experiment("eval"), 2)
