@@ -10,7 +10,8 @@ the same child, and the FLOPs of one iteration from the line's workload). The la
 show the spread of our processes and both tools' dynamo graphs and graph breaks: a
 different count means the two ran different code. Prints a Markdown
 table for docs/fidelity.md, then how many rows agree within 5% on compiled latency and on
-speedup, and the card and versions our lines recorded.
+speedup (and by test, where the cases hold more than one), and the card and versions our
+lines recorded.
 
 --harness-again DIR (repeatable): folders where the harness ran cases again (its CSVs named as
 in OUT_DIR). Rows it ran again get the harness's runs (compiled latency and speedup, OUT_DIR's
@@ -161,6 +162,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join("---" for _ in header) + " |")
     compared = agree = again_disagreeing = inside = both_again = overlapping = 0
+    by_test: dict[str, list[int]] = {}  # test -> [rows that agree, rows compared]
     for case in read_cases(cases):
         suite, model, batch, precision, mode, test = case
         peer = peer_row(out, suite, model, precision, mode, test)
@@ -187,6 +189,9 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
             compared += 1
             agreed = abs(latency_d) <= AGREEMENT and abs(speedup_d) <= AGREEMENT
             agree += agreed
+            tally = by_test.setdefault(test, [0, 0])
+            tally[0] += agreed
+            tally[1] += 1
         else:
             cells += ["-", "-"]
         flops = ((ours or {}).get("workload") or {}).get("flops_per_iteration")
@@ -210,6 +215,9 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         print("| " + " | ".join(cells) + " |")
     print(f"\n{agree} of {compared} rows with both figures agree within {AGREEMENT:.0%} on "
           f"compiled latency and on speedup.")
+    if len(by_test) > 1:
+        print("By test: " + "; ".join(f"{test} {agreed} of {rows}"
+                                      for test, (agreed, rows) in sorted(by_test.items())) + ".")
     if again:
         print(f"Of the {compared - agree} that do not, {again_disagreeing} have the harness run "
               f"again: ours lies within the range of the harness's own runs, on both figures, "

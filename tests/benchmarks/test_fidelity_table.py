@@ -40,6 +40,7 @@ def test_rows_by_test_with_differences_agreement_and_achieved_rate(tmp_path, cap
     assert rows[0].endswith("| 3.1% | 2/1, 1/0 |")
     assert "| train |" in rows[1] and "-20.0%" in rows[1] and "+25.0%" in rows[1]
     assert "1 of 2 rows with both figures agree within 5%" in out
+    assert "By test: eval 1 of 1; train 0 of 1." in out
     assert "NVIDIA H100" in out
 
 
@@ -72,6 +73,7 @@ def test_the_harness_run_again_gives_its_runs_spread_and_the_range_check(tmp_pat
     row = next(line for line in out.splitlines() if line.startswith("| mobilenetv2_100"))
     assert row.endswith("| 5.60 ms, 1.80x; 4.80 ms, 2.10x; 5.20 ms, 1.90x | 16.7% |")
     assert "0 of 1 rows with both figures agree" in out
+    assert "By test" not in out  # one test only
     assert "Of the 1 that do not, 1 have the harness run again" in out
     assert "on both figures, in 1 of them." in out
     # Without the second folder, ours (5.0 ms, 2.00x) lies outside 5.2 to 5.6 ms.
