@@ -32,7 +32,14 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core.results_file import read_results  # noqa: E402
+
 AGREEMENT = 0.05
+#: Where fidelity.sh writes our results under its OUT_DIR.
+OUR_RESULTS = Path("ours") / "results.jsonl"
 
 
 def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test: str):
@@ -97,12 +104,10 @@ def harness_runs(first: Optional[dict], again: list[Path],
     return [(float(row["abs_latency"]), float(row["speedup"])) for row in rows if row]
 
 
-def read_lines(folder: Path) -> list[dict]:
-    """Our results lines under `folder` (ours/results.jsonl), none where it has no file."""
-    results = folder / "ours" / "results.jsonl"
-    if not results.exists():
-        return []
-    return [json.loads(text) for text in results.open() if text.strip()]
+def lines_under(folder: Path) -> list[dict]:
+    """Our results lines of every fidelity.sh output folder under `folder` (itself included)."""
+    return [line for results in sorted(folder.glob(f"**/{OUR_RESULTS}"))
+            for line in read_results(results).lines]
 
 
 def our_figures(line: Optional[dict]) -> Optional[tuple[float, float]]:
@@ -138,20 +143,11 @@ def runs_cells(runs: list[tuple[float, float]]) -> list[str]:
             f"{(max(latencies) - min(latencies)) / min(latencies):.1%}"]
 
 
-def within_runs(runs: list[tuple[float, float]], latency: float, speedup: float) -> bool:
-    """Whether ours (compiled latency in ms, speedup) lies within the runs' ranges of both."""
-    latencies, speedups = zip(*runs)
-    return (min(latencies) <= latency <= max(latencies)
-            and min(speedups) <= speedup <= max(speedups))
-
-
 def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
          ours_again: Optional[list[Path]] = None) -> int:
     again = again or []
-    ours_again_lines = [[line for results in sorted(folder.glob("**/ours/results.jsonl"))
-                         for line in read_lines(results.parent.parent)]
-                        for folder in ours_again or []]
-    lines = read_lines(out)
+    ours_again_lines = [lines_under(folder) for folder in ours_again or []]
+    lines = read_results(out / OUR_RESULTS).lines
     header = ("model", "test", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
               "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours",
               "ours spread", "graphs/breaks peer, ours")
@@ -168,23 +164,22 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         peer = peer_row(out, suite, model, precision, mode, test)
         ours = our_line(lines, model, batch, precision, mode, test)
         cells = [model, test, batch, precision, mode]
-        paired = (ours or {}).get("summary", {}).get("paired_speedup")
+        figures = our_figures(ours)
         if peer:
             speedup, latency = float(peer["speedup"]), float(peer["abs_latency"])
             cells += [f"{latency * speedup:.2f} ms", f"{latency:.2f} ms", f"{speedup:.2f}x"]
         else:
             cells += ["-", "-", "-"]
-        compiled = None
-        if paired:
-            compiled = paired["eager_median_per_iter_time"] / paired["speedup"]
-            cells += [f"{paired['eager_median_per_iter_time'] * 1e3:.2f} ms",
-                      f"{compiled * 1e3:.2f} ms", f"{paired['speedup']:.2f}x"]
+        if figures:
+            compiled_ms, our_speedup = figures
+            cells += [f"{compiled_ms * our_speedup:.2f} ms", f"{compiled_ms:.2f} ms",
+                      f"{our_speedup:.2f}x"]
         else:
             cells += ["-", "-", "-"]
         agreed = None
-        if peer and paired:
-            latency_d = (compiled * 1e3 - latency) / latency
-            speedup_d = (paired["speedup"] - speedup) / speedup
+        if peer and figures:
+            latency_d = (compiled_ms - latency) / latency
+            speedup_d = (our_speedup - speedup) / speedup
             cells += [f"{latency_d:+.1%}", f"{speedup_d:+.1%}"]
             compared += 1
             agreed = abs(latency_d) <= AGREEMENT and abs(speedup_d) <= AGREEMENT
@@ -195,7 +190,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         else:
             cells += ["-", "-"]
         flops = ((ours or {}).get("workload") or {}).get("flops_per_iteration")
-        cells.append(f"{flops / compiled / 1e12:.1f}" if flops and compiled else "-")
+        cells.append(f"{flops / compiled_ms / 1e9:.1f}" if flops and figures else "-")
         spread = ((ours or {}).get("summary", {}).get("processes") or {}).get("spread")
         cells.append(f"{spread:.1%}" if isinstance(spread, (int, float)) else "-")
         cells.append(f"{graphs_of_peer(peer)}, {graphs_of_ours(ours)}")
@@ -204,7 +199,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
             cells += runs_cells(runs)
             if len(runs) > 1 and agreed is False:
                 again_disagreeing += 1
-                inside += within_runs(runs, compiled * 1e3, paired["speedup"])
+                inside += ranges_overlap(runs, [figures])
         if ours_again_lines:
             mine = our_runs(ours, ours_again_lines, case)
             cells += runs_cells(mine)

@@ -19,15 +19,21 @@ from core.host import HostCapabilities
 XLA_ONLY_DYNAMO_BACKENDS = ("openxla", "openxla_eval")
 
 
+def model_inductor_settings(experiment: ExperimentConfig,
+                            model_settings: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """The model's own inductor settings (BenchmarkModel.inductor_settings) where inductor
+    compiles the experiment; none elsewhere."""
+    return dict(model_settings or {}) if experiment.dynamo == "inductor" else {}
+
+
 def compile_arguments(experiment: ExperimentConfig,
                       model_settings: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """torch.compile's keyword arguments for the experiment's backend, mode and switches;
-    `model_settings`, the inductor settings the model is compiled with (BenchmarkModel's
-    inductor_settings), join inductor's options."""
+    the model's inductor settings join inductor's options."""
     arguments: dict[str, Any] = {"backend": experiment.dynamo}
     if experiment.fullgraph:
         arguments["fullgraph"] = True
-    options = dict(model_settings or {}) if experiment.dynamo == "inductor" else {}
+    options = model_inductor_settings(experiment, model_settings)
     if experiment.freezing:
         options["freezing"] = True
     if experiment.mode == "cudagraphs":

@@ -444,6 +444,7 @@ def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Opt
                    place: str) -> dict[str, Any]:
     from backends.runtimes.precision import amp_dtype, cast_floating, parameter_dtype
     from backends.runtimes.torch_device import make_optimizer, optimizer_settings
+    from backends.stacks.dynamo import model_inductor_settings
     from models.base import ModelInputs
 
     training = experiment.test == "train"
@@ -490,7 +491,7 @@ def _our_signature(suite: Any, model_name: str, experiment: Any, batch_size: Opt
         steps=(("zero grad", "forward", "loss", "backward")
                + (("optimizer step",) if settings is not None else ())) if training
         else ("forward",),
-        inductor_settings=bench.inductor_settings if experiment.dynamo == "inductor" else {},
+        inductor_settings=model_inductor_settings(experiment, bench.inductor_settings),
     )
     workload = signature(module, placed, spec, iteration, real_inputs=real)
     workload["batch_size"] = bench.batch_size
