@@ -1,7 +1,7 @@
 """Print PyTorch's harness and ours side by side (used by benchmarks/fidelity.sh).
 
-    python benchmarks/fidelity_table.py OUT_DIR CASES_FILE [--harness-again DIR ...]
-        [--ours-again DIR ...]
+    python benchmarks/fidelity_table.py OUT_DIR CASES_FILE [--also DIR ...]
+        [--harness-again DIR ...] [--ours-again DIR ...]
 
 Reads the harness's CSVs (peer-<suite>-<model>-<precision>-<mode>-<test>.csv, or without
 -<test> as older runs named them: speedup and abs_latency, the compiled latency in ms) and
@@ -12,6 +12,11 @@ different count means the two ran different code. Prints a Markdown
 table for docs/fidelity.md, then how many rows agree within 5% on compiled latency and on
 speedup (and by test, where the cases hold more than one), and the card and versions our
 lines recorded.
+
+--also DIR (repeatable): more fidelity.sh output folders (other calls or sessions) for the
+cases OUT_DIR lacks: a case is taken from the first folder, OUT_DIR first, that holds both
+tools' figures for it, so that each row stays one side-by-side pair; the table then says how
+many rows came from each folder, and the cards line covers every folder a row came from.
 
 --harness-again DIR (repeatable): folders where the harness ran cases again (its CSVs named as
 in OUT_DIR). Rows it ran again get the harness's runs (compiled latency and speedup, OUT_DIR's
@@ -143,11 +148,27 @@ def runs_cells(runs: list[tuple[float, float]]) -> list[str]:
             f"{(max(latencies) - min(latencies)) / min(latencies):.1%}"]
 
 
+def side_by_side(sources: list[tuple[Path, list[dict]]], case: tuple[str, ...]
+                 ) -> tuple[Path, list[dict], Optional[dict], Optional[dict]]:
+    """The case's (folder, its lines, the harness's row, our line) from the first folder of
+    `sources` that holds both, else from the first folder."""
+    suite, model, batch, precision, mode, test = case
+    found = []
+    for folder, lines in sources:
+        pair = (peer_row(folder, suite, model, precision, mode, test),
+                our_line(lines, model, batch, precision, mode, test))
+        if all(pair):
+            return (folder, lines, *pair)
+        found.append((folder, lines, *pair))
+    return found[0]
+
+
 def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
-         ours_again: Optional[list[Path]] = None) -> int:
+         ours_again: Optional[list[Path]] = None, also: Optional[list[Path]] = None) -> int:
     again = again or []
     ours_again_lines = [lines_under(folder) for folder in ours_again or []]
-    lines = read_results(out / OUR_RESULTS).lines
+    sources = [(folder, read_results(folder / OUR_RESULTS).lines) for folder in [out, *(also or [])]]
+    rows_from: dict[Path, int] = {}
     header = ("model", "test", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
               "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours",
               "ours spread", "graphs/breaks peer, ours")
@@ -161,8 +182,8 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     by_test: dict[str, list[int]] = {}  # test -> [rows that agree, rows compared]
     for case in read_cases(cases):
         suite, model, batch, precision, mode, test = case
-        peer = peer_row(out, suite, model, precision, mode, test)
-        ours = our_line(lines, model, batch, precision, mode, test)
+        folder, _, peer, ours = side_by_side(sources, case)
+        rows_from[folder] = rows_from.get(folder, 0) + bool(peer and ours)
         cells = [model, test, batch, precision, mode]
         figures = our_figures(ours)
         if peer:
@@ -221,7 +242,11 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         print(f"Of the {compared - agree} that do not, {both_again} have either tool run again: "
               f"the ranges of both tools' runs overlap, on both figures, in {overlapping} of "
               f"them.")
-    describe_machine(lines)
+    if also:
+        print("Rows from: " + "; ".join(f"{folder} {rows_from.get(folder, 0)}"
+                                        for folder, _ in sources) + ".")
+    describe_machine([line for folder, lines in sources if rows_from.get(folder)
+                      for line in lines] or sources[0][1])
     return 0
 
 
@@ -239,13 +264,15 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="PyTorch's harness and ours side by side.")
     parser.add_argument("out", type=Path, help="fidelity.sh's output folder")
     parser.add_argument("cases", type=Path, help="the cases file")
+    parser.add_argument("--also", type=Path, action="append", default=[], metavar="DIR",
+                        help="another fidelity.sh output folder, for the cases OUT_DIR lacks")
     parser.add_argument("--harness-again", type=Path, action="append", default=[],
                         metavar="DIR", help="a folder where the harness ran cases again")
     parser.add_argument("--ours-again", type=Path, action="append", default=[],
                         metavar="DIR", help="a folder where our runner ran cases again "
                         "(every ours/results.jsonl under it)")
     arguments = parser.parse_args(argv)
-    for folder in [arguments.out, *arguments.harness_again, *arguments.ours_again]:
+    for folder in [arguments.out, *arguments.also, *arguments.harness_again, *arguments.ours_again]:
         if not folder.is_dir():
             parser.error(f"no such folder: {folder}")
     if not arguments.cases.is_file():
@@ -255,4 +282,4 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     parsed = parse_arguments(sys.argv[1:])
-    sys.exit(main(parsed.out, parsed.cases, parsed.harness_again, parsed.ours_again))
+    sys.exit(main(parsed.out, parsed.cases, parsed.harness_again, parsed.ours_again, parsed.also))

@@ -126,3 +126,45 @@ def test_a_missing_folder_is_named(tmp_path, capsys):
                                         str(tmp_path / "elsewhere")])
     assert exit_.value.code == 2
     assert "elsewhere" in capsys.readouterr().err
+
+
+def test_also_takes_each_case_from_the_first_folder_holding_both_tools(tmp_path, capsys):
+    """A case OUT_DIR lacks (either tool) comes whole from another folder, never one tool's
+    figure from one folder and the other's from another."""
+    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    name = "peer-timm-mobilenetv2_100-amp-default-{}.csv"
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, eval_line, train_line, eval_peer, train_peer in [
+            # first: both tools in eval; in training, our line only.
+            (first, our_line("eval", 0.010, 2.0, 10**11), our_line("train", 0.030, 1.5, 10**11),
+             "1.8,5.6", None),
+            # second: both tools in both tests, on another card.
+            (second, our_line("eval", 0.020, 2.0, 10**11), our_line("train", 0.030, 1.2, 10**11),
+             "2.0,9.0", "1.2,25.0")]:
+        (folder / "ours").mkdir(parents=True)
+        eval_line["experiment"]["accelerator_model"] = f"card of {folder.name}"
+        train_line["experiment"]["accelerator_model"] = f"card of {folder.name}"
+        (folder / "ours" / "results.jsonl").write_text(
+            json.dumps(eval_line) + "\n" + json.dumps(train_line) + "\n")
+        (folder / name.format("eval")).write_text(header + f"cuda,mobilenetv2_100,128,{eval_peer},1,0\n")
+        if train_peer:
+            (folder / name.format("train")).write_text(
+                header + f"cuda,mobilenetv2_100,128,{train_peer},1,0\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 128 amp default eval\n"
+                     "timm mobilenetv2_100 128 amp default train\n")
+    assert fidelity_table.main(first, cases, also=[second]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| mobilenetv2_100")]
+    # eval from the first folder: ours 5.00 ms against the harness's 5.60 ms.
+    assert "| 5.60 ms | 1.80x | 10.00 ms | 5.00 ms | 2.00x | -10.7% |" in rows[0]
+    # train from the second: ours 25.00 ms and 1.20x, as the harness there; not the first
+    # folder's line of ours (20.00 ms, 1.50x).
+    assert "| 25.00 ms | 1.20x | 30.00 ms | 25.00 ms | 1.20x | +0.0% | +0.0% |" in rows[1]
+    assert f"Rows from: {first} 1; {second} 1." in out
+    assert "card of first, card of second" in out
+    # Without --also, the training row has no harness figure, and no "Rows from" line.
+    assert fidelity_table.main(first, cases) == 0
+    out = capsys.readouterr().out
+    assert "1 of 1 rows with both figures agree" not in out and "Rows from" not in out
+    assert "0 of 1 rows with both figures agree" in out
