@@ -24,8 +24,9 @@ first) and their spread, and the rows that disagree are counted again against th
 the harness's own runs: whether ours lies within it, on both figures.
 
 --ours-again DIR (repeatable): folders where our runner ran cases again (every
-ours/results.jsonl under DIR, as fidelity.sh writes them in OUT_DIR). Rows it ran again get our runs and their spread, and the rows that disagree
-are counted again: whether the ranges of both tools' runs overlap, on both figures.
+ours/results.jsonl under DIR, as fidelity.sh writes them in OUT_DIR). Rows it ran again get
+our runs and their spread, and the rows that disagree are counted again: whether the ranges
+of both tools' runs overlap, on both figures.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import argparse
 import csv
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Optional
 
@@ -149,18 +151,13 @@ def runs_cells(runs: list[tuple[float, float]]) -> list[str]:
 
 
 def side_by_side(sources: list[tuple[Path, list[dict]]], case: tuple[str, ...]
-                 ) -> tuple[Path, list[dict], Optional[dict], Optional[dict]]:
-    """The case's (folder, its lines, the harness's row, our line) from the first folder of
-    `sources` that holds both, else from the first folder."""
+                 ) -> tuple[Path, Optional[dict], Optional[dict]]:
+    """The case's (folder, the harness's row, our line) from the first folder of `sources`
+    (folder, our lines there) that holds both, else from the first folder."""
     suite, model, batch, precision, mode, test = case
-    found = []
-    for folder, lines in sources:
-        pair = (peer_row(folder, suite, model, precision, mode, test),
-                our_line(lines, model, batch, precision, mode, test))
-        if all(pair):
-            return (folder, lines, *pair)
-        found.append((folder, lines, *pair))
-    return found[0]
+    found = [(folder, peer_row(folder, suite, model, precision, mode, test),
+              our_line(lines, model, batch, precision, mode, test)) for folder, lines in sources]
+    return next((row for row in found if row[1] and row[2]), found[0])
 
 
 def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
@@ -168,7 +165,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     again = again or []
     ours_again_lines = [lines_under(folder) for folder in ours_again or []]
     sources = [(folder, read_results(folder / OUR_RESULTS).lines) for folder in [out, *(also or [])]]
-    rows_from: dict[Path, int] = {}
+    rows_from: Counter[Path] = Counter()  # folder -> rows compared from it
     header = ("model", "test", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
               "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours",
               "ours spread", "graphs/breaks peer, ours")
@@ -182,8 +179,8 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     by_test: dict[str, list[int]] = {}  # test -> [rows that agree, rows compared]
     for case in read_cases(cases):
         suite, model, batch, precision, mode, test = case
-        folder, _, peer, ours = side_by_side(sources, case)
-        rows_from[folder] = rows_from.get(folder, 0) + bool(peer and ours)
+        folder, peer, ours = side_by_side(sources, case)
+        rows_from[folder] += bool(peer and ours)
         cells = [model, test, batch, precision, mode]
         figures = our_figures(ours)
         if peer:
@@ -215,16 +212,15 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         spread = ((ours or {}).get("summary", {}).get("processes") or {}).get("spread")
         cells.append(f"{spread:.1%}" if isinstance(spread, (int, float)) else "-")
         cells.append(f"{graphs_of_peer(peer)}, {graphs_of_ours(ours)}")
+        theirs = harness_runs(peer, again, case)
         if again:
-            runs = harness_runs(peer, again, case)
-            cells += runs_cells(runs)
-            if len(runs) > 1 and agreed is False:
+            cells += runs_cells(theirs)
+            if len(theirs) > 1 and agreed is False:
                 again_disagreeing += 1
-                inside += ranges_overlap(runs, [figures])
+                inside += ranges_overlap(theirs, [figures])
         if ours_again_lines:
             mine = our_runs(ours, ours_again_lines, case)
             cells += runs_cells(mine)
-            theirs = harness_runs(peer, again, case)
             if agreed is False and len(mine) + len(theirs) > 2:
                 both_again += 1
                 overlapping += ranges_overlap(mine, theirs)
@@ -243,9 +239,9 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
               f"the ranges of both tools' runs overlap, on both figures, in {overlapping} of "
               f"them.")
     if also:
-        print("Rows from: " + "; ".join(f"{folder} {rows_from.get(folder, 0)}"
+        print("Rows from: " + "; ".join(f"{folder} {rows_from[folder]}"
                                         for folder, _ in sources) + ".")
-    describe_machine([line for folder, lines in sources if rows_from.get(folder)
+    describe_machine([line for folder, lines in sources if rows_from[folder]
                       for line in lines] or sources[0][1])
     return 0
 
