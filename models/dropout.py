@@ -1,13 +1,13 @@
-"""Dropout in training: the same random kernels as PyTorch's harness, nothing dropped.
+"""Dropout for the verifier: the same random kernels as PyTorch's harness, nothing dropped.
 
-The harness trains with the dropout its models are built with: it sets the Hugging Face
-config's dropout floats to 1e-30 only after the model is built, so the modules keep their
-defaults (BertForMaskedLM: 37 dropout modules at 0.1), and it builds timm models with
-drop_rate=0 and their default stochastic depth. A dropout at p > 0 runs a random kernel and a
-mask in every training iteration (on CUDA, PyTorch skips both at p == 0), so turning it off
-does less work than the harness. Ours keeps every probability the harness leaves positive,
-but at KEPT_DROPOUT: the same kernels run, and the mask keeps every element (1 - p rounds to
-1.0), so a training step stays deterministic for the verifier.
+The harness trains with the dropout its models are built with (it sets the Hugging Face
+config's dropout floats to 1e-30, but on a config object the model was not built from; timm
+models it builds with drop_rate=0 and their default stochastic depth). The timed models of
+every suite keep those probabilities too. The verifier needs two training steps to agree, so
+its models (`Suite.load(..., deterministic=True)`) keep every probability the harness leaves
+positive at KEPT_DROPOUT: the same random draws run, and the mask keeps every element
+(1 - p rounds to 1.0). That is not the same work everywhere: on CUDA, fused attention at
+p = 1e-30 runs as fast as with no dropout, so the timed models do not use it.
 """
 
 from __future__ import annotations

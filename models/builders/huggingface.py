@@ -48,9 +48,11 @@ _TOKEN_ID_KEYS = (
 )
 
 
-def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) -> dict[str, Any]:
-    """The keyword arguments for the config class: spec settings, every positive dropout at
-    KEPT_DROPOUT (models/dropout.py), LayerDrop off. Caches are not
+def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool,
+                    deterministic: bool = False) -> dict[str, Any]:
+    """The keyword arguments for the config class: spec settings, LayerDrop off, and with
+    `deterministic` every positive dropout at KEPT_DROPOUT (models/dropout.py); without it
+    the dropouts keep the config's defaults, as the harness builds them. Caches are not
     touched here (see `disable_cache`)."""
     base = {**defaults, **spec.config}
     settings: dict[str, Any] = dict(spec.config)
@@ -69,15 +71,16 @@ def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) ->
         value = base[key]
         if _LAYERDROP_MARKER in key and (value is None or isinstance(value, float)):
             settings[key] = 0.0
-        elif any(marker in key for marker in _DROPOUT_MARKERS) and isinstance(value, float):
+        elif (deterministic and any(marker in key for marker in _DROPOUT_MARKERS)
+              and isinstance(value, float)):
             settings[key] = kept(value)
     return settings
 
 
-def build_config(spec: hs.HFSpec, model_class: type, reduced: bool):
+def build_config(spec: hs.HFSpec, model_class: type, reduced: bool, deterministic: bool = False):
     config_class = model_class.config_class
     defaults = config_class().to_dict()
-    config = config_class(**config_settings(spec, defaults, reduced))
+    config = config_class(**config_settings(spec, defaults, reduced, deterministic))
     if spec.model_class in _PAD_ZERO_CLASSES or spec.model_class.startswith(_PAD_ZERO_PREFIXES):
         # Batches above one need a pad id (to find each sequence's last token); the harness
         # sets 0.
@@ -107,17 +110,23 @@ def model_loss(output: Any, inputs: ModelInputs) -> torch.Tensor:
 
 def build(
     name: str, spec: hs.HFSpec, batch_size: int, sequence_length: int, reduced: bool = False,
-    seed: int = DEFAULT_SEED,
+    seed: int = DEFAULT_SEED, deterministic: bool = False,
 ) -> BenchmarkModel:
-    """A transformers model with seeded random weights and a seeded input factory."""
+    """A transformers model with seeded random weights and a seeded input factory. Its
+    dropout is the harness's: the config's defaults, so that a training step drops as
+    there (the harness sets its config's dropout floats to 1e-30, but on a config object
+    the model was not built from). With `deterministic`, every dropout at KEPT_DROPOUT:
+    the same random draws, nothing dropped, so that two training steps agree (the
+    verifier's)."""
     import transformers
 
     model_class = getattr(transformers, spec.model_class)
-    config = build_config(spec, model_class, reduced)
+    config = build_config(spec, model_class, reduced, deterministic)
     torch.manual_seed(seed)
     module = model_class(config)
     disable_cache(module)
-    keep_dropout_kernels(module)
+    if deterministic:
+        keep_dropout_kernels(module)
     vocab_size = config.vocab_size
     shape = (batch_size, sequence_length)
     decoder_inputs = takes_decoder_inputs(name, spec)

@@ -71,7 +71,7 @@ def verify_experiment(
 
     def load():
         return suite.load(model.model_name, experiment.test, experiment.batch_size,
-                          seed=experiment.seed)
+                          seed=experiment.seed, deterministic=True)
 
     stack.initialize_process(experiment)
     reference = stack.reference_experiment(experiment)

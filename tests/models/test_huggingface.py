@@ -88,13 +88,13 @@ def test_train_step_gives_gradients(reduced_suite, name):
 
 
 def test_train_mode_keeps_the_dropout_kernels_and_stays_deterministic(reduced_suite):
-    """PyTorch's harness trains with its models' dropout: ours draws the same masks, at
+    """For the verifier (deterministic=True): the harness's dropout masks drawn at
     KEPT_DROPOUT, so that nothing is dropped and a step stays deterministic."""
     import torch
 
     from models.dropout import KEPT_DROPOUT
 
-    bench = reduced_suite.load(ENCODER_DECODER, "train", 2)
+    bench = reduced_suite.load(ENCODER_DECODER, "train", 2, deterministic=True)
     inputs = bench.make_inputs(0)
     bench.module.train(True)
     with torch.random.fork_rng():
@@ -110,6 +110,39 @@ def test_train_mode_keeps_the_dropout_kernels_and_stays_deterministic(reduced_su
     modules = [m.p for m in bench.module.modules() if isinstance(m, torch.nn.Dropout)]
     assert modules and set(modules) == {KEPT_DROPOUT}
     assert config["use_cache"] is False
+
+
+def test_timed_models_drop_as_the_harness_does(reduced_suite):
+    """By default (the timed model) every dropout keeps the config's default, as in the
+    harness's model: fused attention gets the same dropout_p (a p of 1e-30 runs a cheaper
+    kernel on CUDA) and a training step drops, so two steps differ."""
+    import torch
+    import torch.nn.functional as F
+
+    bench = reduced_suite.load("PLBartForCausalLM", "train", 2)
+    defaults = type(bench.module.config)().to_dict()
+    config = bench.module.config.to_dict()
+    for key, value in defaults.items():
+        if "dropout" in key and isinstance(value, float):
+            assert config[key] == value, key
+    assert defaults["attention_dropout"] > 0.01
+    seen = []
+    original = F.scaled_dot_product_attention
+
+    def probe(*args, **kwargs):
+        seen.append(kwargs.get("dropout_p", args[4] if len(args) > 4 else 0.0))
+        return original(*args, **kwargs)
+
+    inputs = bench.make_inputs(0)
+    bench.module.train(True)
+    F.scaled_dot_product_attention = probe
+    try:
+        first = bench.module(**inputs.kwargs).logits
+    finally:
+        F.scaled_dot_product_attention = original
+    second = bench.module(**inputs.kwargs).logits
+    assert not torch.equal(first, second)
+    assert seen and set(seen) == {defaults["attention_dropout"]}
 
 
 def test_inputs_are_deterministic_from_the_seed(reduced_suite):
@@ -155,10 +188,14 @@ def test_full_size_configs_keep_the_family_defaults():
     spec = HF_MODELS["DistillGPT2"]
     config = build_config(spec, transformers.GPT2LMHeadModel, reduced=False)
     assert (config.n_layer, config.n_embd, config.vocab_size) == (6, 768, 50257)
-    # GPT2's default dropout (0.1) is kept as a draw that drops nothing (models/dropout.py).
+    # GPT2's default dropout (0.1) as the harness builds it; for the verifier, a draw that
+    # drops nothing (models/dropout.py).
     from models.dropout import KEPT_DROPOUT
 
-    assert config.resid_pdrop == KEPT_DROPOUT
+    assert config.resid_pdrop == 0.1
+    verified = build_config(spec, transformers.GPT2LMHeadModel, reduced=False,
+                            deterministic=True)
+    assert verified.resid_pdrop == KEPT_DROPOUT
     # The cache is turned off on the built model (as the harness does), not in this config.
     assert config.use_cache is True
 
