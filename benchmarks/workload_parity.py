@@ -324,6 +324,9 @@ def compare(harness: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     # Dropout costs time and no FLOPs: the iteration must draw as many random masks.
     check("random_operators", harness.get("random_operators"), ours.get("random_operators"))
     check("active_dropout", harness.get("active_dropout"), ours.get("active_dropout"))
+    # and drop with the same probabilities (fused attention's kernel time depends on them).
+    check("dropout_probabilities", harness.get("dropout_probabilities"),
+          ours.get("dropout_probabilities"))
     return differences
 
 

@@ -102,3 +102,14 @@ def test_different_inductor_settings_are_a_difference():
     assert parity.compare(theirs, {**base, "inductor_settings": {}}) == [
         "inductor_settings: {'emulate_precision_casts': True} vs {}"]
     assert parity.compare(theirs, dict(theirs)) == []
+
+
+def test_dropping_with_other_probabilities_is_a_difference():
+    """As many masks, drawn at other probabilities: fused attention's kernel time depends on
+    them (docs/fidelity.md, eighth session)."""
+    base = {"parameters": {}, "buffers": {}, "inputs": [], "flops_per_iteration": 4,
+            "random_operators": 19, "active_dropout": 0}
+    theirs = {**base, "dropout_probabilities": {"0.1": 19}}
+    assert parity.compare(theirs, {**base, "dropout_probabilities": {"0": 19}}) == [
+        "dropout_probabilities: {'0.1': 19} vs {'0': 19}"]
+    assert parity.compare(theirs, dict(theirs)) == []

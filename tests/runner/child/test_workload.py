@@ -153,6 +153,26 @@ def test_random_draws_are_counted_in_training_only():
     assert draws(0.1, "eval") == 0
 
 
+def test_the_draws_are_told_apart_by_the_probability_they_drop_with():
+    """A dropout at 1e-30 draws as many masks as one at 0.1, but drops nothing (and fused
+    attention runs a cheaper kernel): the signature says so."""
+    def dropped(p: float, device: str) -> dict:
+        module = torch.nn.Dropout(p).train(True)
+        x = torch.ones(2, 4, device=device)
+        return w.signature(module, ((x,), {}, None), w.IterationSpec(mode="train"),
+                           lambda: module(x))["dropout_probabilities"]
+
+    for device in ("cpu", "meta"):
+        assert dropped(0.1, device) == {"0.1": 1}
+        assert dropped(1e-30, device) != dropped(0.1, device)
+    q = torch.ones(1, 1, 4, 8, device="meta")
+    for p in (0.1, 1e-30):
+        counter = w.RandomOperatorCounter()
+        with counter:
+            torch.ops.aten._scaled_dot_product_efficient_attention(q, q, q, None, False, p)
+        assert counter.dropped == {f"{p:.3g}": 1}
+
+
 def test_fused_attention_with_dropout_counts_as_a_draw():
     q = torch.ones(1, 1, 4, 8, device="meta")
     with_dropout = w.RandomOperatorCounter()
