@@ -58,3 +58,26 @@ def test_builtin_model_passes_and_a_perturbed_leaf_fails(test, optimizer):
     eager, fp64, experiment = runs(test, path=path, iterations=iterations, optimizer=optimizer)
     verdict = verify(eager, fp64, experiment, tolerance=tolerance)
     assert verdict.code is VerificationCode.FAIL and verdict.details["path"] == path
+
+
+@pytest.mark.e2e
+def test_the_verifier_loads_models_that_drop_nothing():
+    """Timed models drop as the harness's do (PLBart's attention at p = 0.1), so two
+    training steps differ and inductor's draws are not eager's; the verifier's models keep
+    their draws at p = 1e-30, and inductor passes against eager."""
+    import backends
+    from core.config import ModelConfig
+    from runner.child.verification import verify_experiment
+
+    suite = get_suite("huggingface", reduced=True)
+    timed = suite.load("PLBartForCausalLM", "train", 2)
+    inputs = timed.make_inputs(0)
+    timed.module.train(True)
+    assert not torch.equal(timed.module(**inputs.kwargs).logits,
+                           timed.module(**inputs.kwargs).logits)
+    model = ModelConfig("huggingface", "PLBartForCausalLM", reduced=True)
+    experiment = ExperimentConfig("cpu", None, "inductor", None, "train", stack="dynamo",
+                                  batch_size=2)
+    verdict = verify_experiment(model, experiment, RunSettings(), suite,
+                                backends.get_stack("dynamo"))
+    assert verdict.code is VerificationCode.PASS, verdict.reason
