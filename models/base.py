@@ -81,13 +81,12 @@ class Suite(ABC):
 
     @abstractmethod
     def load(self, model_name: str, test: str, batch_size: Optional[int],
-             seed: int = DEFAULT_SEED, deterministic: bool = False) -> BenchmarkModel:
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         """Build the model in fp32 with random weights drawn from `seed` (child only), on
         torch's default device: the CPU, or the device the child builds under
         (runner/child/worker.py: build_device). Its inputs come from the seeds `make_inputs`
         is given, on the CPU, whatever the default device when it is called. Its dropout is
-        PyTorch's harness's, or with `deterministic` every dropout at KEPT_DROPOUT
-        (models/dropout.py): nothing dropped, so that two training steps agree."""
+        PyTorch's harness's (models/dropout.py)."""
 
     def skip_reason(self, model_name: str, test: str,
                     precision: Optional[str] = None) -> Optional[str]:
@@ -124,7 +123,7 @@ class BuilderSuite(Suite):
         return self.batch_sizes[model_name]
 
     def load(self, model_name: str, test: str, batch_size: Optional[int],
-             seed: int = DEFAULT_SEED, deterministic: bool = False) -> BenchmarkModel:
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         self.check_model(model_name)
         builder = importlib.import_module(f"models.builders.{self.builder}")
         return builder.build(model_name, batch_size or self.default_batch_size(model_name),

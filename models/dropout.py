@@ -2,12 +2,12 @@
 
 The harness trains with the dropout its models are built with (it sets the Hugging Face
 config's dropout floats to 1e-30, but on a config object the model was not built from; timm
-models it builds with drop_rate=0 and their default stochastic depth). The timed models of
-every suite keep those probabilities too. The verifier needs two training steps to agree, so
-its models (`Suite.load(..., deterministic=True)`) keep every probability the harness leaves
-positive at KEPT_DROPOUT: the same random draws run, and the mask keeps every element
-(1 - p rounds to 1.0). That is not the same work everywhere: on CUDA, fused attention at
-p = 1e-30 runs as fast as with no dropout, so the timed models do not use it.
+models it builds with drop_rate=0 and their default stochastic depth), and so do the suites'
+models. The verifier needs two training steps to agree, so it passes the model it loads
+through `keep_dropout_kernels`: every probability the harness leaves positive goes to
+KEPT_DROPOUT, the same random draws run, and the mask keeps every element (1 - p rounds to
+1.0). That is not the same work everywhere: on CUDA, fused attention at p = 1e-30 runs as
+fast as with no dropout, so the timed models keep their own probabilities.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ import torch
 #: The probability of every dropout the harness leaves on (its own intended value).
 KEPT_DROPOUT = 1e-30
 
-#: Attributes of timm blocks that hold a drop probability read at run time.
-_TIMM_PROBABILITIES = ("drop_prob", "drop_rate", "drop_path_rate")
+#: What the name of an attribute holding a drop probability contains: timm's drop_prob,
+#: drop_rate and drop_path_rate; transformers' dropout, attention_dropout, attn_pdrop (in
+#: modules and in their config, which some read at run time).
+_PROBABILITY_MARKER = "drop"
 
 
 def kept(probability: Optional[float]) -> Optional[float]:
@@ -31,11 +33,18 @@ def kept(probability: Optional[float]) -> Optional[float]:
 
 
 def keep_dropout_kernels(module: torch.nn.Module) -> None:
-    """Every positive dropout or stochastic-depth probability of `module` to KEPT_DROPOUT."""
+    """Every positive dropout or stochastic-depth probability of `module` to KEPT_DROPOUT: its
+    dropout layers', and every float attribute named for one, of its submodules and of the
+    configs they hold."""
+    holders: dict[int, Any] = {}
     for sub in module.modules():
         if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
             sub.p = kept(float(sub.p))
-        for attribute in _TIMM_PROBABILITIES:
-            value: Any = getattr(sub, attribute, None)
-            if isinstance(value, float):
-                setattr(sub, attribute, kept(value))
+        holders[id(sub)] = sub
+        config = getattr(sub, "config", None)
+        if hasattr(config, "__dict__"):
+            holders[id(config)] = config
+    for holder in holders.values():
+        for attribute, value in list(vars(holder).items()):
+            if _PROBABILITY_MARKER in attribute and isinstance(value, float):
+                setattr(holder, attribute, kept(value))

@@ -8,7 +8,6 @@ import torch
 
 from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
-from models.dropout import keep_dropout_kernels, kept
 from models.specs import huggingface as hs
 
 # How PyTorch's harness feeds its models (huggingface.py: generate_inputs_for_model and
@@ -22,7 +21,6 @@ _DECODER_INPUT_CLASSES = ("BlenderbotModel", "BlenderbotSmallModel",
 _PAD_ZERO_CLASSES = ("GPT2ForSequenceClassification", "GPTNeoForSequenceClassification",
                      "GPTJForSequenceClassification")
 _PAD_ZERO_PREFIXES = ("Roberta", "Marian")
-_DROPOUT_MARKERS = ("dropout", "pdrop")
 # LayerDrop skips whole layers at random, so that a training step's work varies: off
 # (benchmarks/workload_differences.json, M2M100).
 _LAYERDROP_MARKER = "layerdrop"
@@ -48,12 +46,10 @@ _TOKEN_ID_KEYS = (
 )
 
 
-def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool,
-                    deterministic: bool = False) -> dict[str, Any]:
-    """The keyword arguments for the config class: spec settings, LayerDrop off, and with
-    `deterministic` every positive dropout at KEPT_DROPOUT (models/dropout.py); without it
-    the dropouts keep the config's defaults, as the harness builds them. Caches are not
-    touched here (see `disable_cache`)."""
+def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool) -> dict[str, Any]:
+    """The keyword arguments for the config class: spec settings and LayerDrop off; dropout
+    keeps the config's defaults, as the harness builds them (models/dropout.py). Caches are
+    not touched here (see `disable_cache`)."""
     base = {**defaults, **spec.config}
     settings: dict[str, Any] = dict(spec.config)
     if reduced:
@@ -71,16 +67,13 @@ def config_settings(spec: hs.HFSpec, defaults: dict[str, Any], reduced: bool,
         value = base[key]
         if _LAYERDROP_MARKER in key and (value is None or isinstance(value, float)):
             settings[key] = 0.0
-        elif (deterministic and any(marker in key for marker in _DROPOUT_MARKERS)
-              and isinstance(value, float)):
-            settings[key] = kept(value)
     return settings
 
 
-def build_config(spec: hs.HFSpec, model_class: type, reduced: bool, deterministic: bool = False):
+def build_config(spec: hs.HFSpec, model_class: type, reduced: bool):
     config_class = model_class.config_class
     defaults = config_class().to_dict()
-    config = config_class(**config_settings(spec, defaults, reduced, deterministic))
+    config = config_class(**config_settings(spec, defaults, reduced))
     if spec.model_class in _PAD_ZERO_CLASSES or spec.model_class.startswith(_PAD_ZERO_PREFIXES):
         # Batches above one need a pad id (to find each sequence's last token); the harness
         # sets 0.
@@ -110,23 +103,16 @@ def model_loss(output: Any, inputs: ModelInputs) -> torch.Tensor:
 
 def build(
     name: str, spec: hs.HFSpec, batch_size: int, sequence_length: int, reduced: bool = False,
-    seed: int = DEFAULT_SEED, deterministic: bool = False,
+    seed: int = DEFAULT_SEED,
 ) -> BenchmarkModel:
-    """A transformers model with seeded random weights and a seeded input factory. Its
-    dropout is the harness's: the config's defaults, so that a training step drops as
-    there (the harness sets its config's dropout floats to 1e-30, but on a config object
-    the model was not built from). With `deterministic`, every dropout at KEPT_DROPOUT:
-    the same random draws, nothing dropped, so that two training steps agree (the
-    verifier's)."""
+    """A transformers model with seeded random weights and a seeded input factory."""
     import transformers
 
     model_class = getattr(transformers, spec.model_class)
-    config = build_config(spec, model_class, reduced, deterministic)
+    config = build_config(spec, model_class, reduced)
     torch.manual_seed(seed)
     module = model_class(config)
     disable_cache(module)
-    if deterministic:
-        keep_dropout_kernels(module)
     vocab_size = config.vocab_size
     shape = (batch_size, sequence_length)
     decoder_inputs = takes_decoder_inputs(name, spec)

@@ -6,7 +6,6 @@ import torch
 
 from core.fields import DEFAULT_SEED
 from models.base import BenchmarkModel, ModelInputs
-from models.dropout import keep_dropout_kernels
 from models.specs.timm import HARNESS_INDUCTOR_SETTINGS, HARNESS_SGD_MODELS, TimmSpec
 
 
@@ -29,12 +28,10 @@ def input_shape(module: torch.nn.Module, test: str) -> tuple[int, ...]:
 
 
 def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False,
-          test: str = "eval", seed: int = DEFAULT_SEED,
-          deterministic: bool = False) -> BenchmarkModel:
+          test: str = "eval", seed: int = DEFAULT_SEED) -> BenchmarkModel:
     """A timm model with seeded random weights and a seeded image factory, built as PyTorch's
     harness builds it: the configuration's own classes (a features-only configuration keeps
-    no head), drop_rate 0, the default stochastic depth; with `deterministic`, each dropout
-    it leaves on at KEPT_DROPOUT (models/dropout.py)."""
+    no head), drop_rate 0, the default stochastic depth (models/dropout.py)."""
     import timm
 
     kwargs = dict(spec.reduced_kwargs) if reduced else {}
@@ -43,8 +40,6 @@ def build(name: str, spec: TimmSpec, batch_size: int, reduced: bool = False,
     module = timm.create_model(
         full_name, pretrained=False, in_chans=3, scriptable=False, drop_rate=0.0, **kwargs
     )
-    if deterministic:
-        keep_dropout_kernels(module)
     if reduced:
         image_size = spec.reduced_kwargs.get("img_size", spec.reduced_image_size)
         shape = (3, image_size, image_size)

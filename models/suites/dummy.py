@@ -28,7 +28,7 @@ class DummySuite(Suite):
         return BATCH_SIZE
 
     def load(self, model_name: str, test: str, batch_size: Optional[int],
-             seed: int = DEFAULT_SEED, deterministic: bool = False) -> BenchmarkModel:
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         self.check_model(model_name)
         from models.builders import dummy as builder
 

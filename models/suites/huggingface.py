@@ -125,7 +125,7 @@ class HuggingFaceSuite(ReducibleSuite):
         return None
 
     def load(self, model_name: str, test: str, batch_size: Optional[int],
-             seed: int = DEFAULT_SEED, deterministic: bool = False) -> BenchmarkModel:
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         self.check_model(model_name)
         from models.builders import huggingface as builder
 
@@ -136,7 +136,6 @@ class HuggingFaceSuite(ReducibleSuite):
             self.sequence_length(model_name),
             reduced=self.reduced,
             seed=seed,
-            deterministic=deterministic,
         )
 
 

@@ -68,7 +68,7 @@ class TimmSuite(ReducibleSuite):
     specs = TIMM_MODELS
 
     def load(self, model_name: str, test: str, batch_size: Optional[int],
-             seed: int = DEFAULT_SEED, deterministic: bool = False) -> BenchmarkModel:
+             seed: int = DEFAULT_SEED) -> BenchmarkModel:
         self.check_model(model_name)
         from models.builders import timm as builder
 
@@ -80,7 +80,6 @@ class TimmSuite(ReducibleSuite):
             reduced=self.reduced,
             test=test,
             seed=seed,
-            deterministic=deterministic,
         )
 
 

@@ -64,14 +64,18 @@ def verify_experiment(
     import torch
 
     from backends.runtimes.fp64 import Fp64PreparedModel, fp64_unsupported_reason
+    from models.dropout import keep_dropout_kernels
 
     # Deterministic kernels, so two eager runs agree where the model itself is deterministic.
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
 
     def load():
-        return suite.load(model.model_name, experiment.test, experiment.batch_size,
-                          seed=experiment.seed, deterministic=True)
+        # Two training steps must agree: dropout draws as in the harness, dropping nothing.
+        bench = suite.load(model.model_name, experiment.test, experiment.batch_size,
+                           seed=experiment.seed)
+        keep_dropout_kernels(bench.module)
+        return bench
 
     stack.initialize_process(experiment)
     reference = stack.reference_experiment(experiment)

@@ -210,39 +210,36 @@ class RandomOperatorCounter(TorchDispatchMode):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         if name.startswith("_scaled_dot_product"):
-            probability = _dropout_p(func, args, kwargs)
-            if probability > 0:
-                self.count += 1
-                self.dropped[_probability_key(probability)] += 1
-        elif name in RANDOM_OPERATORS:
+            dropped: Optional[float] = float(_argument(func, args, kwargs, "dropout_p") or 0.0)
+            drew = dropped > 0
+        else:
+            drew = name in RANDOM_OPERATORS
+            dropped = _drop_probability(name, _argument(func, args, kwargs, "p")) if drew else None
+        if drew:
             self.count += 1
-            probability = _drop_probability(name, args, kwargs)
-            if probability is not None:
-                self.dropped[_probability_key(probability)] += 1
+            if dropped is not None:
+                self.dropped[f"{dropped:.3g}"] += 1
         return func(*args, **kwargs)
 
 
-def _probability_key(probability: float) -> str:
-    return f"{probability:.3g}"
+def _drop_probability(name: str, p: Any) -> Optional[float]:
+    """The probability a draw drops with, from its float `p`: native_dropout's is the one to
+    drop, a bernoulli's the one to keep; None for other draws (or a tensor p)."""
+    if not isinstance(p, float):
+        return None
+    if name == "native_dropout":
+        return p
+    return 1.0 - p if name in ("bernoulli", "bernoulli_") else None
 
 
-def _drop_probability(name: str, args: tuple, kwargs: dict) -> Optional[float]:
-    """The probability a draw drops with, where its arguments say it; None otherwise."""
-    if name == "native_dropout" and len(args) > 1:
-        return float(args[1])
-    if name in ("bernoulli", "bernoulli_"):
-        keep = kwargs.get("p", args[1] if len(args) > 1 else None)
-        if isinstance(keep, (int, float)):
-            return 1.0 - float(keep)
-    return None
-
-
-def _dropout_p(func: Any, args: tuple, kwargs: dict) -> float:
+def _argument(func: Any, args: tuple, kwargs: dict, name: str) -> Any:
+    """The value of an ATen call's argument `name` (its default where not passed), read from
+    the operator's schema; None where the schema has no such argument."""
     for index, argument in enumerate(func._schema.arguments):
-        if argument.name == "dropout_p":
-            value = kwargs.get("dropout_p", args[index] if index < len(args) else 0.0)
-            return float(value or 0.0)
-    return 0.0
+        if argument.name == name:
+            default = argument.default_value if argument.has_default_value() else None
+            return kwargs.get(name, args[index] if index < len(args) else default)
+    return None
 
 
 @dataclass(frozen=True)

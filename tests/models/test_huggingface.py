@@ -88,13 +88,14 @@ def test_train_step_gives_gradients(reduced_suite, name):
 
 
 def test_train_mode_keeps_the_dropout_kernels_and_stays_deterministic(reduced_suite):
-    """For the verifier (deterministic=True): the harness's dropout masks drawn at
+    """For the verifier (keep_dropout_kernels): the harness's dropout masks drawn at
     KEPT_DROPOUT, so that nothing is dropped and a step stays deterministic."""
     import torch
 
-    from models.dropout import KEPT_DROPOUT
+    from models.dropout import KEPT_DROPOUT, keep_dropout_kernels
 
-    bench = reduced_suite.load(ENCODER_DECODER, "train", 2, deterministic=True)
+    bench = reduced_suite.load(ENCODER_DECODER, "train", 2)
+    keep_dropout_kernels(bench.module)
     inputs = bench.make_inputs(0)
     bench.module.train(True)
     with torch.random.fork_rng():
@@ -112,7 +113,7 @@ def test_train_mode_keeps_the_dropout_kernels_and_stays_deterministic(reduced_su
     assert config["use_cache"] is False
 
 
-def test_timed_models_drop_as_the_harness_does(reduced_suite):
+def test_timed_models_drop_as_the_harness_does(reduced_suite, monkeypatch):
     """By default (the timed model) every dropout keeps the config's default, as in the
     harness's model: fused attention gets the same dropout_p (a p of 1e-30 runs a cheaper
     kernel on CUDA) and a training step drops, so two steps differ."""
@@ -135,11 +136,9 @@ def test_timed_models_drop_as_the_harness_does(reduced_suite):
 
     inputs = bench.make_inputs(0)
     bench.module.train(True)
-    F.scaled_dot_product_attention = probe
-    try:
+    with monkeypatch.context() as patched:
+        patched.setattr(F, "scaled_dot_product_attention", probe)
         first = bench.module(**inputs.kwargs).logits
-    finally:
-        F.scaled_dot_product_attention = original
     second = bench.module(**inputs.kwargs).logits
     assert not torch.equal(first, second)
     assert seen and set(seen) == {defaults["attention_dropout"]}
@@ -189,13 +188,16 @@ def test_full_size_configs_keep_the_family_defaults():
     config = build_config(spec, transformers.GPT2LMHeadModel, reduced=False)
     assert (config.n_layer, config.n_embd, config.vocab_size) == (6, 768, 50257)
     # GPT2's default dropout (0.1) as the harness builds it; for the verifier, a draw that
-    # drops nothing (models/dropout.py).
-    from models.dropout import KEPT_DROPOUT
+    # drops nothing (models/dropout.py), in the config the model reads too.
+    import torch
+
+    from models.dropout import KEPT_DROPOUT, keep_dropout_kernels
 
     assert config.resid_pdrop == 0.1
-    verified = build_config(spec, transformers.GPT2LMHeadModel, reduced=False,
-                            deterministic=True)
-    assert verified.resid_pdrop == KEPT_DROPOUT
+    verified = torch.nn.Module()
+    verified.config = build_config(spec, transformers.GPT2LMHeadModel, reduced=False)
+    keep_dropout_kernels(verified)
+    assert verified.config.resid_pdrop == KEPT_DROPOUT
     # The cache is turned off on the built model (as the harness does), not in this config.
     assert config.use_cache is True
 

@@ -87,16 +87,17 @@ def test_weights_are_seeded(reduced_suite):
 
 def test_train_mode_is_deterministic_with_stochastic_depth_kept(reduced_suite):
     """Swin has stochastic depth by default, which PyTorch's harness trains with: the timed
-    model keeps its probabilities; the verifier's (deterministic) keeps the draws at
+    model keeps its probabilities; the verifier's (keep_dropout_kernels) keeps the draws at
     KEPT_DROPOUT, and nothing is dropped, so a step stays deterministic."""
     import torch
 
-    from models.dropout import KEPT_DROPOUT
+    from models.dropout import KEPT_DROPOUT, keep_dropout_kernels
 
     timed = reduced_suite.load("swin_base_patch4_window7_224", "train", 2)
     probabilities = [m.drop_prob for m in timed.module.modules() if hasattr(m, "drop_prob")]
     assert probabilities and max(probabilities) > 0.01
-    bench = reduced_suite.load("swin_base_patch4_window7_224", "train", 2, deterministic=True)
+    bench = reduced_suite.load("swin_base_patch4_window7_224", "train", 2)
+    keep_dropout_kernels(bench.module)
     probabilities = [m.drop_prob for m in bench.module.modules() if hasattr(m, "drop_prob")]
     assert probabilities and set(probabilities) == {KEPT_DROPOUT}
     inputs = bench.make_inputs(0)
