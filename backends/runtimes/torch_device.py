@@ -140,7 +140,11 @@ class TorchPreparedModel(PreparedModel):
     def _train_iteration(self, device_inputs: ModelInputs) -> Any:
         """Zero the gradients, forward and loss (autocast), backward, the optimizer's step."""
         self._zero_grad()
-        with self._autocast():
+        # torch.autocast made in this frame: dynamo traces it into the compiled graph, as in
+        # PyTorch's harness. One a helper returns is entered outside the graph, which then
+        # returns the model's whole output (a language model's logits) besides the loss.
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype,
+                            enabled=self.autocast_dtype is not None):
             output = call_module(self.callable, device_inputs)
             loss = self.bench.loss_fn(output, device_inputs)
         loss.backward()
