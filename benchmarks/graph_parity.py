@@ -1,0 +1,316 @@
+"""The graphs each tool hands the compiler, compared on the CPU.
+
+    python benchmarks/graph_parity.py --model NAME [--model NAME ...] [--test eval|train]
+        [--batch-size N] [--reference DIR]
+
+`workload_parity.py` checks that both tools do the same work (parameters, inputs, FLOPs);
+this checks that they hand inductor the same graphs for it. For each chosen model of the
+harness's lists, PyTorch's harness (its own loaders and iteration, imported from DIR) and our
+runner (our suites and our prepared model, as a timing child builds them) each run one
+iteration compiled by a backend that records, per graph dynamo captures:
+
+- its outputs (dtype and shape of each) and whether autocast is entered inside it;
+- the forward and backward graphs AOTAutograd makes of it with inductor's decompositions and
+  partitioner: their operators in order, each with the dtype it produces.
+
+Each tool runs in a child process of its own (the harness sets torch's switches when it is
+imported). Precision as in the GPU table: bf16 for Hugging Face inference, amp otherwise,
+both on the CPU (autocast to bf16 there). A graph captured again with the same record counts
+once. One row per model and test; the exit status is 1 on any difference or failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.workload_parity import (DEFAULT_REFERENCE, TESTS, ListedModel,  # noqa: E402
+                                        listed_models, selected)
+
+#: How many operator differences a row names.
+SHOWN = 6
+#: The recording backend's name for our runner's dynamo stack.
+RECORDER = "graph_parity_recorder"
+
+
+def precision_of(model: ListedModel, test: str) -> str:
+    """The GPU table's precision: bf16 for Hugging Face inference, amp otherwise."""
+    return "bf16" if model.suite == "huggingface" and test == "eval" else "amp"
+
+
+# Recording (in each side's child process).
+
+class GraphRecorder:
+    """A dynamo backend that records each graph and AOTAutograd's forward and backward of it,
+    then runs them as they are (no code generation)."""
+
+    def __init__(self) -> None:
+        self.graphs: list[dict[str, Any]] = []
+
+    def backend(self, graph_module, example_inputs):
+        import torch
+        from functorch.compile import make_boxed_func
+        from torch._functorch.aot_autograd import aot_module_simplified
+        from torch._functorch.partitioners import min_cut_rematerialization_partition
+        from torch._inductor.decomposition import select_decomp_table
+
+        record = {"outputs": graph_outputs(graph_module),
+                  "autocast": any("_enter_autocast" in str(node.target)
+                                  for node in graph_module.graph.nodes)}
+        self.graphs.append(record)
+
+        def recording(kind: str):
+            def compile_graph(graph, inputs):
+                record[kind] = operators(graph)
+                # Run as plain Python, out of dynamo's sight (the backward runs inside a
+                # compiled frame's backward call).
+                return make_boxed_func(torch._dynamo.disable(graph.forward))
+            return compile_graph
+
+        return aot_module_simplified(
+            graph_module, example_inputs, fw_compiler=recording("forward"),
+            bw_compiler=recording("backward"),
+            partition_fn=min_cut_rematerialization_partition,
+            decompositions=select_decomp_table())
+
+
+def describe_value(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return type(value).__name__
+    return f"{str(value.dtype).replace('torch.', '')}{list(shape)}"
+
+
+def graph_outputs(graph_module) -> list[str]:
+    output = next(node for node in graph_module.graph.nodes if node.op == "output")
+    values = output.args[0] if isinstance(output.args[0], (tuple, list)) else [output.args[0]]
+    return [describe_value(getattr(value, "meta", {}).get("example_value"))
+            for value in values]
+
+
+def operators(graph_module) -> list[str]:
+    """Each call's target and the dtype it produces, in order."""
+    found = []
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function":
+            continue
+        dtype = getattr(node.meta.get("val"), "dtype", None)
+        found.append(f"{node.target}:{str(dtype).replace('torch.', '') if dtype else '-'}")
+    return found
+
+
+def harness_graphs(reference: Path, model: ListedModel, test: str,
+                   batch_size: int) -> list[dict[str, Any]]:
+    """The harness's iteration (forward_pass or forward_and_backward_pass) on its own model
+    and inputs, cast as its main casts them, compiled by the recorder."""
+    import torch
+
+    from benchmarks.workload_parity import Harness, harness_on_path
+
+    harness = Harness(reference)
+    precision_flag = "--bfloat16" if precision_of(model, test) == "bf16" else "--amp"
+    args = harness.common.parse_args([
+        "--performance", "--training" if test == "train" else "--inference", precision_flag,
+        "--device", "cpu", "--only", model.harness_name, "--batch-size", str(batch_size),
+        "--backend", "inductor"])
+    runner = harness.runner_classes[model.suite]()
+    runner.args = args
+    runner.model_iter_fn = (runner.forward_and_backward_pass if test == "train"
+                            else runner.forward_pass)
+    runner.setup_amp()
+    with harness_on_path(reference):
+        _, _, module, inputs, _ = runner.load_model("cpu", model.harness_name,
+                                                    batch_size=batch_size)
+    module, inputs = runner.cast_based_on_args(module, inputs)
+    recorder = GraphRecorder()
+    compiled = torch._dynamo.optimize(recorder.backend)(runner.model_iter_fn)
+    with runner.pick_grad(model.harness_name, test == "train"):
+        compiled(module, inputs, collect_outputs=False)
+    return recorder.graphs
+
+
+def our_graphs(model: ListedModel, test: str, batch_size: int) -> list[dict[str, Any]]:
+    """Our iteration, prepared by our dynamo stack as a timing child prepares it, with the
+    recorder registered as the stack's backend."""
+    import torch
+
+    from backends.runtimes.precision import apply_numerics
+    from backends.stacks.dynamo import STACK
+    from core.config import ExperimentConfig, RunSettings
+    from models import get_suite
+
+    recorder = GraphRecorder()
+
+    def recording_backend(graph_module, example_inputs):
+        return recorder.backend(graph_module, example_inputs)
+
+    torch._dynamo.register_backend(recording_backend, name=RECORDER)
+    experiment = ExperimentConfig("cpu", None, RECORDER, None, test,
+                                  precision=precision_of(model, test))
+    apply_numerics(experiment)
+    bench = get_suite(model.suite).load(model.our_name, test, batch_size, seed=experiment.seed)
+    prepared = STACK.prepare(bench, experiment, RunSettings())
+    prepared.step(prepared.inputs_to_device(bench.make_inputs(experiment.seed)))
+    return recorder.graphs
+
+
+def record_side(side: str, reference: Path, model: ListedModel, test: str, batch_size: int,
+                out: Path) -> int:
+    """One side, in this process: its graphs, or its error, as JSON in `out`."""
+    try:
+        graphs = (harness_graphs(reference, model, test, batch_size) if side == "harness"
+                  else our_graphs(model, test, batch_size))
+        result: dict[str, Any] = {"graphs": graphs}
+    except Exception as error:  # the row names the side that failed, with its error
+        result = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+                  if str(error) else type(error).__name__}
+    out.write_text(json.dumps(result))
+    return 0
+
+
+# The comparison (in the parent).
+
+def distinct(graphs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The graphs in order, each record once."""
+    seen: list[dict[str, Any]] = []
+    for graph in graphs:
+        if graph not in seen:
+            seen.append(graph)
+    return seen
+
+
+def operator_differences(theirs: list[str], mine: list[str]) -> str:
+    """The operators one side has more of than the other, the largest counts first."""
+    counted = collections.Counter(theirs)
+    counted.subtract(collections.Counter(mine))
+    changed = sorted((item for item in counted.items() if item[1]),
+                     key=lambda item: (-abs(item[1]), item[0]))
+    shown = ", ".join(f"{name} {count:+d}" for name, count in changed[:SHOWN])
+    more = f" and {len(changed) - SHOWN} more" if len(changed) > SHOWN else ""
+    if not changed:
+        return "the same operators in another order"
+    return f"harness minus ours: {shown}{more}"
+
+
+def compare(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> list[str]:
+    """Every difference between the two sides' distinct graphs, as text."""
+    theirs, mine = distinct(theirs), distinct(mine)
+    differences = []
+    if len(theirs) != len(mine):
+        differences.append(f"graphs: {len(theirs)} vs {len(mine)}")
+    for index, (their_graph, my_graph) in enumerate(zip(theirs, mine)):
+        if their_graph["outputs"] != my_graph["outputs"]:
+            differences.append(f"graph {index} outputs: {their_graph['outputs']} vs "
+                               f"{my_graph['outputs']}")
+        if their_graph["autocast"] != my_graph["autocast"]:
+            differences.append(f"graph {index} autocast inside: {their_graph['autocast']} vs "
+                               f"{my_graph['autocast']}")
+        for kind in ("forward", "backward"):
+            their_ops, my_ops = their_graph.get(kind), my_graph.get(kind)
+            if their_ops == my_ops:
+                continue
+            if their_ops is None or my_ops is None:
+                differences.append(f"graph {index} {kind}: "
+                                   f"{'none' if their_ops is None else len(their_ops)} vs "
+                                   f"{'none' if my_ops is None else len(my_ops)} operators")
+                continue
+            differences.append(f"graph {index} {kind}: {len(their_ops)} vs {len(my_ops)} "
+                               f"operators; {operator_differences(their_ops, my_ops)}")
+    return differences
+
+
+def summary(graphs: list[dict[str, Any]]) -> str:
+    """'graphs/forward operators/backward operators' of the distinct graphs."""
+    kept = distinct(graphs)
+    forward = sum(len(graph.get("forward") or ()) for graph in kept)
+    backward = sum(len(graph.get("backward") or ()) for graph in kept)
+    return f"{len(kept)}/{forward}/{backward}"
+
+
+def run_side(side: str, reference: Path, model: ListedModel, test: str,
+             batch_size: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "graphs.json"
+        command = [sys.executable, str(Path(__file__).resolve()), "--side", side,
+                   "--reference", str(reference), "--model", model.harness_name,
+                   "--test", test, "--batch-size", str(batch_size), "--out", str(out)]
+        completed = subprocess.run(command, capture_output=True, text=True)
+        if not out.exists():
+            tail = (completed.stderr or completed.stdout).strip().splitlines()[-1:]
+            return {"error": f"exit {completed.returncode}: {' '.join(tail)[:300]}"}
+        return json.loads(out.read_text())
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE,
+                        help="the harness's folder (default: %(default)s)")
+    parser.add_argument("--model", action="append", default=[],
+                        help="compare this model (repeatable; default: every model of both "
+                             "lists, which takes hours on a small machine)")
+    parser.add_argument("--test", action="append", choices=TESTS,
+                        help="eval or train (repeatable; default: both)")
+    parser.add_argument("--batch-size", type=int, default=2,
+                        help="the batch both tools build (default %(default)s; the graphs' "
+                             "operators do not depend on it)")
+    parser.add_argument("--side", choices=("harness", "ours"), help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.batch_size < 1:
+        parser.error(f"--batch-size {options.batch_size}: must be at least 1")
+    if not (options.reference / "huggingface_models_list.txt").exists():
+        print(f"--reference {options.reference}: no huggingface_models_list.txt there",
+              file=sys.stderr)
+        return 2
+    models = selected(listed_models(options.reference), options.model)
+    tests = options.test or list(TESTS)
+    reference = options.reference.resolve()
+    if options.side:
+        logging.basicConfig(level=logging.ERROR)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        return record_side(options.side, reference, models[0], tests[0], options.batch_size,
+                           options.out)
+
+    print(f"{'suite':<11} {'model':<38} {'test':<5} {'harness':>14} {'ours':>14} "
+          f"{'time':>6}  status   (graphs/forward operators/backward operators)")
+    failed = 0
+    for model in models:
+        for test in tests:
+            start = time.perf_counter()
+            theirs = run_side("harness", reference, model, test, options.batch_size)
+            mine = run_side("ours", reference, model, test, options.batch_size)
+            if "error" in theirs or "error" in mine:
+                status = "FAILED"
+                details = [f"{side}: {result['error']}" for side, result in
+                           (("harness", theirs), ("ours", mine)) if "error" in result]
+            else:
+                details = compare(theirs["graphs"], mine["graphs"])
+                status = "DIFFERENT" if details else "same"
+            failed += status != "same"
+            their_text = summary(theirs["graphs"]) if "graphs" in theirs else "-"
+            my_text = summary(mine["graphs"]) if "graphs" in mine else "-"
+            print(f"{model.suite:<11} {model.harness_name:<38} {test:<5} {their_text:>14} "
+                  f"{my_text:>14} {time.perf_counter() - start:>5.0f}s  {status}", flush=True)
+            for detail in details:
+                print(f"    {detail}", flush=True)
+    rows = len(models) * len(tests)
+    print(f"\n{rows} comparisons: {rows - failed} same, {failed} different or failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

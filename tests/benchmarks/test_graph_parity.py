@@ -1,0 +1,91 @@
+"""benchmarks/graph_parity.py: the graphs each tool hands the compiler, compared on the CPU.
+
+The end-to-end test runs both sides for real (the harness imported from
+../shared/reference/dynamobench beside the clone, as CI has it): minutes of CPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import graph_parity as graphs
+from benchmarks.workload_parity import DEFAULT_REFERENCE
+
+
+def graph(outputs=("float32[]",), autocast=True, forward=("aten.mm.default:bfloat16",),
+          backward=None) -> dict:
+    record = {"outputs": list(outputs), "autocast": autocast, "forward": list(forward)}
+    if backward is not None:
+        record["backward"] = list(backward)
+    return record
+
+
+def test_the_same_graphs_are_the_same_and_a_graph_captured_again_counts_once():
+    theirs = [graph(), graph()]
+    assert graphs.compare(theirs, [graph()]) == []
+    assert graphs.summary(theirs) == "1/1/0"
+
+
+def test_a_graph_that_returns_more_than_the_loss_is_a_difference():
+    # What ours did before 5deb4b4: autocast entered outside, the logits returned too.
+    theirs = [graph(outputs=["float32[]"])]
+    mine = [graph(outputs=["float32[]", "bfloat16[2, 128, 30522]"], autocast=False)]
+    assert graphs.compare(theirs, mine) == [
+        "graph 0 outputs: ['float32[]'] vs ['float32[]', 'bfloat16[2, 128, 30522]']",
+        "graph 0 autocast inside: True vs False",
+    ]
+
+
+def test_operators_that_differ_are_named_with_their_counts():
+    theirs = [graph(forward=["aten.bmm.default:bfloat16"] * 2 + ["aten.add.Tensor:float32"],
+                    backward=["aten.mm.default:bfloat16"])]
+    mine = [graph(forward=["aten.bmm.default:float32"] * 2 + ["aten.add.Tensor:float32"],
+                  backward=["aten.mm.default:bfloat16"])]
+    assert graphs.compare(theirs, mine) == [
+        "graph 0 forward: 3 vs 3 operators; harness minus ours: "
+        "aten.bmm.default:bfloat16 +2, aten.bmm.default:float32 -2"]
+    reordered = [graph(forward=["b:-", "a:-"])]
+    assert graphs.compare([graph(forward=["a:-", "b:-"])], reordered) == [
+        "graph 0 forward: 2 vs 2 operators; the same operators in another order"]
+
+
+def test_a_missing_backward_and_another_count_of_graphs_are_differences():
+    assert graphs.compare([graph(backward=["x:-"]), graph(forward=["y:-"])], [graph()]) == [
+        "graphs: 2 vs 1", "graph 0 backward: 1 vs none operators"]
+
+
+def test_precision_follows_the_gpu_table():
+    hf, timm = (graphs.ListedModel("huggingface", "BertForMaskedLM", "BertForMaskedLM", 32),
+                graphs.ListedModel("timm", "repvgg_a2", "repvgg_a2", 128))
+    assert [graphs.precision_of(hf, "eval"), graphs.precision_of(hf, "train"),
+            graphs.precision_of(timm, "eval")] == ["bf16", "amp", "amp"]
+
+
+needs_harness = pytest.mark.skipif(not (DEFAULT_REFERENCE / "common.py").exists(),
+                                   reason=f"the harness is not beside the clone "
+                                          f"({DEFAULT_REFERENCE})")
+
+
+@pytest.mark.e2e
+@needs_harness
+def test_an_unknown_model_is_named_and_fails(capsys):
+    with pytest.raises(SystemExit) as raised:
+        graphs.main(["--model", "NoSuchModel", "--test", "train"])
+    assert "NoSuchModel" in str(raised.value)
+
+
+@pytest.mark.e2e
+@pytest.mark.long
+@needs_harness
+def test_distilbert_training_hands_inductor_the_harness_graphs(capsys):
+    # Each side in its own process, for real: dynamo's graph, AOTAutograd's forward and
+    # backward, operator by operator (before 5deb4b4 ours returned the logits too).
+    status = graphs.main(["--model", "DistilBertForMaskedLM", "--test", "train"])
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if "DistilBertForMaskedLM" in line)
+    assert status == 0, printed
+    assert row.split()[-1] == "same", printed
+    harness_summary, our_summary = row.split()[3], row.split()[4]
+    assert harness_summary == our_summary
+    count, forward, backward = (int(part) for part in our_summary.split("/"))
+    assert count == 1 and forward > 500 and backward > 500, row
