@@ -120,16 +120,8 @@ def harness_graphs(reference: Path, model: ListedModel, test: str,
 
     from benchmarks.workload_parity import Harness, harness_on_path
 
-    harness = Harness(reference)
     precision_flag = "--bfloat16" if precision_of(model, test) == "bf16" else "--amp"
-    args = harness.common.parse_args([
-        "--performance", "--training" if test == "train" else "--inference", precision_flag,
-        "--device", "cpu", "--only", model.harness_name, "--batch-size", str(batch_size),
-        "--backend", "inductor"])
-    runner = harness.runner_classes[model.suite]()
-    runner.args = args
-    runner.model_iter_fn = (runner.forward_and_backward_pass if test == "train"
-                            else runner.forward_pass)
+    runner = Harness(reference).runner(model, test, batch_size, (precision_flag,))
     runner.setup_amp()
     with harness_on_path(reference):
         _, _, module, inputs, _ = runner.load_model("cpu", model.harness_name,

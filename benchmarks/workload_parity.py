@@ -139,12 +139,15 @@ class Harness:
         self.runner_classes = {"huggingface": huggingface.HuggingfaceRunner,
                                "timm": timm_models.TimmRunner}
 
-    def runner(self, model: ListedModel, test: str):
-        """A runner set up as the harness's main sets it up for one model."""
+    def runner(self, model: ListedModel, test: str, batch_size: Optional[int] = None,
+               flags: tuple[str, ...] = ()):
+        """A runner set up as the harness's main sets it up for one model (at the list's
+        batch size unless given; `flags`: more of its options, such as a precision)."""
         args = self.common.parse_args([
             "--performance", "--training" if test == "train" else "--inference",
             "--device", "cpu", "--only", model.harness_name,
-            "--batch-size", str(model.batch_size), "--backend", "inductor"])
+            "--batch-size", str(batch_size or model.batch_size), "--backend", "inductor",
+            *flags])
         runner = self.runner_classes[model.suite]()
         runner.args = args
         runner.model_iter_fn = (runner.forward_and_backward_pass if test == "train"
