@@ -11,6 +11,8 @@ psutil = pytest.importorskip("psutil")
 from backends.runtimes.torch_device import TorchPreparedModel  # noqa: E402
 from core.config import ExperimentConfig  # noqa: E402
 from models.base import BenchmarkModel, ModelInputs  # noqa: E402
+from tests.fixtures.compiled_graphs import (compiled_training_graphs, model_graph,  # noqa: E402
+                                            output_shapes)
 
 
 def linear_model() -> TorchPreparedModel:
@@ -56,36 +58,6 @@ def test_settle_without_inductor_loaded_does_nothing(monkeypatch):
     assert new_children(known) == []
 
 
-def compiled_training_graphs(precision: str) -> list:
-    """The graphs dynamo hands its backend for one compiled training iteration of reduced
-    DistilBertForMaskedLM (a language model: its output holds logits over the vocabulary)."""
-    from models import get_suite
-
-    graphs = []
-
-    def recording_backend(graph_module, example_inputs):
-        graphs.append(graph_module)
-        return graph_module.forward
-
-    bench = get_suite("huggingface", reduced=True).load("DistilBertForMaskedLM", "train", 2)
-    experiment = ExperimentConfig("cpu", None, "inductor", None, "train", precision=precision)
-    torch._dynamo.reset()
-    try:
-        prepared = TorchPreparedModel(
-            bench, experiment, torch.device("cpu"),
-            compile_iteration=lambda function: torch.compile(function, backend=recording_backend))
-        loss = prepared.step(prepared.inputs_to_device(bench.make_inputs(experiment.seed)))
-    finally:
-        torch._dynamo.reset()
-    assert loss.dim() == 0 and torch.isfinite(loss)
-    return graphs
-
-
-def graph_outputs(graph_module) -> list:
-    output = next(node for node in graph_module.graph.nodes if node.op == "output")
-    return [value.meta["example_value"] for value in output.args[0]]
-
-
 @pytest.mark.e2e
 @pytest.mark.parametrize("precision", ["amp", "fp32"])
 def test_the_compiled_training_graph_returns_the_loss_alone(precision):
@@ -93,13 +65,10 @@ def test_the_compiled_training_graph_returns_the_loss_alone(precision):
     # but the loss leaves it. Were the model's output (logits over the whole vocabulary)
     # to leave it as well, the compiled step would write and keep it: ours did, by entering
     # autocast outside the graph, and held 6 GB more than the harness on DistilBert.
-    graphs = compiled_training_graphs(precision)
-    model_graph = next(graph for graph in graphs
-                       if any(node.op == "call_module" or "linear" in str(node.target)
-                              for node in graph.graph.nodes))
-    outputs = graph_outputs(model_graph)
-    assert [tuple(value.shape) for value in outputs] == [()], \
-        f"the graph returns {[tuple(value.shape) for value in outputs]}"
-    entered = [node for node in model_graph.graph.nodes if "_enter_autocast" in str(node.target)]
+    graphs = compiled_training_graphs("huggingface", "DistilBertForMaskedLM", precision)
+    graph = model_graph(graphs)
+    shapes = output_shapes(graph)
+    assert shapes == [()], f"the graph returns {shapes}"
+    entered = [node for node in graph.graph.nodes if "_enter_autocast" in str(node.target)]
     assert len(entered) == 1
     assert entered[0].args[2] is (precision == "amp"), entered[0].args

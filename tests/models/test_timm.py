@@ -151,3 +151,16 @@ def test_builds_on_the_default_device_and_makes_inputs_on_the_cpu(reduced_suite)
         inputs = bench.make_inputs(0)
     assert {p.device.type for p in bench.module.parameters()} == {"meta"}
     assert {t.device.type for t in inputs.args} == {"cpu"}
+
+
+@pytest.mark.e2e
+def test_compiled_training_leaves_the_loss_out_of_the_graph_as_the_harness_does():
+    # The harness's reduce_to_scalar_loss lives in a module dynamo skips: its graph returns
+    # the model's output, and the loss runs eagerly after a break. Ours' output_mean_loss is
+    # kept out the same way (benchmarks/graph_parity.py: the same graphs in both).
+    from tests.fixtures.compiled_graphs import compiled_training_graphs, model_graph, output_shapes
+
+    graphs = compiled_training_graphs("timm", SMALL_MODEL, "amp")
+    shapes = output_shapes(model_graph(graphs))
+    assert len(shapes) == 1 and len(shapes[0]) == 2 and shapes[0][0] == 2, shapes
+    assert all(output_shapes(graph) != [()] for graph in graphs)
