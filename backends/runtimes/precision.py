@@ -30,7 +30,9 @@ def amp_dtype(precision: str, accelerator: str, override: Optional[str]) -> Opti
 
 
 def autocast(device_type: str, dtype: Optional[torch.dtype]):
-    """An autocast context for `device_type`, or a no-op when dtype is None."""
+    """An autocast context for `device_type`, or a no-op when dtype is None. For use outside
+    compiled frames: inside one, make torch.autocast in the frame itself, or dynamo leaves
+    the returned context out of its graph (TorchPreparedModel._train_iteration)."""
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device_type, dtype=dtype)

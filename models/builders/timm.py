@@ -5,19 +5,16 @@ from __future__ import annotations
 import torch
 
 from core.fields import DEFAULT_SEED
-from models.base import BenchmarkModel, ModelInputs
+from models.base import BenchmarkModel, ModelInputs, eager_as_the_harness
 from models.specs.timm import HARNESS_INDUCTOR_SETTINGS, HARNESS_SGD_MODELS, TimmSpec
 
 
 
-@torch._dynamo.disable
+@eager_as_the_harness
 def output_mean_loss(output, inputs: ModelInputs) -> torch.Tensor:
     """the mean of the output, as PyTorch's harness trains timm models (no labels)
 
-    Its reduce_to_scalar_loss; a tuple's first element. Compiled training runs it outside
-    the graph, eagerly, as the harness runs its own: dynamo skips reduce_to_scalar_loss's
-    module (torch._dynamo.testing), so the harness's graph returns the model's output and
-    breaks there (benchmarks/graph_parity.py shows both tools' graphs)."""
+    Its reduce_to_scalar_loss; a tuple's first element."""
     if isinstance(output, (tuple, list)):
         output = output[0]
     return output.sum() / output.numel()

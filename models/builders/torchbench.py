@@ -10,7 +10,7 @@ from typing import Any, Optional
 import torch
 
 from core.fields import DEFAULT_SEED
-from models.base import BenchmarkModel, ModelInputs
+from models.base import BenchmarkModel, ModelInputs, eager_as_the_harness
 
 
 def reduce_to_scalar_loss(output: Any) -> torch.Tensor:
@@ -42,6 +42,7 @@ def _has_float_tensor(value: Any) -> bool:
     return isinstance(getattr(value, "loss", None), torch.Tensor)
 
 
+@eager_as_the_harness
 def torchbench_loss(output: Any, inputs: ModelInputs) -> torch.Tensor:
     return reduce_to_scalar_loss(output)
 
