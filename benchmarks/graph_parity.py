@@ -9,6 +9,8 @@ harness's lists, PyTorch's harness (its own loaders and iteration, imported from
 runner (our suites and our prepared model, as a timing child builds them) each run one
 iteration compiled by a backend that records, per graph dynamo captures:
 
+- its inputs (dtype, shape and, where not contiguous, strides: inductor picks its kernels'
+  layouts from them);
 - its outputs (dtype and shape of each) and whether autocast is entered inside it (shown,
   not a difference by itself: the operators say what runs);
 - the forward and backward graphs AOTAutograd makes of it with inductor's decompositions and
@@ -68,7 +70,8 @@ class GraphRecorder:
         from torch._functorch.partitioners import min_cut_rematerialization_partition
         from torch._inductor.decomposition import select_decomp_table
 
-        record = {"outputs": graph_outputs(graph_module),
+        record = {"inputs": [describe_layout(value) for value in example_inputs],
+                  "outputs": graph_outputs(graph_module),
                   "autocast": any("_enter_autocast" in str(node.target)
                                   for node in graph_module.graph.nodes)}
         self.graphs.append(record)
@@ -93,6 +96,16 @@ def describe_value(value: Any) -> str:
     if shape is None:
         return type(value).__name__
     return f"{str(value.dtype).replace('torch.', '')}{list(shape)}"
+
+
+def describe_layout(value: Any) -> str:
+    """A graph input's dtype and shape, and its strides where it is not contiguous: inductor
+    chooses its kernels' layouts from them."""
+    text = describe_value(value)
+    is_contiguous = getattr(value, "is_contiguous", None)
+    if is_contiguous is not None and not is_contiguous():
+        text += f" stride{list(value.stride())}"
+    return text
 
 
 def graph_outputs(graph_module) -> list[str]:
@@ -198,6 +211,20 @@ def operator_differences(theirs: list[str], mine: list[str]) -> str:
     return f"harness minus ours: {shown}{more}"
 
 
+def input_differences(index: int, theirs: list[str], mine: list[str]) -> list[str]:
+    """How the inputs of one graph differ: their count, or the first that differs in dtype,
+    shape or layout."""
+    if len(theirs) != len(mine):
+        return [f"graph {index} inputs: {len(theirs)} vs {len(mine)}"]
+    differing = [(position, their_input, my_input) for position, (their_input, my_input)
+                 in enumerate(zip(theirs, mine)) if their_input != my_input]
+    if not differing:
+        return []
+    position, their_input, my_input = differing[0]
+    return [f"graph {index} inputs: {len(differing)} of {len(theirs)} differ; the first, "
+            f"input {position}: {their_input} vs {my_input}"]
+
+
 def compare(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> list[str]:
     """Every difference between the two sides' distinct graphs, as text."""
     theirs, mine = distinct(theirs), distinct(mine)
@@ -205,6 +232,8 @@ def compare(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> list[st
     if len(theirs) != len(mine):
         differences.append(f"graphs: {len(theirs)} vs {len(mine)}")
     for index, (their_graph, my_graph) in enumerate(zip(theirs, mine)):
+        differences += input_differences(index, their_graph.get("inputs", []),
+                                         my_graph.get("inputs", []))
         if their_graph["outputs"] != my_graph["outputs"]:
             differences.append(f"graph {index} outputs: {their_graph['outputs']} vs "
                                f"{my_graph['outputs']}")

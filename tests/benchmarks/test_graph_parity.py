@@ -63,6 +63,24 @@ def test_a_missing_backward_and_another_count_of_graphs_are_differences():
         "graphs: 2 vs 1", "graph 0 backward: 1 vs none operators"]
 
 
+def test_an_input_in_another_layout_is_a_difference():
+    import torch
+
+    image = torch.zeros(2, 3, 8, 8)
+    contiguous = graphs.describe_layout(image)
+    channels_last = graphs.describe_layout(image.to(memory_format=torch.channels_last))
+    assert contiguous == "float32[2, 3, 8, 8]"
+    assert channels_last == "float32[2, 3, 8, 8] stride[192, 1, 24, 3]"
+    weight = graphs.describe_layout(torch.zeros(4, 3))
+    theirs = [dict(graph(), inputs=[contiguous, weight])]
+    mine = [dict(graph(), inputs=[channels_last, weight])]
+    assert graphs.compare(theirs, mine) == [
+        f"graph 0 inputs: 1 of 2 differ; the first, input 0: {contiguous} vs {channels_last}"]
+    assert graphs.compare(theirs, [dict(graph(), inputs=[contiguous])]) == [
+        "graph 0 inputs: 2 vs 1"]
+    assert graphs.compare(theirs, theirs) == []
+
+
 def test_precision_follows_the_gpu_table():
     hf, timm = (graphs.ListedModel("huggingface", "BertForMaskedLM", "BertForMaskedLM", 32),
                 graphs.ListedModel("timm", "repvgg_a2", "repvgg_a2", 128))
