@@ -19,8 +19,9 @@ tools' figures for it, so that each row stays one side-by-side pair; the table t
 many rows came from each folder, and the cards line covers every folder a row came from.
 
 --harness-again DIR (repeatable): folders where the harness ran cases again (its CSVs named as
-in OUT_DIR). Rows it ran again get the harness's runs (compiled latency and speedup, OUT_DIR's
-first) and their spread, and the rows that disagree are counted again against the range of
+in OUT_DIR; a CSV with the same figures as one already read is the same run, copied by a
+resuming call, and counts once). Rows it ran again get the harness's runs (compiled latency
+and speedup, OUT_DIR's first) and their spread, and the rows that disagree are counted again against the range of
 the harness's own runs: whether ours lies within it, on both figures.
 
 --ours-again DIR (repeatable): folders where our runner ran cases again (every
@@ -105,10 +106,13 @@ def read_cases(cases: Path) -> list[tuple[str, ...]]:
 def harness_runs(first: Optional[dict], again: list[Path],
                  case: tuple[str, ...]) -> list[tuple[float, float]]:
     """The harness's (compiled latency in ms, speedup) of each run of the case: `first`,
-    OUT_DIR's row, then each --harness-again folder's that has one."""
+    OUT_DIR's row, then each --harness-again folder's that has one. A row met again with the
+    same figures is the same run (a call that resumed an earlier one copied its CSV) and
+    counts once."""
     suite, model, _, precision, mode, test = case
     rows = [first, *(peer_row(folder, suite, model, precision, mode, test) for folder in again)]
-    return [(float(row["abs_latency"]), float(row["speedup"])) for row in rows if row]
+    runs = [(float(row["abs_latency"]), float(row["speedup"])) for row in rows if row]
+    return list(dict.fromkeys(runs))
 
 
 def lines_under(folder: Path) -> list[dict]:
@@ -150,6 +154,37 @@ def runs_cells(runs: list[tuple[float, float]]) -> list[str]:
             f"{(max(latencies) - min(latencies)) / min(latencies):.1%}"]
 
 
+def is_host_bound(line: Optional[dict]) -> bool:
+    """Whether our line flags its compiled iterations host-bound (launching, not the card,
+    sets their time)."""
+    return bool((line or {}).get("summary", {}).get("host_bound"))
+
+
+def evidence(line: Optional[dict], theirs: list[tuple[float, float]]) -> str:
+    """What our line and the harness's runs say about a row that disagrees: host-bound or
+    not, our processes' spread and timing variation, the range of the harness's runs."""
+    summary = (line or {}).get("summary", {})
+    parts = []
+    fraction = summary.get("host_bound_fraction")
+    if is_host_bound(line):
+        parts.append(f"host-bound ({fraction:.0%} of ours' iterations)")
+    elif isinstance(fraction, (int, float)):
+        parts.append(f"not host-bound ({fraction:.0%} of ours' iterations)")
+    spread = (summary.get("processes") or {}).get("spread")
+    if isinstance(spread, (int, float)):
+        parts.append(f"ours' processes spread {spread:.1%}")
+    variation = summary.get("timing_variation")
+    if isinstance(variation, (int, float)):
+        parts.append(f"timing variation {variation:.1%}"
+                     + (" (flagged unreliable)" if summary.get("unreliable") else ""))
+    if len(theirs) > 1:
+        latencies = [latency for latency, _ in theirs]
+        speedups = [speedup for _, speedup in theirs]
+        parts.append(f"the harness's {len(theirs)} runs {min(latencies):.2f}-"
+                     f"{max(latencies):.2f} ms, {min(speedups):.2f}-{max(speedups):.2f}x")
+    return "; ".join(parts) or "no more figures"
+
+
 def side_by_side(sources: list[tuple[Path, list[dict]]], case: tuple[str, ...]
                  ) -> tuple[Path, Optional[dict], Optional[dict]]:
     """The case's (folder, the harness's row, our line) from the first folder of `sources`
@@ -176,6 +211,8 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     print("| " + " | ".join(header) + " |")
     print("| " + " | ".join("---" for _ in header) + " |")
     compared = agree = again_disagreeing = inside = both_again = overlapping = 0
+    host_bound = [0, 0]  # [rows that agree, rows compared] among rows ours flags host-bound
+    disagreeing: list[str] = []  # a line per row that does not agree, with its evidence
     by_test: dict[str, list[int]] = {}  # test -> [rows that agree, rows compared]
     for case in read_cases(cases):
         suite, model, batch, precision, mode, test = case
@@ -205,6 +242,12 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
             tally = by_test.setdefault(test, [0, 0])
             tally[0] += agreed
             tally[1] += 1
+            if is_host_bound(ours):
+                host_bound[0] += agreed
+                host_bound[1] += 1
+            if not agreed:
+                disagreeing.append(f"{model} {test}: {latency_d:+.1%}, {speedup_d:+.1%}; "
+                                   + evidence(ours, harness_runs(peer, again, case)))
         else:
             cells += ["-", "-"]
         flops = ((ours or {}).get("workload") or {}).get("flops_per_iteration")
@@ -230,6 +273,10 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     if len(by_test) > 1:
         print("By test: " + "; ".join(f"{test} {agreed} of {rows}"
                                       for test, (agreed, rows) in sorted(by_test.items())) + ".")
+    if compared:
+        print(f"Host-bound in ours' line (summary.host_bound: the host's launching, not the "
+              f"card, sets the time): {host_bound[0]} of {host_bound[1]} agree; the other rows: "
+              f"{agree - host_bound[0]} of {compared - host_bound[1]}.")
     if again:
         print(f"Of the {compared - agree} that do not, {again_disagreeing} have the harness run "
               f"again: ours lies within the range of the harness's own runs, on both figures, "
@@ -238,6 +285,10 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         print(f"Of the {compared - agree} that do not, {both_again} have either tool run again: "
               f"the ranges of both tools' runs overlap, on both figures, in {overlapping} of "
               f"them.")
+    if disagreeing:
+        print("Rows that disagree (latency d, speedup d; what the lines show):")
+        for text in disagreeing:
+            print(f"- {text}")
     if also:
         print("Rows from: " + "; ".join(f"{folder} {rows_from[folder]}"
                                         for folder, _ in sources) + ".")

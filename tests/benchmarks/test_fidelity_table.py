@@ -168,3 +168,40 @@ def test_also_takes_each_case_from_the_first_folder_holding_both_tools(tmp_path,
     out = capsys.readouterr().out
     assert "1 of 1 rows with both figures agree" not in out and "Rows from" not in out
     assert "0 of 1 rows with both figures agree" in out
+
+
+def test_rows_that_disagree_are_listed_with_what_the_lines_show(tmp_path, capsys):
+    """Host-bound rows (launching sets their time) are counted apart, and each row that
+    disagrees is listed with our line's host-bound flag, spread and the harness's runs."""
+    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    launch_bound = our_line("train", 0.030, 1.5, 3 * 10**11)  # compiled 20 ms
+    launch_bound["summary"].update(host_bound=True, host_bound_fraction=1.0,
+                                   timing_variation=0.112, unreliable=True)
+    card_bound = our_line("eval", 0.010, 2.0, 10**11)  # compiled 5 ms
+    card_bound["summary"].update(host_bound=False, host_bound_fraction=0.0,
+                                 timing_variation=0.014, unreliable=False)
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "results.jsonl").write_text(
+        json.dumps(card_bound) + "\n" + json.dumps(launch_bound) + "\n")
+    (tmp_path / "peer-timm-mobilenetv2_100-amp-default-eval.csv").write_text(
+        header + "cuda,mobilenetv2_100,128,2.0,5.0,1,0\n")
+    train = "peer-timm-mobilenetv2_100-amp-default-train.csv"
+    (tmp_path / train).write_text(header + "cuda,mobilenetv2_100,128,1.3,23.0,1,0\n")
+    # The harness again: one new run, and one a resuming call copied (the same figures).
+    again = [tmp_path / "again0", tmp_path / "again1"]
+    for folder, (speedup, latency) in zip(again, [(1.6, 19.0), (1.3, 23.0)]):
+        folder.mkdir()
+        (folder / train).write_text(header + f"cuda,mobilenetv2_100,128,{speedup},{latency},1,0\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 128 amp default eval\n"
+                     "timm mobilenetv2_100 128 amp default train\n")
+    assert fidelity_table.main(tmp_path, cases, again) == 0
+    out = capsys.readouterr().out
+    assert "1 of 2 rows with both figures agree" in out
+    assert "0 of 1 agree; the other rows: 1 of 1." in out
+    assert ("- mobilenetv2_100 train: -13.0%, +15.4%; host-bound (100% of ours' iterations); "
+            "ours' processes spread 3.1%; timing variation 11.2% (flagged unreliable); "
+            "the harness's 2 runs 19.00-23.00 ms, 1.30-1.60x") in out
+    row = next(line for line in out.splitlines() if line.startswith("| mobilenetv2_100 | train"))
+    assert "| 23.00 ms, 1.30x; 19.00 ms, 1.60x | 21.1% |" in row
+    assert "mobilenetv2_100 eval:" not in out
