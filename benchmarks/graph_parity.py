@@ -9,6 +9,9 @@ harness's lists, PyTorch's harness (its own loaders and iteration, imported from
 runner (our suites and our prepared model, as a timing child builds them) each run one
 iteration compiled by a backend that records, per graph dynamo captures:
 
+- the settings it is compiled under: inductor's, dynamo's and functorch's configs and torch's
+  numerics switches (TF32 in matmuls and convolutions, SDPA's reduced-precision
+  reductions);
 - its inputs (dtype, shape and, where not contiguous, strides: inductor picks its kernels'
   layouts from them);
 - its outputs (dtype and shape of each) and whether autocast is entered inside it (shown,
@@ -70,7 +73,8 @@ class GraphRecorder:
         from torch._functorch.partitioners import min_cut_rematerialization_partition
         from torch._inductor.decomposition import select_decomp_table
 
-        record = {"inputs": [describe_layout(value) for value in example_inputs],
+        record = {"settings": compiler_settings(),
+                  "inputs": [describe_layout(value) for value in example_inputs],
                   "outputs": graph_outputs(graph_module),
                   "autocast": any("_enter_autocast" in str(node.target)
                                   for node in graph_module.graph.nodes)}
@@ -96,6 +100,27 @@ def describe_value(value: Any) -> str:
     if shape is None:
         return type(value).__name__
     return f"{str(value.dtype).replace('torch.', '')}{list(shape)}"
+
+
+def compiler_settings() -> dict[str, str]:
+    """The settings that shape the compiled code, as the backend is called: inductor's,
+    dynamo's and functorch's configs and torch's numerics switches, each as text."""
+    import torch
+
+    settings = {}
+    for prefix, config in (("inductor", torch._inductor.config), ("dynamo", torch._dynamo.config),
+                           ("functorch", torch._functorch.config)):
+        for key, value in config.get_config_copy().items():
+            settings[f"{prefix}.{key}"] = repr(sorted(value, key=repr)
+                                              if isinstance(value, (set, frozenset)) else value)
+    settings.update({
+        "matmul.fp32_precision": torch.backends.cuda.matmul.fp32_precision,
+        "cudnn.conv.fp32_precision": torch.backends.cudnn.conv.fp32_precision,
+        "cudnn.benchmark": repr(torch.backends.cudnn.benchmark),
+        "fp16_bf16_reduction_math_sdp": repr(
+            torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()),
+    })
+    return settings
 
 
 def describe_layout(value: Any) -> str:
@@ -211,6 +236,18 @@ def operator_differences(theirs: list[str], mine: list[str]) -> str:
     return f"harness minus ours: {shown}{more}"
 
 
+def setting_differences(index: int, theirs: dict[str, str], mine: dict[str, str]) -> list[str]:
+    """The compiler settings one graph was compiled under that differ, named with both
+    values."""
+    changed = sorted(key for key in set(theirs) | set(mine) if theirs.get(key) != mine.get(key))
+    if not changed:
+        return []
+    shown = "; ".join(f"{key} {theirs.get(key, 'unset')} vs {mine.get(key, 'unset')}"
+                      for key in changed[:SHOWN])
+    more = f" and {len(changed) - SHOWN} more" if len(changed) > SHOWN else ""
+    return [f"graph {index} settings: {shown}{more}"]
+
+
 def input_differences(index: int, theirs: list[str], mine: list[str]) -> list[str]:
     """How the inputs of one graph differ: their count, or the first that differs in dtype,
     shape or layout."""
@@ -232,6 +269,8 @@ def compare(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> list[st
     if len(theirs) != len(mine):
         differences.append(f"graphs: {len(theirs)} vs {len(mine)}")
     for index, (their_graph, my_graph) in enumerate(zip(theirs, mine)):
+        differences += setting_differences(index, their_graph.get("settings", {}),
+                                           my_graph.get("settings", {}))
         differences += input_differences(index, their_graph.get("inputs", []),
                                          my_graph.get("inputs", []))
         if their_graph["outputs"] != my_graph["outputs"]:

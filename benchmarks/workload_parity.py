@@ -124,13 +124,31 @@ def provide_names_older_torch_lacks() -> None:
         dynamo_utils.copy_dynamo_tensor_attributes = lambda source, target: None
 
 
+@contextlib.contextmanager
+def torch_xla_hidden():
+    """torch_xla made unimportable for a while, where it is not imported yet. The harness's
+    common.py imports it when it can, and importing it changes dynamo's settings
+    (automatic_dynamic_shapes off, specialize_float on); the card the harness is compared on
+    has no torch_xla, so the harness here must not see it either."""
+    hide = "torch_xla" not in sys.modules
+    if hide:
+        sys.modules["torch_xla"] = None  # type: ignore[assignment]  # import raises ImportError
+    try:
+        yield
+    finally:
+        if hide and sys.modules.get("torch_xla", "") is None:
+            del sys.modules["torch_xla"]
+
+
 class Harness:
-    """The harness's runners, imported once from `reference`."""
+    """The harness's runners, imported once from `reference` (without torch_xla, as on the
+    card)."""
 
     def __init__(self, reference: Path) -> None:
         self.reference = reference
         provide_names_older_torch_lacks()
-        with harness_on_path(reference), contextlib.redirect_stdout(io.StringIO()):
+        with harness_on_path(reference), contextlib.redirect_stdout(io.StringIO()), \
+                torch_xla_hidden():
             import common  # noqa: F401  (the harness's own module)
             import huggingface
             import timm_models

@@ -81,6 +81,22 @@ def test_an_input_in_another_layout_is_a_difference():
     assert graphs.compare(theirs, theirs) == []
 
 
+def test_a_compiler_setting_that_differs_is_a_difference_named_with_both_values():
+    settings = graphs.compiler_settings()
+    assert settings["dynamo.specialize_float"] in ("True", "False")
+    assert "inductor.max_autotune" in settings and "matmul.fp32_precision" in settings
+    # What importing torch_xla does to dynamo's settings (the harness imports it if it can).
+    with_xla = dict(settings, **{"dynamo.specialize_float": "True",
+                                 "dynamo.automatic_dynamic_shapes": "False"})
+    without = dict(settings, **{"dynamo.specialize_float": "False",
+                                "dynamo.automatic_dynamic_shapes": "True"})
+    theirs, mine = [dict(graph(), settings=with_xla)], [dict(graph(), settings=without)]
+    assert graphs.compare(theirs, mine) == [
+        "graph 0 settings: dynamo.automatic_dynamic_shapes False vs True; "
+        "dynamo.specialize_float True vs False"]
+    assert graphs.compare(mine, mine) == []
+
+
 def test_precision_follows_the_gpu_table():
     hf, timm = (graphs.ListedModel("huggingface", "BertForMaskedLM", "BertForMaskedLM", 32),
                 graphs.ListedModel("timm", "repvgg_a2", "repvgg_a2", 128))

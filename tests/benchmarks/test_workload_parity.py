@@ -9,10 +9,15 @@ no process but takes about a minute of CPU, so it is in the end-to-end tier.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from benchmarks import workload_parity as parity
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: (harness name, test): a masked LM, a causal LM fed its pad id (Roberta), a sequence
 #: classifier with pad id 0, an encoder-decoder fed decoder ids, a question-answering head
@@ -35,13 +40,33 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def harness():
-    """The harness, and this process's variables put back after the module: the harness
-    imports torch_xla, which sets PJRT_DEVICE, XLA_FLAGS, PJRT_DYNAMIC_PLUGINS and others
-    in os.environ, and every runner a later test of this worker started inherited them."""
+    """The harness, and this process's variables put back after the module: where a test
+    before imported torch_xla, the harness's import of it is not hidden, and it sets
+    PJRT_DEVICE, XLA_FLAGS, PJRT_DYNAMIC_PLUGINS and others in os.environ, which every runner
+    a later test of this worker started would inherit."""
     saved = dict(os.environ)
     yield parity.Harness(parity.DEFAULT_REFERENCE.resolve())
     os.environ.clear()
     os.environ.update(saved)
+
+
+def test_the_harness_is_imported_without_torch_xla_as_on_the_card():
+    # Its common.py imports torch_xla where it can; that import turns dynamo's
+    # automatic_dynamic_shapes off and specialize_float on, and sets PJRT_DEVICE. The card
+    # has no torch_xla.
+    code = ("import os, sys, torch\n"
+            "from benchmarks import workload_parity as parity\n"
+            "config = torch._dynamo.config\n"
+            "before = (config.automatic_dynamic_shapes, config.specialize_float)\n"
+            "parity.Harness(parity.DEFAULT_REFERENCE.resolve())\n"
+            "print(before == (config.automatic_dynamic_shapes, config.specialize_float),"
+            " 'torch_xla' in sys.modules, 'PJRT_DEVICE' in os.environ)\n"
+            "import importlib.util; print(importlib.util.find_spec('torch_xla') is not None)")
+    env = {name: value for name, value in os.environ.items() if name != "PJRT_DEVICE"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False", "False", "True"], done.stdout
 
 
 @pytest.fixture(scope="module")
