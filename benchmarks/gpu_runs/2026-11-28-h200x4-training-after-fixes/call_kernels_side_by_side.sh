@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 21, for the next session: one case compiled by each tool with inductor's debug output
 # kept (TORCH_COMPILE_DEBUG: each graph's output_code.py, the generated kernels) and one
-# compiled run profiled, the harness on GPU 0 (cores 0-15), ours on GPU 1 (cores 16-31), at
-# the same time; then .ref/kernels.py sums each trace's GPU kernels. Tars to $OUT.
+# compiled run profiled, and the config inductor's autotuning chose for each kernel logged
+# (TORCH_LOGS at debug for triton_heuristics: "Best config for ..."), the harness on GPU 0
+# (cores 0-15), ours on GPU 1 (cores 16-31), at the same time; then .ref/kernels.py sums
+# each trace's GPU kernels. Tars to $OUT.
 # usage: bash .ref/call9.sh NAME SUITE MODEL BATCH TEST PRECISION
 # e.g.   bash .ref/call9.sh k1 timm convnextv2_nano 128 eval amp
 name=$1; suite=$2; model=$3; bs=$4; test=$5; precision=$6
@@ -16,12 +18,12 @@ if [ "$suite" = timm ]; then
 fi
 peer_test=--inference; [ "$test" = train ] && peer_test=--training
 peer_precision=--amp; [ "$precision" = bf16 ] && peer_precision=--bfloat16
-(cd .ref/dynamobench && CUDA_VISIBLE_DEVICES=0 TORCH_COMPILE_DEBUG=1 TORCH_COMPILE_DEBUG_DIR=$d/debug-peer \
+(cd .ref/dynamobench && CUDA_VISIBLE_DEVICES=0 TORCH_LOGS=+torch._inductor.runtime.triton_heuristics TORCH_COMPILE_DEBUG=1 TORCH_COMPILE_DEBUG_DIR=$d/debug-peer \
   taskset -c 0-15 timeout 280 python3 $script --performance $peer_test $peer_precision \
   --backend inductor --device cuda --only $peer_model --batch-size $bs --disable-cudagraphs \
   --repeat 10 --export-profiler-trace --profiler_trace_name $d/peer_trace \
   --output $d/peer-$model.csv > $d/peer-$model.log 2>&1) &
-(CUDA_VISIBLE_DEVICES=1 TORCH_COMPILE_DEBUG=1 TORCH_COMPILE_DEBUG_DIR=$d/debug-ours \
+(CUDA_VISIBLE_DEVICES=1 TORCH_LOGS=+torch._inductor.runtime.triton_heuristics TORCH_COMPILE_DEBUG=1 TORCH_COMPILE_DEBUG_DIR=$d/debug-ours \
   taskset -c 16-31 timeout 280 python3 experiment_runner.py --suite-name=$suite \
   --filter="^$model\$" --accelerator=cuda --xla=None --dynamo=inductor --test=$test \
   --precision=$precision --batch-size=$bs --repeat=10 --processes=1 --dump-pytorch-profiles \
@@ -30,6 +32,8 @@ wait
 { for f in $d/peer_trace*.json; do python3 .ref/kernels.py $f actual; done
   for f in $(find $d/ours-* -name trace.json | head -1); do python3 .ref/kernels.py $f; done; } > $d/kernels.txt 2>&1
 find $d/debug-* -name output_code.py | sort > $d/output_code_files.txt
+grep -ho "Best config for .*" $d/peer-$model.log | sort > $d/best_configs_peer.txt
+find $d/ours-* -name child.log | xargs grep -ho "Best config for .*" | sort > $d/best_configs_ours.txt
 find $d -name "*.json" -size +1M | xargs -r gzip
 tar czf $OUT/$name.tgz -C /tmp $name
-grep -h "cuda," $d/peer-*.csv; tail -3 $d/ours-*.log; grep -E "busy|window" $d/kernels.txt; wc -l < $d/output_code_files.txt
+grep -h "cuda," $d/peer-*.csv; tail -3 $d/ours-*.log; grep -E "busy|window" $d/kernels.txt; wc -l < $d/output_code_files.txt; wc -l $d/best_configs_*.txt
