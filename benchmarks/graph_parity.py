@@ -72,6 +72,9 @@ class GraphRecorder:
         from torch._functorch.aot_autograd import aot_module_simplified
         from torch._functorch.partitioners import min_cut_rematerialization_partition
         from torch._inductor.decomposition import select_decomp_table
+        # Some of inductor's decompositions (max_pool2d's) consult its lowerings, which
+        # only compiling with inductor would have imported.
+        import torch._inductor.lowering  # noqa: F401
 
         record = {"settings": compiler_settings(),
                   "inputs": [describe_layout(value) for value in example_inputs],

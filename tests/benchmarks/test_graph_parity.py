@@ -132,3 +132,26 @@ def test_distilbert_training_hands_inductor_the_harness_graphs(capsys):
     assert harness_summary == our_summary
     count, forward, backward = (int(part) for part in our_summary.split("/"))
     assert count == 1 and forward > 500 and backward > 500, row
+
+
+@pytest.mark.e2e
+def test_the_recorder_takes_a_max_pooling_model_through_training():
+    # Inductor's decomposition of max_pool2d consults its lowerings, which nothing imports
+    # unless inductor itself compiles: inception_v3's training failed so in both tools. A
+    # fresh process, since another test here may have imported them already.
+    import subprocess
+    import sys
+
+    code = ("import torch\n"
+            "from benchmarks.graph_parity import GraphRecorder\n"
+            "recorder = GraphRecorder()\n"
+            "model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.MaxPool2d(3, 2))\n"
+            "compiled = torch.compile(model, backend=recorder.backend)\n"
+            "compiled(torch.randn(2, 3, 16, 16)).sum().backward()\n"
+            "graph = recorder.graphs[0]\n"
+            "print(len(recorder.graphs), any('max_pool' in op for op in graph['forward']),"
+            " any('max_pool2d' in op for op in graph['backward']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=graphs.ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "True", "True"], done.stdout
