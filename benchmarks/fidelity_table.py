@@ -21,8 +21,8 @@ many rows came from each folder, and the cards line covers every folder a row ca
 --harness-again DIR (repeatable): folders where the harness ran cases again (its CSVs named as
 in OUT_DIR; a CSV with the same figures as one already read is the same run, copied by a
 resuming call, and counts once). Rows it ran again get the harness's runs (compiled latency
-and speedup, OUT_DIR's first) and their spread, and the rows that disagree are counted again against the range of
-the harness's own runs: whether ours lies within it, on both figures.
+and speedup, OUT_DIR's first) and their spread, and the rows that disagree are counted again
+against the range of the harness's own runs: whether ours lies within it, on both figures.
 
 --ours-again DIR (repeatable): folders where our runner ran cases again (every
 ours/results.jsonl under DIR, as fidelity.sh writes them in OUT_DIR). Rows it ran again get
@@ -220,6 +220,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         rows_from[folder] += bool(peer and ours)
         cells = [model, test, batch, precision, mode]
         figures = our_figures(ours)
+        theirs = harness_runs(peer, again, case)
         if peer:
             speedup, latency = float(peer["speedup"]), float(peer["abs_latency"])
             cells += [f"{latency * speedup:.2f} ms", f"{latency:.2f} ms", f"{speedup:.2f}x"]
@@ -247,7 +248,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
                 host_bound[1] += 1
             if not agreed:
                 disagreeing.append(f"{model} {test}: {latency_d:+.1%}, {speedup_d:+.1%}; "
-                                   + evidence(ours, harness_runs(peer, again, case)))
+                                   + evidence(ours, theirs))
         else:
             cells += ["-", "-"]
         flops = ((ours or {}).get("workload") or {}).get("flops_per_iteration")
@@ -255,7 +256,6 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         spread = ((ours or {}).get("summary", {}).get("processes") or {}).get("spread")
         cells.append(f"{spread:.1%}" if isinstance(spread, (int, float)) else "-")
         cells.append(f"{graphs_of_peer(peer)}, {graphs_of_ours(ours)}")
-        theirs = harness_runs(peer, again, case)
         if again:
             cells += runs_cells(theirs)
             if len(theirs) > 1 and agreed is False:

@@ -10,8 +10,8 @@ runner (our suites and our prepared model, as a timing child builds them) each r
 iteration compiled by a backend that records, per graph dynamo captures:
 
 - the settings it is compiled under: inductor's, dynamo's and functorch's configs and torch's
-  numerics switches (TF32 in matmuls and convolutions, SDPA's reduced-precision
-  reductions);
+  numerics switches (TF32 in matmuls and convolutions, cudnn.benchmark, SDPA's
+  reduced-precision reductions);
 - its inputs (dtype, shape and, where not contiguous, strides: inductor picks its kernels'
   layouts from them);
 - its outputs (dtype and shape of each) and whether autocast is entered inside it (shown,

@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import graph_parity as graphs
 from benchmarks.workload_parity import DEFAULT_REFERENCE
+from tests.fixtures.fresh_python import words_printed_by
 
 
 def graph(outputs=("float32[]",), autocast=True, forward=("aten.mm.default:bfloat16",),
@@ -139,9 +140,6 @@ def test_the_recorder_takes_a_max_pooling_model_through_training():
     # Inductor's decomposition of max_pool2d consults its lowerings, which nothing imports
     # unless inductor itself compiles: inception_v3's training failed so in both tools. A
     # fresh process, since another test here may have imported them already.
-    import subprocess
-    import sys
-
     code = ("import torch\n"
             "from benchmarks.graph_parity import GraphRecorder\n"
             "recorder = GraphRecorder()\n"
@@ -151,7 +149,4 @@ def test_the_recorder_takes_a_max_pooling_model_through_training():
             "graph = recorder.graphs[0]\n"
             "print(len(recorder.graphs), any('max_pool' in op for op in graph['forward']),"
             " any('max_pool2d' in op for op in graph['backward']))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=graphs.ROOT, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["1", "True", "True"], done.stdout
+    assert words_printed_by(code) == ["1", "True", "True"]

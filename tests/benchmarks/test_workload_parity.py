@@ -9,15 +9,11 @@ no process but takes about a minute of CPU, so it is in the end-to-end tier.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from benchmarks import workload_parity as parity
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fixtures.fresh_python import words_printed_by
 
 #: (harness name, test): a masked LM, a causal LM fed its pad id (Roberta), a sequence
 #: classifier with pad id 0, an encoder-decoder fed decoder ids, a question-answering head
@@ -63,10 +59,7 @@ def test_the_harness_is_imported_without_torch_xla_as_on_the_card():
             " 'torch_xla' in sys.modules, 'PJRT_DEVICE' in os.environ)\n"
             "import importlib.util; print(importlib.util.find_spec('torch_xla') is not None)")
     env = {name: value for name, value in os.environ.items() if name != "PJRT_DEVICE"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True", "False", "False", "True"], done.stdout
+    assert words_printed_by(code, env) == ["True", "False", "False", "True"]
 
 
 @pytest.fixture(scope="module")
