@@ -191,6 +191,11 @@ class PreparedModel(ABC):
     def sync_run(self, last_result: Any) -> None:
         """Wait until everything queued by a timed run has finished on the device."""
 
+    def start_background_work(self) -> None:
+        """Called once before the warm-up where the calling thread is about to be pinned to
+        one core: start the background work the first call will need (a compiler's worker
+        processes), so that it inherits the child's cores and not that one."""
+
     def settle(self) -> None:
         """Called once after the warm-up, before the first timed run: stop background work
         that the warm-up left behind (a compiler's worker processes), so that it does not

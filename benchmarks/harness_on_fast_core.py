@@ -4,11 +4,15 @@
 
 The harness's code runs unchanged; only where its main thread runs changes, as our runner's
 `--timing-core=fastest` moves ours (runner/child/timing.py), with the same picker
-(runner/child/reference.py): at the harness's first timed run (its `common.timed`, which every
-eager and compiled timing goes through) the main thread is pinned to the core of the process's
-CPU set where a host pulse runs fastest; after each timed run a host pulse (about 0.6 ms) is
-read, and the thread moves to a newly picked core only when that pulse reads slow. Ours also
-runs such a run again; the harness keeps it, as it would anyway.
+(runner/child/reference.py): before the harness starts, the main thread is pinned to the core
+of the process's CPU set where a host pulse runs fastest, so that inductor tunes its kernels
+(at their first call, in the harness's warm-up) on a fast core, as ours does for its cold
+start; with inductor as the backend, inductor's compile workers are started first, as inductor
+starts them at its first compile, so that they keep every core of the set. At the harness's
+first timed run (its `common.timed`, which every eager and compiled timing goes through) the
+core is picked again; after each timed run a host pulse (about 0.6 ms) is read, and the thread
+moves to a newly picked core only when that pulse reads slow. Ours also runs such a run
+again; the harness keeps it, as it would anyway.
 
 Why: on hosts whose cores run at two speeds that change within seconds (docs/timing.md, "Slow
 periods"), a launch-bound model's figure is otherwise the speed of whichever core the scheduler
@@ -46,8 +50,12 @@ class FastCoreTimedRuns:
     runs: int = 0
     pulses_ms: list[float] = field(default_factory=list)
 
+    def start(self) -> None:
+        """Before the harness runs: on the fastest core for its warm-up and compile."""
+        self.picker.pick()
+
     def before(self) -> None:
-        if not self.picker.picks:
+        if not self.runs:
             self.picker.pick()
 
     def after(self) -> None:
@@ -66,6 +74,24 @@ class FastCoreTimedRuns:
                 f"picks of the fastest of {len(self.picker.cores)} cores; host pulse median "
                 f"{statistics.median(self.pulses_ms):.3f} ms after the runs, "
                 f"{first['scan_median_ms']:.3f} ms over the first scan's cores")
+
+
+def compiles_with_inductor(argv: list[str]) -> bool:
+    """Whether the harness's arguments choose inductor (`--inductor`, `--backend inductor`,
+    `--backend=inductor`)."""
+    if "--inductor" in argv or "--backend=inductor" in argv:
+        return True
+    return any(flag == "--backend" and value == "inductor"
+               for flag, value in zip(argv, argv[1:]))
+
+
+def start_compile_workers() -> None:
+    """Inductor's compile worker pool, started as inductor starts it at its first compile."""
+    try:
+        from torch._inductor.async_compile import maybe_warm_pool
+    except ImportError:  # a torch without it starts its pool at the compile
+        return
+    maybe_warm_pool()
 
 
 def load_timed_runs() -> FastCoreTimedRuns:
@@ -107,6 +133,9 @@ def main(argv: list[str]) -> int:
     import common  # the harness's own, from its folder; its scripts import this same module
 
     pin_timed_runs(common, watched)
+    if compiles_with_inductor(argv[1:]):
+        start_compile_workers()
+    watched.start()
     atexit.register(lambda: print(watched.summary(), file=sys.stderr))
     sys.argv = [str(script), *argv[1:]]
     runpy.run_path(str(script), run_name="__main__")

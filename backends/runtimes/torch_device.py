@@ -152,6 +152,19 @@ class TorchPreparedModel(PreparedModel):
             self.optimizer.step()
         return loss
 
+    def start_background_work(self) -> None:
+        """Start inductor's compile workers now, as inductor starts them at its first
+        compile: a process inherits the CPUs of the thread that starts it, and the child's
+        main thread is about to be pinned to one core for the cold start (where inductor
+        times its kernels' configurations)."""
+        if self.experiment.dynamo != "inductor":
+            return
+        try:
+            from torch._inductor.async_compile import maybe_warm_pool
+        except ImportError:  # a torch without it starts its pool at the compile
+            return
+        maybe_warm_pool()
+
     def settle(self) -> None:
         """Shut inductor's compile workers down. Inductor starts a pool of as many worker
         processes as the child has cores before it compiles; where the compile is short (its

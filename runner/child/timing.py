@@ -270,8 +270,9 @@ def measure(
     of the stack after it is measured, then may run untimed runs of their own. `watch` (the
     cores) and `device_watch` (the card) span the timed runs; `pulse`, when given, is read
     after each timed run of the stack, outside its timing (the host's speed meanwhile).
-    A `core_picker` pins this thread to a fast core for the timed runs, and gives it its
-    cores back after them; with `pulse`, a run after which the pulse reads slow is discarded
+    A `core_picker` pins this thread to a fast core for the cold start (after the stack's
+    background work has started on all the cores) and again for the timed runs, and gives
+    it its cores back after them; with `pulse`, a run after which the pulse reads slow is discarded
     and run again on a newly picked core (at most `repeat` such runs; `summary.redone_runs`
     keeps them), and once none may be, the next run starts on a newly picked core.
     """
@@ -295,6 +296,12 @@ def measure(
                                                    max(settings.warmup, 1))
         timing.reference_peak_device_memory = reference.peak_device_memory_bytes()
     prepared.reset_peak_device_memory()
+    if core_picker is not None:
+        # Inductor tunes each kernel at its first call by timing its configurations with the
+        # host's launching inside the timing; on a core running at half speed it keeps slower
+        # ones (docs/timing.md, "The cold start on the fastest core").
+        prepared.start_background_work()
+        core_picker.pick()
     timing.warmup_times, timing.cold_run = warm_up(
         prepared, inputs, settings.warmup, min(iterations, settings.warmup))
     timing.peak_device_memory = prepared.peak_device_memory_bytes()

@@ -1,5 +1,6 @@
-"""The torch runtime's prepared model (backends/runtimes/torch_device.py): settling after the
-warm-up stops inductor's compile workers, which would otherwise share the timed runs' cores."""
+"""The torch runtime's prepared model (backends/runtimes/torch_device.py): inductor's compile
+workers start on the child's cores before its main thread is pinned for the cold start, and
+settling after the warm-up stops them, as they would otherwise share the timed runs' cores."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from tests.fixtures.compiled_graphs import (compiled_training_graphs, model_grap
                                             output_shapes)
 
 
-def linear_model() -> TorchPreparedModel:
+def linear_model(dynamo: str = "inductor") -> TorchPreparedModel:
     bench = BenchmarkModel("linear", torch.nn.Linear(4, 4),
                            lambda seed: ModelInputs((torch.randn(2, 4),), {}), None, 2)
-    experiment = ExperimentConfig("cpu", None, "inductor", None, "eval")
+    experiment = ExperimentConfig("cpu", None, dynamo, None, "eval")
     return TorchPreparedModel(bench, experiment, torch.device("cpu"))
 
 
@@ -46,6 +47,33 @@ def test_settle_shuts_down_the_compile_workers_still_starting():
         assert new_children(known) == []
     finally:
         shutdown_compile_workers()
+
+
+@pytest.mark.e2e
+def test_compile_workers_started_early_keep_every_core_of_the_pinned_thread():
+    import os
+
+    from torch._inductor.async_compile import get_compile_threads, shutdown_compile_workers
+
+    cores = sorted(os.sched_getaffinity(0))
+    if get_compile_threads() <= 1 or len(cores) < 2:
+        pytest.skip("needs two cores and inductor's compile workers")
+    known = {child.pid for child in psutil.Process().children(recursive=True)}
+    try:
+        linear_model().start_background_work()
+        workers = new_children(known)
+        assert workers, "the compile worker pool did not start"
+        os.sched_setaffinity(0, {cores[0]})  # as the core picker pins the cold start's thread
+        assert all(sorted(worker.cpu_affinity()) == cores for worker in workers)
+    finally:
+        os.sched_setaffinity(0, set(cores))
+        shutdown_compile_workers()
+
+
+def test_no_compile_workers_start_early_for_eager():
+    known = {child.pid for child in psutil.Process().children(recursive=True)}
+    linear_model(dynamo=None).start_background_work()
+    assert new_children(known) == []
 
 
 def test_settle_without_inductor_loaded_does_nothing(monkeypatch):

@@ -28,10 +28,12 @@ def timed(model, iter_fn, inputs, return_result=False):
 
 def main(output):
     import json
+    at_start = sorted(os.sched_getaffinity(0))
     inside = [timed(None, None, None) for _ in range(3)]
     outside = sorted(os.sched_getaffinity(0))
     with open(output, "w") as file:
-        json.dump({"inside": inside, "outside": outside, "name": timed.__name__}, file)
+        json.dump({"at_start": at_start, "inside": inside, "outside": outside,
+                   "name": timed.__name__}, file)
 '''
 
 # Stands in for huggingface.py: imports common the way the harness does, then runs.
@@ -78,6 +80,36 @@ def test_the_core_is_picked_once_and_again_only_after_a_slow_pulse():
         in watched.summary()
 
 
+def test_the_core_is_picked_at_the_start_and_again_at_the_first_timed_run():
+    pulses = iter([
+        0.5, 0.5, 1.0, 1.0,   # the start's scan: core 0 the faster
+        1.0, 1.0, 0.5, 0.5,   # the first timed run's scan: core 1 now
+        0.55, 0.55,           # after runs 1 and 2
+    ])
+    pinned = []
+    picker = CorePicker((0, 1), pulse=lambda: next(pulses), pin=pinned.append)
+    watched = FastCoreTimedRuns(picker, pulse=lambda: next(pulses))
+    watched.start()
+    assert pinned[-1] == (0,)  # the warm-up and compile run on the fastest core
+    for _ in range(2):
+        watched.before()
+        watched.after()
+    assert [pick["core"] for pick in picker.picks] == [0, 1]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--performance", "--backend", "inductor", "--only", "x"], True),
+    (["--backend=inductor"], True),
+    (["--inductor", "--training"], True),
+    (["--backend", "eager"], False),
+    (["--only", "inductor"], False),
+])
+def test_the_compile_workers_start_early_only_for_inductor(argv, expected):
+    from benchmarks.harness_on_fast_core import compiles_with_inductor
+
+    assert compiles_with_inductor(argv) is expected
+
+
 @pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pick from")
 def test_each_timed_run_starts_on_one_core_of_the_set(fake_harness, tmp_path):
@@ -90,10 +122,11 @@ def test_each_timed_run_starts_on_one_core_of_the_set(fake_harness, tmp_path):
     every_core = sorted(os.sched_getaffinity(0))
     for count, cores in ran["inside"]:
         assert count == 1 and cores[0] in every_core
+    assert len(ran["at_start"]) == 1  # its warm-up (and compile) on the start's pick
     assert ran["name"] == "timed"  # the harness still sees its own function's name
     # How many picks depends on the host's pulses (a loaded host reads slow ones): the rule
     # is tested with given pulses above.
-    assert re.search(rf"3 timed runs, [1-3] picks of the fastest of {len(every_core)} cores",
+    assert re.search(rf"3 timed runs, [2-4] picks of the fastest of {len(every_core)} cores",
                      completed.stderr), completed.stderr
 
 

@@ -30,6 +30,9 @@ class CountingModel(PreparedModel):
     def sync_run(self, last_result):
         self.events.append(("sync", last_result))
 
+    def start_background_work(self):
+        self.events.append(("background", self.steps))
+
     def settle(self):
         self.events.append(("settle", self.steps))
 
@@ -255,6 +258,9 @@ class RecordingPicker:
 
     def pick(self):
         self.calls.append(("pick", self.prepared.steps))
+        self.background_started_at_first_pick = getattr(
+            self, "background_started_at_first_pick",
+            ("background", 0) in self.prepared.events)
 
     def slowed(self, pulse_ms):
         return pulse_ms > self.slow_above
@@ -268,13 +274,21 @@ class RecordingPicker:
         self.calls.append(("release", self.prepared.steps))
 
 
-def test_the_core_is_picked_before_the_timed_runs_and_given_back_after_them():
+def test_the_core_is_picked_for_the_cold_start_and_the_timed_runs_and_given_back_after():
     prepared = CountingModel()
     picker = RecordingPicker(prepared)
     measure(prepared, bench(), RunSettings(repeat=2, warmup=1, iterations_per_run=2),
             pulse=lambda: 0.5, core_picker=picker)
-    assert picker.calls == [("pick", 1), ("follow", 1 + 2, 0.5), ("follow", 1 + 4, 0.5),
-                            ("release", 1 + 4)]  # a pulse after each timed run
+    # Before the cold start (0 steps), again before the timed runs, a pulse after each run.
+    assert picker.calls == [("pick", 0), ("pick", 1), ("follow", 1 + 2, 0.5),
+                            ("follow", 1 + 4, 0.5), ("release", 1 + 4)]
+    assert picker.background_started_at_first_pick  # the compile workers got every core
+
+
+def test_without_a_core_picker_no_background_work_is_started_early():
+    prepared = CountingModel()
+    measure(prepared, bench(), RunSettings(repeat=1, warmup=1))
+    assert not any(event[0] == "background" for event in prepared.events)
 
 
 class RunCountingHooks(RunHooks):
@@ -296,7 +310,8 @@ def test_a_run_after_which_the_core_read_slow_is_run_again_on_a_new_core():
     assert len(timing.total_time) == 2 and len(timing.redone_per_iter_time) == 1
     assert timing.host_pulses == [0.6, 0.7]  # the kept runs' pulses
     assert prepared.steps == 3 and hooks.before == [0, 1]
-    assert [call[0] for call in picker.calls].count("pick") == 2  # the first, and the move
+    # the cold start's, the timed runs' first, and the move
+    assert [call[0] for call in picker.calls].count("pick") == 3
     assert timing.summary()["redone_runs"]["count"] == 1
     assert timing.summary()["timing_core"] == "fastest"
     assert measure(CountingModel(), bench(), RunSettings(repeat=1, warmup=0)).summary()[
