@@ -272,9 +272,10 @@ def measure(
     after each timed run of the stack, outside its timing (the host's speed meanwhile).
     A `core_picker` pins this thread to a fast core for the cold start (after the stack's
     background work has started on all the cores) and again for the timed runs, and gives
-    it its cores back after them; with `pulse`, a run after which the pulse reads slow is discarded
-    and run again on a newly picked core (at most `repeat` such runs; `summary.redone_runs`
-    keeps them), and once none may be, the next run starts on a newly picked core.
+    it its cores back after them; with `pulse`, a run after which the pulse reads slow is
+    discarded and run again on a newly picked core (at most `repeat` such runs;
+    `summary.redone_runs` keeps them), and once none may be, the next run starts on a newly
+    picked core.
     """
     hooks = hooks or RunHooks()
     seeds = input_seeds(settings, seed)
