@@ -212,10 +212,6 @@ class PreparedModel(ABC):
         """Metrics of the whole experiment (compile counts...)."""
         return {}
 
-    def release_cached_memory(self) -> None:
-        """Give the device memory the stack caches but no tensor holds back to the device
-        (before a warm-up, as PyTorch's harness does before each of its warm-ups)."""
-
     def reset_peak_device_memory(self) -> None:
         """Start counting the device's peak memory afresh (stacks that can tell it)."""
 

@@ -7,7 +7,6 @@ device, the wrapper and how they synchronize.
 
 from __future__ import annotations
 
-import gc
 import logging
 import sys
 import time
@@ -195,15 +194,6 @@ class TorchPreparedModel(PreparedModel):
         if self.training:
             result = {"loss": result, "gradients": self.gradients()}
         return to_cpu(result)
-
-    def release_cached_memory(self) -> None:
-        """Collect garbage, then empty CUDA's caching allocator: the compiled warm-up (where
-        inductor times its kernels, allocating a copy of each argument a kernel writes to)
-        starts from the allocator state the harness's does, not from the eager warm-up's
-        cached blocks."""
-        if self.device.type == "cuda":
-            gc.collect()
-            torch.cuda.empty_cache()
 
     def reset_peak_device_memory(self) -> None:
         if self.device.type == "cuda":

@@ -292,12 +292,10 @@ def measure(
     if reference is not None:
         reference_inputs = [reference.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
         reference_timer = reference.device_timer() if settings.pure_wall_time else None
-        reference.release_cached_memory()
         reference.reset_peak_device_memory()
         timing.reference_warmup_times, _ = warm_up(reference, reference_inputs,
                                                    max(settings.warmup, 1))
         timing.reference_peak_device_memory = reference.peak_device_memory_bytes()
-    prepared.release_cached_memory()
     prepared.reset_peak_device_memory()
     if core_picker is not None:
         # Inductor tunes each kernel at its first call by timing its configurations with the
