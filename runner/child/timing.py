@@ -300,7 +300,7 @@ def measure(
     if core_picker is not None:
         # Inductor tunes each kernel at its first call by timing its configurations with the
         # host's launching inside the timing; on a core running at half speed it keeps slower
-        # ones (docs/timing.md, "The cold start on the fastest core").
+        # ones (docs/timing.md, "The cold start on the fastest core too").
         prepared.start_background_work()
         core_picker.pick()
     timing.warmup_times, timing.cold_run = warm_up(
