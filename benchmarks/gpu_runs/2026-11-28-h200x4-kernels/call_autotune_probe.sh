@@ -24,4 +24,4 @@ run hB harness 2 $((2*q))-$((3*q-1)) $d/cases_B.txt &
 run oB ours 3 $((3*q))-$((c-1)) $d/cases_B.txt &
 wait
 tar czf $OUT/$name.tgz -C /tmp $name
-for f in hA oA hB oB; do echo "== $f"; grep -rh "AUTOTUNE-PROBE" $d/$f | grep -v "mutated=-" | head -12; done
+for f in hA oA hB oB; do echo "== $f"; grep -rh "AUTOTUNE-PROBE " $d/$f | grep -v "mutated=-" | head -12; grep -rh "AUTOTUNE-PROBE-BENCH" $d/$f | grep -v "num_device_alloc=0 " | head -5; done

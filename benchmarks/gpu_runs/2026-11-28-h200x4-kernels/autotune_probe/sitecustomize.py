@@ -10,6 +10,10 @@ of being cloned on the card (CachingAutotuner.copy_args_to_cpu_if_needed).
 
 (one line each), with the process's state around the tuning that could lengthen the host's
 part of each timed call: whether autocast and grad mode are on, and the Python heap's size.
+Each candidate's timing gets a line too (AUTOTUNE-PROBE-BENCH: its result, the wall time of
+the whole timing, and how many times CUDA's caching allocator went to the driver for memory,
+freed memory back, or retried meanwhile: a clone that cannot reuse a cached block pays
+cudaMalloc and cudaFree inside every timed call).
 
 Loaded lazily: the autotuner's module is patched right after it is first imported, so that
 processes that never tune (pip, compile workers) are left alone."""
@@ -44,7 +48,31 @@ def _patch(module):
               f"gc_objects={len(gc.get_objects())}", file=sys.stderr, flush=True)
         return copies
 
+    bench = tuner.bench
+
+    def timed_bench(self, launcher, *args, **kwargs):
+        import time
+
+        import torch
+
+        if not torch.cuda.is_available():
+            return bench(self, launcher, *args, **kwargs)
+        before = torch.cuda.memory_stats()
+        started = time.perf_counter()
+        result = bench(self, launcher, *args, **kwargs)
+        wall = time.perf_counter() - started
+        after = torch.cuda.memory_stats()
+        moved = {key: after.get(key, 0) - before.get(key, 0)
+                 for key in ("num_device_alloc", "num_device_free", "num_alloc_retries",
+                             "allocation.all.allocated", "num_sync_all_streams")}
+        kernel = self.inductor_meta.get("kernel_name", getattr(self.fn, "__name__", "?"))
+        print(f"AUTOTUNE-PROBE-BENCH kernel={kernel} config={launcher.config} ms={result} "
+              f"wall_s={wall:.4f} " + " ".join(f"{key}={value}" for key, value in moved.items()),
+              file=sys.stderr, flush=True)
+        return result
+
     tuner.copy_args_to_cpu_if_needed = copy_args_to_cpu_if_needed
+    tuner.bench = timed_bench
     tuner._autotune_probe = True
 
 
