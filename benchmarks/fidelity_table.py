@@ -23,6 +23,10 @@ in OUT_DIR; a CSV with the same figures as one already read is the same run, cop
 resuming call, and counts once). Rows it ran again get the harness's runs (compiled latency
 and speedup, OUT_DIR's first) and their spread, and the rows that disagree are counted again
 against the range of the harness's own runs: whether ours lies within it, on both figures.
+A row that disagrees also says how many of the harness's runs compiled afresh: a run whose
+compile (`_compile.compile_inner` of the compilation-metrics CSV beside its CSV) took under
+half the row's longest reused an earlier run's compile from the host's inductor cache, and
+with it inductor's tuning of the kernels, so it repeats that tuning's figure.
 
 --ours-again DIR (repeatable): folders where our runner ran cases again (every
 ours/results.jsonl under DIR, as fidelity.sh writes them in OUT_DIR). Rows it ran again get
@@ -46,24 +50,64 @@ sys.path.insert(0, str(ROOT))
 from core.results_file import read_results  # noqa: E402
 
 AGREEMENT = 0.05
+#: A harness run whose compile took under this share of the row's longest compile reused an
+#: earlier run's (the host's inductor cache keeps it across runs, --cold-start-latency or not).
+REUSED_COMPILE_SHARE = 0.5
+#: The harness's compile time, in its compilation-metrics CSV.
+COMPILE_COLUMN = "_compile.compile_inner"
 #: Where fidelity.sh writes our results under its OUT_DIR.
 OUR_RESULTS = Path("ours") / "results.jsonl"
 
 
-def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test: str):
-    for name in (f"peer-{suite}-{model}-{precision}-{mode}-{test}.csv",
-                 f"peer-{suite}-{model}-{precision}-{mode}.csv" if test == "eval" else None):
-        path = out / name if name else None
+def peer_csv_rows(out: Path, suite: str, model: str, precision: str, mode: str, test: str,
+                  suffix: str = "") -> Optional[list[dict]]:
+    """The model's rows of the harness's CSV of the case (`suffix` before `.csv` names a
+    companion, such as `_compilation_metrics`), or None without one."""
+    for stem in (f"peer-{suite}-{model}-{precision}-{mode}-{test}",
+                 f"peer-{suite}-{model}-{precision}-{mode}" if test == "eval" else None):
+        path = out / f"{stem}{suffix}.csv" if stem else None
         if path is None or not path.exists():
             continue
         # The harness names some timm models name.tag.
-        rows = [row for row in csv.DictReader(path.open())
+        return [row for row in csv.DictReader(path.open())
                 if (row.get("name") or "").split(".")[0] == model]
-        try:
-            return rows[-1] if rows and float(rows[-1]["speedup"]) > 0 else None
-        except (KeyError, ValueError):
-            return None
     return None
+
+
+def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test: str):
+    rows = peer_csv_rows(out, suite, model, precision, mode, test)
+    try:
+        return rows[-1] if rows and float(rows[-1]["speedup"]) > 0 else None
+    except (KeyError, ValueError):
+        return None
+
+
+def peer_compile_seconds(out: Path, case: tuple[str, ...]) -> Optional[float]:
+    """The harness's compile time of the case in `out` (its compilation-metrics CSV), or None
+    where it has none."""
+    suite, model, _, precision, mode, test = case
+    rows = peer_csv_rows(out, suite, model, precision, mode, test, "_compilation_metrics")
+    try:
+        return float(rows[-1][COMPILE_COLUMN]) if rows else None
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def harness_fresh_compiles(folders: list[Path], case: tuple[str, ...]) -> tuple[int, int]:
+    """Of the harness's runs of the case in `folders` (counted as harness_runs counts them),
+    how many compiled afresh, and how many have a compile time at all."""
+    suite, model, _, precision, mode, test = case
+    seconds: dict[tuple[float, float], Optional[float]] = {}
+    for folder in folders:
+        row = peer_row(folder, suite, model, precision, mode, test)
+        if row:
+            seconds.setdefault((float(row["abs_latency"]), float(row["speedup"])),
+                               peer_compile_seconds(folder, case))
+    known = [value for value in seconds.values() if value is not None]
+    if not known:
+        return 0, 0
+    longest = max(known)
+    return sum(value >= REUSED_COMPILE_SHARE * longest for value in known), len(known)
 
 
 def our_line(lines: list[dict], model: str, batch: str, precision: str, mode: str,
@@ -160,9 +204,11 @@ def is_host_bound(line: Optional[dict]) -> bool:
     return bool((line or {}).get("summary", {}).get("host_bound"))
 
 
-def evidence(line: Optional[dict], theirs: list[tuple[float, float]]) -> str:
+def evidence(line: Optional[dict], theirs: list[tuple[float, float]],
+             fresh: tuple[int, int] = (0, 0)) -> str:
     """What our line and the harness's runs say about a row that disagrees: host-bound or
-    not, our processes' spread and timing variation, the range of the harness's runs."""
+    not, our processes' spread and timing variation, the range of the harness's runs and
+    how many of them compiled afresh (`fresh`: afresh, with a compile time)."""
     summary = (line or {}).get("summary", {})
     parts = []
     fraction = summary.get("host_bound_fraction")
@@ -182,6 +228,12 @@ def evidence(line: Optional[dict], theirs: list[tuple[float, float]]) -> str:
         speedups = [speedup for _, speedup in theirs]
         parts.append(f"the harness's {len(theirs)} runs {min(latencies):.2f}-"
                      f"{max(latencies):.2f} ms, {min(speedups):.2f}-{max(speedups):.2f}x")
+        afresh, timed = fresh
+        if timed > 1 and afresh == timed:
+            parts.append(f"all {timed} with a compile time compiled afresh")
+        elif timed > 1:
+            parts.append(f"{afresh} of the {timed} with a compile time compiled afresh (the "
+                         "others reused an earlier run's compile and tuning)")
     return "; ".join(parts) or "no more figures"
 
 
@@ -248,7 +300,8 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
                 host_bound[1] += 1
             if not agreed:
                 disagreeing.append(f"{model} {test}: {latency_d:+.1%}, {speedup_d:+.1%}; "
-                                   + evidence(ours, theirs))
+                                   + evidence(ours, theirs,
+                                              harness_fresh_compiles([folder, *again], case)))
         else:
             cells += ["-", "-"]
         flops = ((ours or {}).get("workload") or {}).get("flops_per_iteration")

@@ -205,3 +205,37 @@ def test_rows_that_disagree_are_listed_with_what_the_lines_show(tmp_path, capsys
     row = next(line for line in out.splitlines() if line.startswith("| mobilenetv2_100 | train"))
     assert "| 23.00 ms, 1.30x; 19.00 ms, 1.60x | 21.1% |" in row
     assert "mobilenetv2_100 eval:" not in out
+
+
+def test_a_row_that_disagrees_says_how_many_harness_runs_compiled_afresh(tmp_path, capsys):
+    # The harness's later runs on a host reuse its first run's compile from the inductor
+    # cache (seconds instead of tens), and so its kernels' tuning: they repeat one figure.
+    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    metrics_header = "dev,name,batch_size,_compile.compile_inner,compile_attempt_0\n"
+    name = "peer-timm-mobilenetv2_100-amp-default-eval"
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "results.jsonl").write_text(
+        json.dumps(our_line("eval", 0.010, 2.0, 10**11)) + "\n")  # compiled 5.0 ms, 2.00x
+    folders = [tmp_path, tmp_path / "again0", tmp_path / "again1"]
+    for folder, (latency, compile_s) in zip(folders, [(4.0, 12.1), (4.1, 2.2), (3.9, 11.5)]):
+        folder.mkdir(exist_ok=True)
+        (folder / f"{name}.csv").write_text(
+            header + f"cuda,mobilenetv2_100,128,2.5,{latency},1,0\n")
+        (folder / f"{name}_compilation_metrics.csv").write_text(
+            metrics_header + f"cuda,mobilenetv2_100,128,{compile_s},{compile_s}\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 128 amp default eval\n")
+    assert fidelity_table.main(tmp_path, cases, folders[1:]) == 0
+    out = capsys.readouterr().out
+    assert ("the harness's 3 runs 3.90-4.10 ms, 2.50-2.50x; 2 of the 3 with a compile time "
+            "compiled afresh (the others reused an earlier run's compile and tuning)") in out
+    # Every run compiling afresh is said so.
+    (folders[1] / f"{name}_compilation_metrics.csv").write_text(
+        metrics_header + "cuda,mobilenetv2_100,128,11.8,11.8\n")
+    assert fidelity_table.main(tmp_path, cases, folders[1:]) == 0
+    assert "; all 3 with a compile time compiled afresh" in capsys.readouterr().out
+    # Without compilation metrics nothing is claimed about the runs' compiles.
+    for folder in folders:
+        (folder / f"{name}_compilation_metrics.csv").unlink()
+    assert fidelity_table.main(tmp_path, cases, folders[1:]) == 0
+    assert "compiled afresh" not in capsys.readouterr().out
