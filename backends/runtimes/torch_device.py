@@ -19,7 +19,7 @@ from backends.base import DeviceTimer, PreparedModel
 from core.host import cpu_model_name
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig
-from backends.runtimes.precision import amp_dtype, autocast, cast_floating, parameter_dtype
+from backends.runtimes.precision import amp_dtype, cast_floating, parameter_dtype
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +94,11 @@ class TorchPreparedModel(PreparedModel):
         wrap: Optional[Callable[[torch.nn.Module], Callable]] = None,
         compile_iteration: Optional[Callable[[Callable], Callable]] = None,
     ) -> None:
-        """`wrap` wraps the module (inference, and training without `compile_iteration`);
-        `compile_iteration` compiles the whole training iteration instead, as PyTorch's
-        harness compiles its forward_and_backward_pass: forward and loss, the backward that
-        follows the graph break, and the optimizer's step (zeroing the gradients stays out)."""
+        """`wrap` wraps the module (where there is no `compile_iteration`);
+        `compile_iteration` compiles the whole iteration instead, as PyTorch's harness
+        compiles its forward_pass (inference: the forward under autocast) and its
+        forward_and_backward_pass (training: forward and loss, the backward that follows the
+        graph break, and the optimizer's step; zeroing the gradients stays out)."""
         self.bench = bench
         self.experiment = experiment
         self.device = device
@@ -111,10 +112,12 @@ class TorchPreparedModel(PreparedModel):
         self.parameters = [p for p in self.module.parameters() if p.requires_grad]
         settings = optimizer_settings(experiment.optimizer_in_effect(), bench.harness_optimizer)
         self.optimizer = make_optimizer(settings, self.parameters) if settings else None
-        whole_iteration = self.training and compile_iteration is not None
+        whole_iteration = compile_iteration is not None
         self.callable = wrap(self.module) if wrap and not whole_iteration else self.module
-        self.train_iteration = (compile_iteration(self._train_iteration) if whole_iteration
-                                else self._train_iteration)
+        self.train_iteration = (compile_iteration(self._train_iteration)
+                                if whole_iteration and self.training else self._train_iteration)
+        self.eval_iteration = (compile_iteration(self._eval_iteration)
+                               if whole_iteration and not self.training else self._eval_iteration)
 
     def inputs_to_device(self, inputs: ModelInputs) -> ModelInputs:
         return ModelInputs(
@@ -123,14 +126,22 @@ class TorchPreparedModel(PreparedModel):
             targets=cast_floating(inputs.targets, self.device, self.dtype),
         )
 
-    def _autocast(self):
-        return autocast(self.device.type, self.autocast_dtype)
-
     def step(self, device_inputs: ModelInputs) -> Any:
         if not self.training:
-            with torch.no_grad(), self._autocast():
-                return call_module(self.callable, device_inputs)
+            with torch.no_grad():
+                return self.eval_iteration(device_inputs)
         return self.train_iteration(device_inputs)
+
+    def _eval_iteration(self, device_inputs: ModelInputs) -> Any:
+        """The forward under autocast. Compiled whole where the stack compiles iterations, as
+        PyTorch's harness compiles its forward_pass: autocast is then part of the graph, and
+        a call runs dynamo's frame and the graph without entering autocast or the model's
+        nn.Module call machinery first (benchmarks/call_overhead.py)."""
+        if self.autocast_dtype is None:
+            return call_module(self.callable, device_inputs)
+        # torch.autocast made in this frame, so that dynamo traces it (see _train_iteration).
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype):
+            return call_module(self.callable, device_inputs)
 
     @torch._disable_dynamo(recursive=True)
     def _zero_grad(self) -> None:

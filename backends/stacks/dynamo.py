@@ -106,10 +106,11 @@ class DynamoStack(Stack):
 
             return replay
 
-        # Inference compiles the module; training compiles the whole iteration (forward,
-        # loss, backward, optimizer step), as PyTorch's harness compiles its model_iter_fn.
+        # The whole iteration is compiled, as PyTorch's harness compiles its model_iter_fn:
+        # inference the forward under autocast, training forward, loss, backward and the
+        # optimizer's step.
         return TorchPreparedModel(
-            bench, experiment, torch.device(experiment.accelerator), wrap=compile_function,
+            bench, experiment, torch.device(experiment.accelerator),
             compile_iteration=compile_function,
         )
 

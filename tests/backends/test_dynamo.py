@@ -110,3 +110,42 @@ def test_an_eager_sweep_that_trains_preloads_dynamo_for_all_its_eager_children()
     assert eager.preload_in({eager.preload_for(evaluation)}) == ("torch",)
     compiled = ExperimentConfig("cpu", None, "inductor", None, "train")
     assert eager.preload_in(trains | {dynamo.preload_for(compiled)}) == dynamo.preload
+
+
+def recorded_eval_graphs(precision: str) -> tuple[list, object]:
+    """The graphs dynamo hands a backend for the builtin cnn's eval step, and the prepared
+    model, as a timing child prepares it on the CPU."""
+    from backends.stacks.dynamo import STACK
+    from core.config import RunSettings
+    from models import get_suite
+
+    graphs = []
+
+    def recording(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    name = f"test_dynamo_recorder_{precision}"
+    torch._dynamo.register_backend(recording, name=name)
+    experiment = ExperimentConfig("cpu", None, name, None, "eval", precision=precision)
+    bench = get_suite("builtin").load("cnn", "eval", 2, seed=experiment.seed)
+    prepared = STACK.prepare(bench, experiment, RunSettings())
+    inputs = prepared.inputs_to_device(bench.make_inputs(experiment.seed))
+    for _ in range(3):
+        output = prepared.step(inputs)
+    assert output.dtype == (torch.bfloat16 if precision == "amp" else torch.float32)
+    return graphs, prepared
+
+
+@pytest.mark.parametrize("precision, autocast_inside", [("amp", True), ("fp32", False)])
+def test_inference_compiles_the_forward_under_autocast_as_one_frame(precision, autocast_inside):
+    # As PyTorch's harness compiles its forward_pass: autocast is traced into the graph and
+    # the module is called inside the compiled frame, so a call enters neither autocast nor
+    # the model's nn.Module call machinery before dynamo's frame (benchmarks/call_overhead.py).
+    torch._dynamo.reset()
+    graphs, prepared = recorded_eval_graphs(precision)
+    assert len(graphs) == 1  # compiled once, then reused
+    entered = [node for node in graphs[0].graph.nodes if "_enter_autocast" in str(node.target)]
+    assert bool(entered) is autocast_inside
+    assert isinstance(prepared.callable, torch.nn.Module)
+    assert not isinstance(prepared.callable, torch._dynamo.eval_frame.OptimizedModule)
