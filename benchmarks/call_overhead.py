@@ -69,7 +69,8 @@ def callables(suite_name: str, model_name: str, batch_size: int
     return module_step, lambda: prepared.step(inputs)
 
 
-def median_microseconds(step: Callable[[], Any], calls: int) -> list[float]:
+def call_microseconds(step: Callable[[], Any], calls: int) -> list[float]:
+    """The time of each of `calls` calls of `step`, in microseconds."""
     times = []
     for _ in range(calls):
         started = time.perf_counter()
@@ -87,7 +88,7 @@ def measure(steps: tuple[Callable[[], Any], Callable[[], Any]], calls: int,
     samples: tuple[list[float], list[float]] = ([], [])
     for _ in range(rounds):
         for step, sample in zip(steps, samples):
-            sample.extend(median_microseconds(step, calls))
+            sample.extend(call_microseconds(step, calls))
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 

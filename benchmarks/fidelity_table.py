@@ -42,7 +42,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -93,17 +93,10 @@ def peer_compile_seconds(out: Path, case: tuple[str, ...]) -> Optional[float]:
         return None
 
 
-def harness_fresh_compiles(folders: list[Path], case: tuple[str, ...]) -> tuple[int, int]:
-    """Of the harness's runs of the case in `folders` (counted as harness_runs counts them),
-    how many compiled afresh, and how many have a compile time at all."""
-    suite, model, _, precision, mode, test = case
-    seconds: dict[tuple[float, float], Optional[float]] = {}
-    for folder in folders:
-        row = peer_row(folder, suite, model, precision, mode, test)
-        if row:
-            seconds.setdefault((float(row["abs_latency"]), float(row["speedup"])),
-                               peer_compile_seconds(folder, case))
-    known = [value for value in seconds.values() if value is not None]
+def fresh_compiles(compile_seconds: Iterable[Optional[float]]) -> tuple[int, int]:
+    """Of runs with these compile times (None: unknown), how many compiled afresh, and how
+    many have a compile time at all."""
+    known = [value for value in compile_seconds if value is not None]
     if not known:
         return 0, 0
     longest = max(known)
@@ -147,16 +140,22 @@ def read_cases(cases: Path) -> list[tuple[str, ...]]:
     return found
 
 
-def harness_runs(first: Optional[dict], again: list[Path],
-                 case: tuple[str, ...]) -> list[tuple[float, float]]:
-    """The harness's (compiled latency in ms, speedup) of each run of the case: `first`,
-    OUT_DIR's row, then each --harness-again folder's that has one. A row met again with the
-    same figures is the same run (a call that resumed an earlier one copied its CSV) and
-    counts once."""
+def harness_runs(first: Optional[dict], folder: Path, again: list[Path],
+                 case: tuple[str, ...]) -> dict[tuple[float, float], Optional[float]]:
+    """The harness's runs of the case, each (compiled latency in ms, speedup) with its
+    compile time in seconds (None where its folder has no compilation metrics): `first`,
+    the row of `folder`, then each --harness-again folder's that has one. A row met again
+    with the same figures is the same run (a call that resumed an earlier one copied its
+    CSV) and counts once."""
     suite, model, _, precision, mode, test = case
-    rows = [first, *(peer_row(folder, suite, model, precision, mode, test) for folder in again)]
-    runs = [(float(row["abs_latency"]), float(row["speedup"])) for row in rows if row]
-    return list(dict.fromkeys(runs))
+    runs: dict[tuple[float, float], Optional[float]] = {}
+    rows = [(folder, first),
+            *((path, peer_row(path, suite, model, precision, mode, test)) for path in again)]
+    for source, row in rows:
+        if row:
+            runs.setdefault((float(row["abs_latency"]), float(row["speedup"])),
+                            peer_compile_seconds(source, case))
+    return runs
 
 
 def lines_under(folder: Path) -> list[dict]:
@@ -272,7 +271,8 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         rows_from[folder] += bool(peer and ours)
         cells = [model, test, batch, precision, mode]
         figures = our_figures(ours)
-        theirs = harness_runs(peer, again, case)
+        runs = harness_runs(peer, folder, again, case)
+        theirs = list(runs)
         if peer:
             speedup, latency = float(peer["speedup"]), float(peer["abs_latency"])
             cells += [f"{latency * speedup:.2f} ms", f"{latency:.2f} ms", f"{speedup:.2f}x"]
@@ -300,8 +300,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
                 host_bound[1] += 1
             if not agreed:
                 disagreeing.append(f"{model} {test}: {latency_d:+.1%}, {speedup_d:+.1%}; "
-                                   + evidence(ours, theirs,
-                                              harness_fresh_compiles([folder, *again], case)))
+                                   + evidence(ours, theirs, fresh_compiles(runs.values())))
         else:
             cells += ["-", "-"]
         flops = ((ours or {}).get("workload") or {}).get("flops_per_iteration")

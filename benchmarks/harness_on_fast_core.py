@@ -85,24 +85,18 @@ def compiles_with_inductor(argv: list[str]) -> bool:
                for flag, value in zip(argv, argv[1:]))
 
 
-def start_compile_workers() -> None:
-    """Inductor's compile worker pool, started as inductor starts it at its first compile."""
-    try:
-        from torch._inductor.async_compile import maybe_warm_pool
-    except ImportError:  # a torch without it starts its pool at the compile
-        return
-    maybe_warm_pool()
-
-
-def load_timed_runs() -> FastCoreTimedRuns:
-    """Our runner's core picker and host pulse over this process's CPUs, imported without
-    leaving the project on the harness's import path (its folder has modules of its own)."""
+def load_timed_runs() -> tuple[FastCoreTimedRuns, Callable[[], None]]:
+    """Our runner's core picker and host pulse over this process's CPUs, and our starter of
+    inductor's compile workers, imported without leaving the project on the harness's import
+    path (its folder has modules of its own)."""
     sys.path.insert(0, str(ROOT))
     try:
+        from backends.runtimes.torch_device import start_inductor_compile_workers
         from runner.child.reference import CorePicker, host_pulse
     finally:
         sys.path.remove(str(ROOT))
-    return FastCoreTimedRuns(CorePicker(tuple(sorted(os.sched_getaffinity(0)))), host_pulse)
+    watched = FastCoreTimedRuns(CorePicker(tuple(sorted(os.sched_getaffinity(0)))), host_pulse)
+    return watched, start_inductor_compile_workers
 
 
 def pin_timed_runs(common, watched: FastCoreTimedRuns) -> None:
@@ -129,7 +123,7 @@ def main(argv: list[str]) -> int:
         print(f"no harness script at {argv[0]}", file=sys.stderr)
         return 2
     sys.path.insert(0, str(script.parent))
-    watched = load_timed_runs()
+    watched, start_compile_workers = load_timed_runs()
     import common  # the harness's own, from its folder; its scripts import this same module
 
     pin_timed_runs(common, watched)

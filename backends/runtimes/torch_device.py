@@ -83,6 +83,16 @@ def call_module(module: Callable, inputs: ModelInputs) -> Any:
     return module(*inputs.args, **inputs.kwargs)
 
 
+def start_inductor_compile_workers() -> None:
+    """Inductor's compile worker pool, started as inductor starts it at its first compile
+    (benchmarks/harness_on_fast_core.py starts the harness's with this too)."""
+    try:
+        from torch._inductor.async_compile import maybe_warm_pool
+    except ImportError:  # a torch without it starts its pool at the compile
+        return
+    maybe_warm_pool()
+
+
 class TorchPreparedModel(PreparedModel):
     """A torch module on `device`, called through `wrap(module)`."""
 
@@ -168,13 +178,8 @@ class TorchPreparedModel(PreparedModel):
         compile: a process inherits the CPUs of the thread that starts it, and the child's
         main thread is about to be pinned to one core for the cold start (where inductor
         times its kernels' configurations)."""
-        if self.experiment.dynamo != "inductor":
-            return
-        try:
-            from torch._inductor.async_compile import maybe_warm_pool
-        except ImportError:  # a torch without it starts its pool at the compile
-            return
-        maybe_warm_pool()
+        if self.experiment.dynamo == "inductor":
+            start_inductor_compile_workers()
 
     def settle(self) -> None:
         """Shut inductor's compile workers down. Inductor starts a pool of as many worker
