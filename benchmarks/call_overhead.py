@@ -48,7 +48,6 @@ def callables(suite_name: str, model_name: str, batch_size: int
     as our stack did before; and the step of our stack's prepared model."""
     import torch
 
-    from backends.runtimes.precision import autocast
     from backends.stacks.dynamo import STACK
     from core.config import ExperimentConfig, RunSettings
     from models import get_suite
@@ -63,7 +62,8 @@ def callables(suite_name: str, model_name: str, batch_size: int
     compiled_module = torch.compile(prepared.module, backend=replay_backend)
 
     def module_step():
-        with torch.no_grad(), autocast("cpu", prepared.autocast_dtype):
+        with torch.no_grad(), torch.autocast("cpu", dtype=prepared.autocast_dtype,
+                                             enabled=prepared.autocast_dtype is not None):
             return compiled_module(*inputs.args, **inputs.kwargs)
 
     return module_step, lambda: prepared.step(inputs)

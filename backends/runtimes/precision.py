@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING, Any, Optional
 
 import torch
@@ -27,15 +26,6 @@ def amp_dtype(precision: str, accelerator: str, override: Optional[str]) -> Opti
     if override:
         return _AMP_DTYPES[override]
     return torch.float16 if accelerator == "cuda" else torch.bfloat16
-
-
-def autocast(device_type: str, dtype: Optional[torch.dtype]):
-    """An autocast context for `device_type`, or a no-op when dtype is None. For use outside
-    compiled frames: inside one, make torch.autocast in the frame itself, or dynamo leaves
-    the returned context out of its graph (TorchPreparedModel._train_iteration)."""
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device_type, dtype=dtype)
 
 
 def cast_floating(value: Any, device: Any, dtype: torch.dtype) -> Any:

@@ -122,12 +122,9 @@ class TorchPreparedModel(PreparedModel):
         self.parameters = [p for p in self.module.parameters() if p.requires_grad]
         settings = optimizer_settings(experiment.optimizer_in_effect(), bench.harness_optimizer)
         self.optimizer = make_optimizer(settings, self.parameters) if settings else None
-        whole_iteration = compile_iteration is not None
-        self.callable = wrap(self.module) if wrap and not whole_iteration else self.module
-        self.train_iteration = (compile_iteration(self._train_iteration)
-                                if whole_iteration and self.training else self._train_iteration)
-        self.eval_iteration = (compile_iteration(self._eval_iteration)
-                               if whole_iteration and not self.training else self._eval_iteration)
+        self.callable = wrap(self.module) if wrap and compile_iteration is None else self.module
+        iteration = self._train_iteration if self.training else self._eval_iteration
+        self.iteration = compile_iteration(iteration) if compile_iteration else iteration
 
     def inputs_to_device(self, inputs: ModelInputs) -> ModelInputs:
         return ModelInputs(
@@ -137,17 +134,17 @@ class TorchPreparedModel(PreparedModel):
         )
 
     def step(self, device_inputs: ModelInputs) -> Any:
-        if not self.training:
-            with torch.no_grad():
-                return self.eval_iteration(device_inputs)
-        return self.train_iteration(device_inputs)
+        if self.training:
+            return self.iteration(device_inputs)
+        with torch.no_grad():
+            return self.iteration(device_inputs)
 
     def _eval_iteration(self, device_inputs: ModelInputs) -> Any:
         """The forward under autocast. Compiled whole where the stack compiles iterations, as
         PyTorch's harness compiles its forward_pass: autocast is then part of the graph, and
         a call runs dynamo's frame and the graph without entering autocast or the model's
         nn.Module call machinery first (benchmarks/call_overhead.py)."""
-        if self.autocast_dtype is None:
+        if self.autocast_dtype is None:  # no autocast in the graph, as the harness's nullcontext
             return call_module(self.callable, device_inputs)
         # torch.autocast made in this frame, so that dynamo traces it (see _train_iteration).
         with torch.autocast(self.device.type, dtype=self.autocast_dtype):
