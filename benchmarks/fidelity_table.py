@@ -13,7 +13,7 @@ table for docs/fidelity.md, then how many rows agree within 5% on compiled laten
 speedup (and by test, where the cases hold more than one), and the card and versions our
 lines recorded.
 
---also DIR (repeatable): more fidelity.sh output folders (other calls or sessions) for the
+--also DIR (repeatable): more fidelity.sh output folders (other runs) for the
 cases OUT_DIR lacks: a case is taken from the first folder, OUT_DIR first, that holds both
 tools' figures for it, so that each row stays one side-by-side pair; the table then says how
 many rows came from each folder, and the cards line covers every folder a row came from.
