@@ -1,12 +1,12 @@
 """How long `report`, `compare` and `score` take on a large results file, and their memory.
 
-The file is a year of nightly runs of the dashboard's models, as issue 14 sizes it: 200
+The file is a year of nightly runs of the dashboard's models: 200
 models x 10 configurations (eval and train; eager, inductor, inductor with cudagraphs,
 aot_eager, PJRT+openxla) per run, as many runs as the line count asks (50 for 100,000
 lines, 500 for 1,000,000). Lines are made by the runner's own builder
 (core.schema.ResultLine) with a realistic environment, command, verification details and
 dynamo counters; the older half of the runs has the old layout (figures in `metrics`), the
-newer half issue 13's (figures in `summary`, `finished_at`, `experiment.mode`, paired
+newer half the current one (figures in `summary`, `finished_at`, `experiment.mode`, paired
 speedups, a contention flag). About 3% of the lines failed, 2% were skipped, 0.5% are cut
 short (corrupted), and a run in five was not verified.
 
