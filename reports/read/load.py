@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import logging
 from dataclasses import dataclass, field
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
@@ -43,41 +43,47 @@ class ConfigKey:
     per experiment and matched against the baseline's.
     """
 
-    __slots__ = ("pairs",)
+    __slots__ = ("values", "_label")
 
     def __init__(self, *values: str, **named: str) -> None:
         columns = config_columns()
-        if len(values) > len(columns):
-            raise TypeError(f"ConfigKey takes at most {len(columns)} values, not {len(values)}")
-        given = dict(zip((column.name for column in columns), values))
-        unknown = set(named) - {column.name for column in columns}
-        if unknown or set(named) & set(given):
-            raise TypeError(f"ConfigKey: unknown or repeated column(s) {sorted(unknown or set(named) & set(given))}")
-        given.update(named)
-        object.__setattr__(self, "pairs", tuple(
-            (column.name, str(given.get(column.name, column.default))) for column in columns))
+        if len(values) == len(columns) and not named:
+            found = tuple(values)
+        else:
+            if len(values) > len(columns):
+                raise TypeError(f"ConfigKey takes at most {len(columns)} values, not {len(values)}")
+            given = dict(zip((column.name for column in columns), values))
+            unknown = set(named) - set(_column_index())
+            if unknown or set(named) & set(given):
+                raise TypeError(f"ConfigKey: unknown or repeated column(s) "
+                                f"{sorted(unknown or set(named) & set(given))}")
+            given.update(named)
+            found = tuple(str(given.get(column.name, column.default)) for column in columns)
+        object.__setattr__(self, "values", found)
+        object.__setattr__(self, "_label", None)
 
     def __getattr__(self, name: str) -> str:
-        for column, value in object.__getattribute__(self, "pairs"):
-            if column == name:
-                return value
-        raise AttributeError(f"ConfigKey has no column {name!r}")
+        index = _column_index().get(name)
+        if index is None:
+            raise AttributeError(f"ConfigKey has no column {name!r}")
+        return self.values[index]
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("ConfigKey is immutable")
 
     @property
-    def values(self) -> tuple[str, ...]:
-        return tuple(value for _, value in self.pairs)
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """(column, value) in the columns' order."""
+        return tuple(zip(_column_index(), self.values))
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter(self.pairs)
 
     def as_dict(self) -> dict[str, str]:
-        return dict(self.pairs)
+        return dict(zip(_column_index(), self.values))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ConfigKey) and self.pairs == other.pairs
+        return isinstance(other, ConfigKey) and self.values == other.values
 
     def __lt__(self, other: "ConfigKey") -> bool:
         if not isinstance(other, ConfigKey):
@@ -85,7 +91,7 @@ class ConfigKey:
         return self.values < other.values
 
     def __hash__(self) -> int:
-        return hash(self.pairs)
+        return hash(self.values)
 
     def __repr__(self) -> str:
         return "ConfigKey(" + ", ".join(f"{name}={value!r}" for name, value in self.pairs) + ")"
@@ -96,16 +102,36 @@ class ConfigKey:
     @property
     def label(self) -> str:
         """Readable name, e.g. 'cpu inductor eval fp32' (+ mode, flags, extras)."""
-        return label_of(self.as_dict())
+        if self._label is None:
+            object.__setattr__(self, "_label", label_of(self.as_dict()))
+        return self._label
 
     def baseline_key(self, baseline_stack: str) -> "ConfigKey":
         """The key of the configuration this one is compared against (core.columns): the
         baseline's stack, and what of this one the baseline shares."""
-        return ConfigKey(**baseline_values(self.as_dict(), baseline_stack))
+        return _baseline_key(self, baseline_stack)
 
     def is_baseline(self, baseline_stack: str) -> bool:
         """Whether this is a baseline configuration (its own baseline)."""
         return self == self.baseline_key(baseline_stack)
+
+
+@lru_cache(maxsize=None)
+def _column_index() -> dict[str, int]:
+    """Each configuration column's place in ConfigKey.values."""
+    return {column.name: index for index, column in enumerate(config_columns())}
+
+
+# Each column reads as an attribute (a name ConfigKey already has reads through __getattr__).
+for _name, _index in _column_index().items():
+    if not hasattr(ConfigKey, _name):
+        setattr(ConfigKey, _name, property(lambda self, at=_index: self.values[at],
+                                           doc=f"The {_name} column's value."))
+
+
+@lru_cache(maxsize=4096)
+def _baseline_key(key: ConfigKey, baseline_stack: str) -> ConfigKey:
+    return ConfigKey(**baseline_values(key.as_dict(), baseline_stack))
 
 
 def _config_key(pairs: tuple[tuple[str, str], ...]) -> ConfigKey:

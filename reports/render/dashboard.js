@@ -108,7 +108,7 @@
         renderAll();
       };
       const select = el("select", { id: "filter-" + name, "aria-label": name, onchange: choose },
-        [el("option", { value: "" }, "all " + name + "s")].concat(
+        [el("option", { value: "" }, "all " + name + (name.endsWith("s") ? "" : "s"))].concat(
           values.map((v) => el("option", { value: v }, v === "" ? "(none)" : v))));
       bar.appendChild(el("label", {}, [name + " ", select]));
     }
