@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 from core import fields as table
 
@@ -58,11 +58,6 @@ class ConfigColumn:
     closed: bool = False
 
     @property
-    def field(self) -> Optional[table.Field]:
-        """The field of a column of one field (None for the stack and the label fields)."""
-        return self.fields[0] if self.name not in (STACK_COLUMN, LABELS_COLUMN) else None
-
-    @property
     def default(self) -> str:
         """The value of the column at its field's default."""
         return self.missing if self.bare else ""
@@ -78,7 +73,7 @@ class ConfigColumn:
         return f"{self.label}={value}" if value else ""
 
 
-def text(spec: table.Field, value: Any) -> str:
+def text(value: Any) -> str:
     """A field's value as a column holds it (booleans as True/False, None as '')."""
     return "" if value is None else str(value)
 
@@ -86,12 +81,12 @@ def text(spec: table.Field, value: Any) -> str:
 def _field_column(spec: table.Field) -> ConfigColumn:
     closed = spec.choices is not None or spec.kind is bool
     bare = spec.required or (spec.choices is not None and spec.default is not None)
-    missing = "?" if spec.required else text(spec, spec.implied_value)
+    missing = "?" if spec.required else text(spec.implied_value)
     if bare:
         blanks: tuple[str, ...] = ()
     else:
         # A line without the value measured its implied value: blank where that is the default.
-        blanks = tuple(dict.fromkeys(("", text(spec, spec.default),
+        blanks = tuple(dict.fromkeys(("", text(spec.default),
                                       *((spec.report_default,) if spec.report_default else ()))))
         missing = "" if missing in blanks else missing
     return ConfigColumn(spec.name, (spec,), bare=bare, label=spec.report_name or spec.name,
