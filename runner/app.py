@@ -34,7 +34,7 @@ from runner.plan.matrix import (
     single_plan,
     select_models,
 )
-from runner.plan.output import OutputPathError, output_paths, prepare_output
+from runner.plan.output import OutputPathError, check_output, output_paths, prepare_output
 from runner.plan.parser import (
     EXIT_BAD_INPUT,
     KEEP_ON_CUDA_REASON,
@@ -55,7 +55,8 @@ from runner.run.dispatch import Dispatcher, LocalDispatcher
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.run.guard import ProcessGuard
 from runner.run.scratch import ScratchRoot
-from runner.run.sweep import SweepReport, expected_durations, format_summary, run_plan
+from runner.run.summary import sweep_summary
+from runner.run.sweep import SweepReport, expected_durations, run_plan
 
 log = logging.getLogger("experiment_runner")
 
@@ -75,24 +76,25 @@ def print_plan(plan: Plan) -> None:
 
 
 def report_dropped(plan: Plan) -> None:
-    if not plan.dropped:
-        return
-    log.info("left out %d configuration(s) (for every model):", len(plan.dropped))
-    for line in plan.dropped_summary():
-        log.info("  %s", line)
+    """What the user asked for that cannot run here, with its reason; the combinations that
+    only the expansion of unset dimensions made, and that cannot run, at debug level."""
+    for refusal in plan.refusals():
+        log.info("left out %s (%d configuration(s), for every model): %s", refusal.asked
+                 or "every combination", refusal.combinations, refusal.reason)
     for dropped in plan.dropped:
         log.debug("dropped %s: %s", dropped.experiment.describe(), dropped.reason)
 
 
 def list_models(args: argparse.Namespace) -> int:
-    suite = get_suite(args.suite_name, reduced=reduced_models(), torchbench_dir=torchbench_dir(args))
+    suite = get_suite(args.suite_name, reduced=reduced_models(args), torchbench_dir=torchbench_dir(args))
     for name in suite.model_names():
         print(f"{name}\t{suite.default_batch_size(name)}")
     return 0
 
 
 def list_stacks() -> int:
-    for stack in backends.all_stacks():
+    """The stacks a user runs, with their capabilities (test-only stacks left out)."""
+    for stack in backends.user_stacks():
         caps = stack.capabilities
         print(f"{stack.name}: features {', '.join(sorted(caps.features)) or '-'}; "
               f"IR formats {', '.join(caps.ir_formats) or '-'}; "
@@ -121,7 +123,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         select_models(suite, request.filters, request.excludes, request.filter_tiers,
                       request.exclude_tiers)
     if not args.dry_run:
-        prepare_output(paths, args.output_dirname)
+        check_output(paths, args.output_dirname)
     host = probe_host(use_cache=not args.no_probe_cache)
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
@@ -142,6 +144,8 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.dry_run:
         print_plan(plan)
         return 0
+    # Made once the plan holds something to run: a refused request leaves no folder behind.
+    prepare_output(paths, args.output_dirname)
     if args.no_resume:
         backup = results.backup()
         if backup:
@@ -195,13 +199,8 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     finally:
         with signals.deferred():
             executor.close()
-    if report.lines:
-        print(format_summary(report.lines))
-    failed = sum(1 for line in report.lines if line["status"] == "failed")
-    print(f"{len(report.lines)} experiment(s) recorded in {results_path}"
-          + (f"; {failed} failed" if failed else "")
-          + (f"; {report.recorded_elsewhere} recorded by other runners"
-             if report.recorded_elsewhere else ""))
+    print(sweep_summary(plan.requested, report.lines, results.read().lines, results_path,
+                        paths.folder, settings, report.recorded_elsewhere))
     return 0
 
 
