@@ -10,9 +10,9 @@ A change beyond the threshold is unreliable, not a regression or an improvement,
 line is flagged (`summary.unreliable`), or when the lines' own figures show that the machine,
 not the code, changed speed between them: the eager runs timed interleaved in the same child
 (the paired speedup) moved the same way by more than the threshold, or the reference workload
-did (`summary.slow_period.ratio`). On a shared CPU both happen with every line unflagged: its
-runs are steady, but the whole host is slower or faster in one run than in the other. The
-geometric mean leaves unreliable changes out.
+did (`summary.slow_period.ratio`). On a shared CPU the whole host can be slower or faster in
+one run than in the other while each line's runs stay steady, so that neither is flagged. The
+geometric mean keeps every change; a note says how many of them are unreliable.
 """
 
 from __future__ import annotations
@@ -99,15 +99,14 @@ def machine_change(base: Record, new: Record, ratio: float, threshold: float) ->
     if base.paired_speedup and new.paired_speedup:
         eager = ratio * new.paired_speedup / base.paired_speedup
         if _same_way(eager, ratio, threshold):
-            found.append(f"eager, timed interleaved in the same child, changed by "
-                         f"{eager - 1.0:+.1%} too")
+            found.append(f"eager timed in the same child {eager - 1.0:+.1%} too")
     if base.slow_ratio and new.slow_ratio:
         reference = new.slow_ratio / base.slow_ratio
         if _same_way(reference, ratio, threshold):
-            found.append(f"the reference workload's time changed by {reference - 1.0:+.1%} too")
+            found.append(f"the reference workload {reference - 1.0:+.1%} too")
     if not found:
         return ""
-    return "; ".join(found) + ": the machine's speed changed between the runs, not only the code"
+    return "the machine changed speed: " + "; ".join(found)
 
 
 def _judge(change: Change, threshold: float, alpha: float) -> None:
@@ -167,7 +166,7 @@ def compare(
             _judge(change, threshold, alpha)
             changes.append(change)
     changes.sort(key=lambda c: (c.base.config, c.base.model_label))
-    ratios = [c.ratio for c in changes if c.ratio is not None and c.verdict != UNRELIABLE]
+    ratios = [c.ratio for c in changes if c.ratio is not None]
     unreliable = sum(c.verdict == UNRELIABLE for c in changes)
     comparison = Comparison(
         changes=changes,
@@ -182,6 +181,6 @@ def compare(
     if not changes:
         comparison.notes.append("BASE and NEW hold no experiment in common")
     if unreliable:
-        comparison.notes.append(f"{unreliable} unreliable change(s) left out of the geometric "
-                                "mean")
+        comparison.notes.append(f"the geometric mean includes {unreliable} unreliable "
+                                "change(s): it may show the machine's speed, not the code's")
     return comparison
