@@ -278,10 +278,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: 90%% of this machine's memory, shared by the --jobs)")
     output.add_argument("--print-subprocess", action="store_true",
                         help="show the children's output as they run")
-    output.add_argument("--no-progress", action="store_true", help="no progress bar")
+    output.add_argument("--no-progress", action="store_true",
+                        help="no progress: neither the bar nor the line per experiment")
     output.add_argument("--progress-bar", action="store_true",
                         help="PyTorch/XLA's switch for the progress bar, shown here by default "
-                             "(--no-progress hides it, even with this flag)")
+                             "on a terminal; elsewhere (a log file, CI) a log line per finished "
+                             "experiment instead (--no-progress hides both, even with this "
+                             "flag)")
     output.add_argument("--timestamp", type=timestamp_float,
                         help="seconds since the epoch recorded as every line's timestamp "
                              "(default: when the sweep starts)")
