@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -183,11 +182,6 @@ class Plan:
         recorded (a resumed sweep whose experiments are all recorded still asked for them)."""
         return any(planned.experiment.accelerator == accelerator
                    for planned in (*self.experiments, *self.already_recorded))
-
-    def dropped_summary(self) -> list[str]:
-        """One line per distinct reason, with how many configurations it left out."""
-        counts = Counter(d.reason for d in self.dropped)
-        return [f"{count} configuration(s): {reason}" for reason, count in counts.items()]
 
     def refusals(self) -> list["Refusal"]:
         """What the user asked for that cannot run here (see `refusals`)."""

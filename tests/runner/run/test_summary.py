@@ -1,7 +1,7 @@
 """runner/run/summary.py: the table a sweep prints when it ends, and what follows it."""
 
 import random
-from pathlib import Path
+import re
 
 import pytest
 
@@ -40,8 +40,6 @@ def line_of(planned, times, summary=None, status=Status.OK, folder=None):
 
 def table_rows(text):
     """The table's rows (header first), each a list of its cells (split on 2+ spaces)."""
-    import re
-
     rows = []
     for row in text.splitlines():
         if not row.strip() or row.startswith(tuple("0123456789")) or ":" in row.split("  ")[0]:
