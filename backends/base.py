@@ -66,6 +66,8 @@ class Stack(ABC):
     capabilities: Capabilities = Capabilities()
     #: Among stacks that all handle a combination, the highest priority owns it.
     priority: int = 0
+    #: A stack for the project's own tests (the verifier's debug stack): not listed to users.
+    test_only: bool = False
     #: What a fork server for this stack's children imports once (runner/run/forkserver_server.py):
     #: libraries only, never anything that makes a device context or compiler state.
     preload: tuple[str, ...] = TORCH_PRELOAD

@@ -36,7 +36,7 @@ from runner.plan.matrix import (
     select_models,
 )
 from runner.plan.options import OutputOptions, ScaleOptions, WhatToRun
-from runner.plan.output import OutputPathError, output_paths, prepare_output
+from runner.plan.output import OutputPathError, check_output, output_paths, prepare_output
 from runner.plan.parser import (
     EXIT_BAD_INPUT,
     UsageError,
@@ -54,7 +54,8 @@ from runner.run.dispatch import Dispatcher, LocalDispatcher
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.run.guard import ProcessGuard
 from runner.run.scratch import ScratchRoot
-from runner.run.sweep import SweepReport, expected_durations, format_summary, run_plan
+from runner.run.summary import sweep_summary
+from runner.run.sweep import SweepReport, expected_durations, run_plan
 
 log = logging.getLogger("experiment_runner")
 
@@ -74,24 +75,25 @@ def print_plan(plan: Plan) -> None:
 
 
 def report_dropped(plan: Plan) -> None:
-    if not plan.dropped:
-        return
-    log.info("left out %d configuration(s) (for every model):", len(plan.dropped))
-    for line in plan.dropped_summary():
-        log.info("  %s", line)
+    """What the user asked for that cannot run here, with its reason; the combinations that
+    only the expansion of unset dimensions made, and that cannot run, at debug level."""
+    for refusal in plan.refusals():
+        log.info("left out %s (%d configuration(s), for every model): %s", refusal.asked
+                 or "every combination", refusal.combinations, refusal.reason)
     for dropped in plan.dropped:
         log.debug("dropped %s: %s", dropped.experiment.describe(), dropped.reason)
 
 
 def list_models(args: argparse.Namespace) -> int:
-    suite = get_suite(args.suite_name, reduced=reduced_models(), torchbench_dir=torchbench_dir(args))
+    suite = get_suite(args.suite_name, reduced=reduced_models(args), torchbench_dir=torchbench_dir(args))
     for name in suite.model_names():
         print(f"{name}\t{suite.default_batch_size(name)}")
     return 0
 
 
 def list_stacks() -> int:
-    for stack in backends.all_stacks():
+    """The stacks a user runs, with their capabilities (test-only stacks left out)."""
+    for stack in backends.user_stacks():
         caps = stack.capabilities
         print(f"{stack.name}: features {', '.join(sorted(caps.features)) or '-'}; "
               f"IR formats {', '.join(caps.ir_formats) or '-'}; "
@@ -113,7 +115,7 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
         select_models(suite, request.filters, request.excludes, request.filter_tiers,
                       request.exclude_tiers)
     if not output.dry_run:
-        prepare_output(paths, output.dirname)
+        check_output(paths, output.dirname)
     host = probe_host(use_cache=output.probe_cache)
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
@@ -133,6 +135,8 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
     if output.dry_run:
         print_plan(plan)
         return 0
+    # Made once the plan holds something to run: a refused request leaves no folder behind.
+    prepare_output(paths, output.dirname)
     if not output.resume:
         backup = results.backup()
         if backup:
@@ -187,13 +191,8 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
     finally:
         with signals.deferred():
             executor.close()
-    if report.lines:
-        print(format_summary(report.lines))
-    failed = sum(1 for line in report.lines if line["status"] == "failed")
-    print(f"{len(report.lines)} experiment(s) recorded in {results_path}"
-          + (f"; {failed} failed" if failed else "")
-          + (f"; {report.recorded_elsewhere} recorded by other runners"
-             if report.recorded_elsewhere else ""))
+    print(sweep_summary(plan.requested, report.lines, results.read().lines, results_path,
+                        paths.folder, settings, report.recorded_elsewhere))
     return 0
 
 

@@ -94,8 +94,19 @@ def xla_mode(text: str) -> Optional[str]:
     return text
 
 
+def folded_choice(value: Any, choices: tuple) -> Any:
+    """The one choice that `value` spells in another case (pjrt: PJRT, EVAL: eval), else
+    `value` as it is (the field's check then refuses it, listing the choices)."""
+    if not isinstance(value, str) or value in choices:
+        return value
+    same = [choice for choice in choices
+            if isinstance(choice, str) and choice.casefold() == value.strip().casefold()]
+    return same[0] if len(same) == 1 else value
+
+
 def value_parser(spec: Field, parse: Optional[Callable[[str], Any]] = None) -> Callable[[str], Any]:
-    """An argparse `type` for one value of the field's flag: text to the checked value."""
+    """An argparse `type` for one value of the field's flag: text to the checked value (a
+    choice in any case, where only one choice is spelled that way)."""
     def convert(text: str) -> Any:
         if parse is not None:
             value = parse(text)
@@ -109,6 +120,8 @@ def value_parser(spec: Field, parse: Optional[Callable[[str], Any]] = None) -> C
                     raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
         else:
             value = text
+        if spec.choices is not None:
+            value = folded_choice(value, spec.choices)
         try:
             return spec.check(value)  # argparse names the flag
         except FieldError as error:
@@ -206,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --model-config: the configuration of the one experiment; "
                            "PyTorch/XLA's keys (accelerator, xla, dynamo, torch_xla2, test, ...) "
                            "or ours")
+    what.add_argument("--small-models", action="store_true",
+                      help="reduced models: fewer layers, smaller inputs, default batch sizes of "
+                           "at most 4, each built and run in about a second on a CPU (a quick "
+                           "try, tests, CI); recorded as the line's model.reduced. "
+                           f"{SMALL_MODELS_ENV}=1 does the same")
     what.add_argument("--no-skip", action="store_true",
                       help="run models the suite marks as unable to run a test, instead of "
                            "recording them as skipped")
@@ -241,10 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: 90%% of this machine's memory, shared by the --jobs)")
     output.add_argument("--print-subprocess", action="store_true",
                         help="show the children's output as they run")
-    output.add_argument("--no-progress", action="store_true", help="no progress bar")
+    output.add_argument("--no-progress", action="store_true",
+                        help="no progress: neither the bar nor the line per experiment")
     output.add_argument("--progress-bar", action="store_true",
                         help="PyTorch/XLA's switch for the progress bar, shown here by default "
-                             "(--no-progress hides it, even with this flag)")
+                             "on a terminal; elsewhere (a log file, CI) a log line per finished "
+                             "experiment instead (--no-progress hides both, even with this "
+                             "flag)")
     output.add_argument("--timestamp", type=timestamp_float,
                         help="seconds since the epoch recorded as every line's timestamp "
                              "(default: when the sweep starts)")
@@ -301,12 +322,14 @@ def device_list(text: str) -> list[str]:
     return devices
 
 
-def reduced_models() -> bool:
-    """EXPERIMENT_RUNNER_SMALL_MODELS, read once by the parent (children get it in their spec)."""
+def reduced_models(args: Optional[argparse.Namespace] = None) -> bool:
+    """--small-models, else EXPERIMENT_RUNNER_SMALL_MODELS, read once by the parent (children
+    get it in their spec)."""
     try:
-        return parse_reduced_setting(os.environ.get(SMALL_MODELS_ENV, ""))
+        from_environment = parse_reduced_setting(os.environ.get(SMALL_MODELS_ENV, ""))
     except ValueError as error:
         raise UsageError(f"{SMALL_MODELS_ENV}: {error}") from None
+    return bool(getattr(args, "small_models", False)) or from_environment
 
 
 def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -> MatrixRequest:
@@ -329,7 +352,7 @@ def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -
         exclude_tiers=tuple(args.exclude_by_tier),
         total_partitions=args.total_partitions,
         partition_id=args.partition_id,
-        reduced=reduced_models(),
+        reduced=reduced_models(args),
         torchbench_dir=torchbench,
     )
 
