@@ -210,15 +210,17 @@ class RunSettings:
         "re-measure an experiment whose line is flagged as measured in a slow period, later in "
         "the sweep, up to N times; the line kept is the first not flagged, else the least slow "
         "(default 0: never)", minimum=0, metavar="N")
-    #: On CUDA, the timing thread's core for the timed runs: "fastest" (the core of the
-    #: child's set where the host pulse ran fastest: runner/child/reference.py) or "any"
-    #: (wherever the scheduler puts it) (--timing-core).
+    #: On CUDA, the timing thread's core for the timed runs: "any" (wherever the scheduler
+    #: puts it, as PyTorch's harness runs) or "fastest" (the core of the child's set where
+    #: the host pulse ran fastest: runner/child/reference.py) (--timing-core).
     timing_core: str = _knob(
-        "fastest", "--timing-core",
-        "on CUDA, where the thread that times the runs (and launches their work) runs: "
-        "'fastest' pins it, just before the timed runs, to the core of the child's set where a "
-        "short Python loop ran fastest, and moves it when that core slows down; 'any' leaves "
-        "it to the scheduler (docs/timing.md)", choices=TIMING_CORES)
+        "any", "--timing-core",
+        "on CUDA, where the thread that times the runs (and launches their work) runs: 'any' "
+        "(the default) leaves it to the scheduler, as PyTorch's harness does; 'fastest' pins "
+        "it, just before the timed runs, to the core of the child's set where a short Python "
+        "loop ran fastest, and moves it when that core slows down: steadier figures for "
+        "launch-bound models on hosts whose cores change speed (docs/timing.md)",
+        choices=TIMING_CORES)
     #: Observability options by flag name (runner/observers declares the flags).
     observe: Mapping[str, Any] = field(default_factory=dict)
 
