@@ -143,6 +143,15 @@ def read_cases(cases: Path) -> list[tuple[str, ...]]:
     return found
 
 
+def drawn_with(cases: Path) -> Optional[str]:
+    """The cases file's header of a draw (benchmarks/fidelity_cases.py --sample: "seed S:
+    N cases drawn ..."), or None for chosen cases."""
+    for text in cases.read_text().splitlines():
+        if text.startswith("# seed "):
+            return text[2:].strip()
+    return None
+
+
 def harness_runs(first: Optional[dict], folder: Path, again: list[Path],
                  case: tuple[str, ...]) -> dict[tuple[float, float], Optional[float]]:
     """The harness's runs of the case, each (compiled latency in ms, speedup) with its
@@ -326,6 +335,9 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         print("| " + " | ".join(cells) + " |")
     print(f"\n{agree} of {compared} rows with both figures agree within {AGREEMENT:.0%} on "
           f"compiled latency and on speedup.")
+    drawn = drawn_with(cases)
+    if drawn:
+        print(f"Cases: {drawn}.")
     if len(by_test) > 1:
         print("By test: " + "; ".join(f"{test} {agreed} of {rows}"
                                       for test, (agreed, rows) in sorted(by_test.items())) + ".")

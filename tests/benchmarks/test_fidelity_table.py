@@ -261,3 +261,15 @@ def test_cases_of_one_model_at_two_batch_sizes_read_their_own_csvs(tmp_path, cap
     assert "| 128 |" in rows[0] and "| 5.00 ms |" in rows[0]
     assert "| 8 |" in rows[1] and "| 4.00 ms |" in rows[1]
     assert "2 of 2 rows with both figures agree within 5%" in out
+
+
+def test_a_table_of_drawn_cases_names_their_seed(tmp_path, capsys):
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "results.jsonl").write_text(
+        json.dumps(our_line("eval", 0.010, 2.0, 10**11)) + "\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("# seed 4711: 1 cases drawn over both whole lists (53 models) by ...\n"
+                     "# suite model batch precision mode test\n"
+                     "timm mobilenetv2_100 128 amp default eval\n")
+    assert fidelity_table.main(tmp_path, cases) == 0
+    assert "Cases: seed 4711: 1 cases drawn" in capsys.readouterr().out
