@@ -7,8 +7,8 @@ import pytest
 from benchmarks import fidelity_cases as cases
 
 REFERENCE = cases.DEFAULT_REFERENCE
-pytestmark = pytest.mark.skipif(not (REFERENCE / "timm_models_list.txt").exists(),
-                                reason=f"the harness's lists are not beside the clone ({REFERENCE})")
+needs_lists = pytest.mark.skipif(not (REFERENCE / "timm_models_list.txt").exists(),
+                                 reason=f"the harness's lists are not beside the clone ({REFERENCE})")
 
 
 def listed_names(name: str, separator: str | None) -> list[str]:
@@ -16,6 +16,7 @@ def listed_names(name: str, separator: str | None) -> list[str]:
             if line.strip()]
 
 
+@needs_lists
 def test_every_offline_model_of_both_lists_in_inference_and_some_in_training(capsys):
     assert cases.main(["--training", "16"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()
@@ -45,6 +46,7 @@ def drawn_rows(capsys, *argv: str) -> tuple[list[str], list[list[str]]]:
             [line.split() for line in lines if line.strip() and not line.startswith("#")])
 
 
+@needs_lists
 def test_a_draw_is_the_same_for_its_seed_and_names_it(capsys):
     header, first = drawn_rows(capsys, "--sample", "40", "--seed", "11")
     _, again = drawn_rows(capsys, "--sample", "40", "--seed", "11")
@@ -53,6 +55,7 @@ def test_a_draw_is_the_same_for_its_seed_and_names_it(capsys):
     assert header[0].startswith("# seed 11: 40 cases drawn")
 
 
+@needs_lists
 def test_drawn_cases_span_every_dimension_and_a_third_train(capsys):
     listed = {(model.our_name, model.batch_size)
               for model in cases.listed_models(REFERENCE)}
