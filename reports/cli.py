@@ -240,9 +240,12 @@ def _compare(argv: list[str]) -> int:
     )
     tables = comparison_tables(result)
     settings = settings_differences([args.base], [args.new])
-    intro.append(f"{len(settings)} settings differ between BASE and NEW" + (
-        ": " + ", ".join(d.name for d in settings) if settings else ""))
-    tables.append(settings_table(settings))
+    if settings is None:
+        intro.append("settings: not recorded in the lines of BASE or NEW (older lines)")
+    else:
+        intro.append(f"{len(settings)} settings differ between BASE and NEW" + (
+            ": " + ", ".join(d.name for d in settings) if settings else ""))
+        tables.append(settings_table(settings))
     print("\n".join(intro) + "\n")
     print(render_tables(tables), end="")
     if args.markdown:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import jsonlines
 
@@ -66,13 +66,14 @@ def _settings_of(line: Any) -> dict[str, Any] | None:
     return settings if isinstance(settings, dict) else None
 
 
-def settings_differences(base: Sequence[Path], new: Sequence[Path]) -> list[SettingDifference]:
-    """The settings whose values differ between BASE's lines and NEW's, by name; none where
+def settings_differences(base: Sequence[Path], new: Sequence[Path]
+                         ) -> Optional[list[SettingDifference]]:
+    """The settings whose values differ between BASE's lines and NEW's, by name; None where
     either side holds no settings (lines older than the record)."""
     base_values, base_lines = settings_values(base)
     new_values, new_lines = settings_values(new)
     if not (base_lines and new_lines):
-        return []
+        return None
     differences = []
     for name in sorted(set(base_values) | set(new_values)):
         theirs, ours = base_values.get(name, set()), new_values.get(name, set())

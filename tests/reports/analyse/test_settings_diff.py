@@ -31,7 +31,8 @@ def test_values_over_all_lines_of_each_side(tmp_path):
     assert (difference.name, difference.base, difference.new) == ("b", ('"x"',), ('"y"',))
     older = tmp_path / "older.jsonl"
     append_line(older, {"model": {"model_name": "m"}, "environment": {}})
-    assert settings_differences([older], [new]) == []  # lines from before the record
+    assert settings_differences([older], [new]) is None  # lines from before the record
+    assert settings_differences([base], [base]) == []
 
 
 @pytest.mark.e2e
