@@ -13,7 +13,8 @@ over both lists.
 With --sample N --seed S: N distinct cases, each a model drawn from both whole lists, a mode
 (default, cudagraphs), a precision (fp32, fp16, bf16, amp), a batch size (the list's own, a
 smaller power of two, or 1) and a test (eval, train; at least a third of the cases train),
-the same for the same seed. The header names the seed: each new table uses a new one.
+the same for the same seed. The header names the seed (and the models --exclude left out):
+each new table uses a new one.
 
 --flags prints the flags each tool takes for a case (fidelity.sh runs both tools with them).
 Hub checkpoints (names with '/') need downloaded weights and are left out, with a comment.
@@ -132,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, metavar="N",
                         help="draw N cases across models, modes, precisions, batch sizes, tests")
     parser.add_argument("--seed", type=int, help="the draw's seed (with --sample; required)")
+    parser.add_argument("--exclude", action="append", default=[], metavar="MODEL",
+                        help="leave this model out of the draw (repeatable; e.g. one the "
+                             "harness cannot build offline); the header names it")
     parser.add_argument("--flags", nargs=5, metavar=("TOOL", "PRECISION", "MODE", "TEST", "BATCH"),
                         help="print the tool's (harness or ours) flags for a case, and exit")
     options = parser.parse_args(argv)
@@ -150,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
                (options.reference / "huggingface_models_list.txt").read_text().splitlines()
                if "/" in line]
     if options.sample is not None:
+        unknown = sorted(set(options.exclude) - {model for _, model, _ in models})
+        if unknown:
+            print(f"--exclude: {', '.join(unknown)} is not a model of the lists", file=sys.stderr)
+            return 2
+        models = [entry for entry in models if entry[1] not in options.exclude]
         try:
             drawn = sample(models, options.sample, options.seed)
         except ValueError as error:
@@ -157,10 +166,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"# seed {options.seed}: {options.sample} cases drawn over both whole lists "
               f"({len(models)} models) by benchmarks/fidelity_cases.py --sample "
-              f"{options.sample} --seed {options.seed}")
+              f"{options.sample} --seed {options.seed}"
+              + "".join(f" --exclude {name}" for name in sorted(options.exclude)))
         print(HEADER)
         if skipped:
             print(f"# left out (hub checkpoints, not offline): {', '.join(skipped)}")
+        if options.exclude:
+            print(f"# left out (--exclude): {', '.join(sorted(options.exclude))}")
         for suite, model, batch, precision, mode, test in drawn:
             print(case(suite, model, batch, precision, test, mode))
         return 0

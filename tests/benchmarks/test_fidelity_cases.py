@@ -115,3 +115,14 @@ def test_the_harness_records_cuda_graphs_only_in_the_cudagraphs_mode(capsys):
     assert "'fp8'" in capsys.readouterr().err
     with pytest.raises(ValueError):
         cases.tool_flags("ours", "amp", "default", "eval", "0")
+
+
+@needs_lists
+def test_excluded_models_are_never_drawn_and_are_named(capsys):
+    header, rows = drawn_rows(capsys, "--sample", "60", "--seed", "5", "--exclude", "T5Small",
+                              "--exclude", "GoogleFnet")
+    assert not {"T5Small", "GoogleFnet"} & {row[1] for row in rows}
+    assert "--exclude GoogleFnet --exclude T5Small" in header[0]
+    assert any(line == "# left out (--exclude): GoogleFnet, T5Small" for line in header)
+    assert cases.main(["--sample", "5", "--seed", "1", "--exclude", "NoSuchModel"]) == 2
+    assert "NoSuchModel" in capsys.readouterr().err
