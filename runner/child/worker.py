@@ -260,7 +260,7 @@ def verification_verdict(spec: ChildSpec, suite, stack, nondeterministic_reason)
         return Verdict.didnt_run(f"the verifier could not run: {type(error).__name__}: {error}")
 
 
-def torch_settings(prepared=None, device_type: str = "cpu") -> dict[str, Any]:
+def torch_settings(prepared: Optional[Any] = None, device_type: str = "cpu") -> dict[str, Any]:
     """The numeric and runtime settings in force (runner/child/settings.py; docs/settings.md):
     with a prepared model, the grad mode and autocast its forward runs under and the inductor
     options its compile applies."""
