@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Collection, ContextManager, Mapping, Optional
 
 from core.config import DEFAULT_MODE, ExperimentConfig, RunSettings
@@ -177,6 +178,9 @@ class PreparedModel(ABC):
 
     #: True when each iteration must end with a synchronization (lazy tensor stacks).
     sync_every_iteration: bool = False
+    #: The inductor options its torch.compile applies over inductor's global settings (for
+    #: the settings record, runner/child/settings.py); none where nothing is compiled so.
+    inductor_options: Mapping[str, Any] = MappingProxyType({})
 
     @abstractmethod
     def inputs_to_device(self, inputs: "ModelInputs") -> Any:
@@ -185,6 +189,11 @@ class PreparedModel(ABC):
     @abstractmethod
     def step(self, device_inputs: Any) -> Any:
         """One iteration: forward in eval; forward, loss and backward in train."""
+
+    def forward_context(self) -> ContextManager[Any]:
+        """A context with the grad mode and autocast the model's forward runs under in
+        `step`, entered by the settings record only (runner/child/settings.py)."""
+        return contextlib.nullcontext()
 
     def sync_iteration(self) -> None:
         """End an iteration (lazy stacks cut and execute the graph here)."""

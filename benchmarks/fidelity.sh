@@ -6,9 +6,13 @@
 #
 # HARNESS_DIR: a copy of PyTorch's benchmarks/dynamo harness (shared/reference/dynamobench).
 # CASES_FILE: lines of "suite model batch_size precision mode [test]" (suite: huggingface|timm;
-# precision: bf16|amp; mode: default|cudagraphs; test: eval|train, eval when left out);
-# default: benchmarks/fidelity_cases.txt. benchmarks/fidelity_cases.py writes the cases of
-# both whole lists (benchmarks/fidelity_cases_all.txt).
+# precision: fp32|fp16|bf16|amp; mode: default|cudagraphs; test: eval|train, eval when left
+# out); default: benchmarks/fidelity_cases.txt. benchmarks/fidelity_cases.py writes the cases
+# of both whole lists (benchmarks/fidelity_cases_all.txt), or draws them (--sample N --seed S),
+# and maps a case to each tool's flags (--flags: the harness's --float32|--float16|--bfloat16|
+# --amp, --inference|--training, --batch-size and --disable-cudagraphs outside the cudagraphs
+# mode; ours --precision, --mode, --test and --batch-size where it is not the list's own).
+# The harness's files are named peer-<suite>-<model>-bs<batch>-<precision>-<mode>-<test>.
 # Both run 30 timed repeats (REPEAT), eager and compiled interleaved in one process.
 #
 # Side by side: with HARNESS_GPUS and OUR_GPUS set (comma lists of CUDA device numbers;
@@ -81,20 +85,15 @@ run_harness() {
         peer_model=${peer_model:-$model} ;;
       *) echo "unknown suite $suite" >&2; continue ;;
     esac
-    case "$precision" in
-      bf16) peer_precision=--bfloat16 ;;
-      amp) peer_precision=--amp ;;
-      *) echo "unknown precision $precision" >&2; continue ;;
-    esac
-    peer_test=--inference
-    [ "$test" = "train" ] && peer_test=--training
-    peer_mode=()
-    [ "$mode" = "cudagraphs" ] || peer_mode=(--disable-cudagraphs)
-    name="$suite-$model-$precision-$mode-$test"
+    # The case's precision, test, batch size and mode as the harness's flags.
+    flags_text=$("$python" "$root/benchmarks/fidelity_cases.py" --flags harness "$precision" \
+      "$mode" "$test" "$batch" </dev/null) || { echo "not a case: $suite $model $batch $precision $mode $test" >&2; continue; }
+    read -r -a peer_flags <<< "$flags_text"
+    name="$suite-$model-bs$batch-$precision-$mode-$test"
     echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
     [ -s "$out/peer-$name.csv" ] || (cd "$harness" && "${harness_launcher[@]}" "$script" --performance \
-        "$peer_test" "$peer_precision" --backend inductor --device cuda --only "$peer_model" \
-        --batch-size "$batch" --cold-start-latency "${peer_mode[@]}" --repeat "$repeat" \
+        "${peer_flags[@]}" --backend inductor --device cuda --only "$peer_model" \
+        --cold-start-latency --repeat "$repeat" \
         --output "$out/peer-$name.csv" >"$out/peer-$name.log" 2>&1) \
       || echo "harness failed on $name: see peer-$name.log" >&2
   done
