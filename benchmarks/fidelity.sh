@@ -114,7 +114,8 @@ run_ours() {
     devices=(--devices="$our_gpus")
     jobs=$(echo "$our_gpus" | tr ',' '\n' | grep -c .)
   fi
-  local defaults
+  # This invocation's own groups: another one may run other cases into the same OUT_DIR.
+  local defaults groups="$out/.ours-groups.$$"
   defaults=$(for suite in $(case_lines | awk '{print $1}' | sort -u); do
     default_batches "$suite" | sed "s/^/$suite /"; done)
   case_lines | while read -r suite model batch precision mode test; do
@@ -123,13 +124,13 @@ run_ours() {
     else
       echo "$suite $batch $precision $mode $test $model"
     fi
-  done > "$out/.ours-groups"
-  awk '{print $1, $2, $3, $4, $5}' "$out/.ours-groups" | awk '!seen[$0]++' |
+  done > "$groups"
+  awk '{print $1, $2, $3, $4, $5}' "$groups" | awk '!seen[$0]++' |
   while read -r suite batch precision mode test; do
     filters=()
     while read -r model; do filters+=(-k "^$model\$"); done < <(awk -v s="$suite" -v b="$batch" \
         -v p="$precision" -v m="$mode" -v t="$test" \
-        '$1 == s && $2 == b && $3 == p && $4 == m && $5 == t {print $6}' "$out/.ours-groups")
+        '$1 == s && $2 == b && $3 == p && $4 == m && $5 == t {print $6}' "$groups")
     batch_flag=()
     [ "$batch" = default ] || batch_flag=(--batch-size="$batch")
     group="$suite-bs$batch-$precision-$mode-$test"
