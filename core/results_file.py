@@ -118,9 +118,9 @@ class ResultsFile:
                 os.close(fd)
 
     def read(self, start: int = 0, lines_before: int = 0,
-             max_line_bytes: int = MAX_LINE_BYTES) -> ResultsRead:
+             max_line_bytes: int = MAX_LINE_BYTES, log_bad_lines: bool = True) -> ResultsRead:
         """Every valid line from byte `start` (after line `lines_before`) on; invalid ones
-        are listed with their line numbers, never fatal."""
+        are listed with their line numbers (and logged), never fatal."""
         read = ResultsRead(end_offset=start, last_lineno=lines_before)
         try:
             # Non-blocking, so that opening a FIFO cannot hang; it is refused below.
@@ -140,6 +140,22 @@ class ResultsFile:
             _parse(jsonlines.Reader(lines), lines, read, str(self.path))
             read.end_offset = start + lines.consumed
             read.last_lineno = lines.lineno
+        if log_bad_lines:
+            _log_bad_lines(read.bad_lines, self.path)
+        return read
+
+    def read_for_appending(self) -> ResultsRead:
+        """Every valid line, as `read`; ResultsFileError when the file holds lines but none
+        of them is a results line (a CSV named results.jsonl, say): appending JSON lines to
+        it would only mix two files."""
+        read = self.read(log_bad_lines=False)
+        if read.bad_lines and not read.lines:
+            first = read.bad_lines[0]
+            raise ResultsFileError(
+                f"results file {str(self.path)!r} holds no readable results line: its "
+                f"{len(read.bad_lines)} line(s) are not results lines (line {first.lineno}: "
+                f"{first.reason}); give another --output-dirname or --output-basename, or "
+                "move it away")
         _log_bad_lines(read.bad_lines, self.path)
         return read
 

@@ -46,6 +46,7 @@ from runner.plan.parser import (
     run_settings,
     torchbench_dir,
 )
+from runner.plan.arguments import undecodable_argument
 from runner.plan.probe import probe_host
 from runner.plan.resume import recorded_fingerprints
 from runner.plan.slots import Slot, SlotError, plan_slots, visible_gpus
@@ -127,7 +128,9 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
     settings = run_settings(args)
     results = ResultsFile(results_path)
-    known = ResultsRead() if args.no_resume or single else results.read()
+    known = ResultsRead() if args.no_resume else results.read_for_appending()
+    if single:  # exactly its one experiment, recorded or not
+        known = ResultsRead()
     if single:
         plan = single_plan(suite, args.model_config, args.experiment_config, request, host)
     else:
@@ -281,6 +284,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signals.install()
     try:
         # Inside the try: parsing imports lazily, and Ctrl-C can land there too.
+        refused = undecodable_argument(argv)
+        if refused:
+            raise UsageError(refused)
         args = build_parser().parse_args(argv)
         logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
         if args.list_models:
