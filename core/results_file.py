@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import json
 import logging
 import os
 import re
@@ -43,6 +44,8 @@ _CHUNK_BYTES = 2**20
 #: The parts of a line that every reader takes for JSON objects: a line where one of them is
 #: something else (`"summary": "n/a"`) is a bad line, listed with its number, never read.
 OBJECT_PARTS = ("model", "experiment", "summary")
+#: Versions go up by one at each change of the line; anything this large is not one.
+MAX_SCHEMA_VERSION = 1000
 
 
 class ResultsFileError(RuntimeError):
@@ -242,7 +245,18 @@ def shape_problem(line: dict[str, Any]) -> Optional[str]:
         value = line.get(part)
         if value is not None and not isinstance(value, dict):
             return f"its {part!r} is {type(value).__name__}, not a JSON object"
+    if "schema_version" in line and not is_schema_version(line["schema_version"]):
+        shown = json.dumps(line["schema_version"])
+        return (f"its schema_version is {shown[:40]}, not a version number (1 to "
+                f"{MAX_SCHEMA_VERSION})")
     return None
+
+
+def is_schema_version(value: Any) -> bool:
+    """Whether `value` can be a line's schema_version: a whole number from 1 on (a version
+    newer than this one's is read; its identity is judged by core.config)."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 1 <= value <= MAX_SCHEMA_VERSION)
 
 
 def _log_bad_lines(bad_lines: list[BadLine], path: Path) -> None:
