@@ -27,7 +27,7 @@ import models
 from core.config import RunSettings
 from core.contract import RESULT_FILE, SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, write_message
 from core.fields import processes_for
-from core.schema import ResultLine, Status
+from core.schema import ResultLine, Status, Verdict
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot
 from runner.run.child_env import child_cores, child_environment, child_folder
@@ -242,7 +242,13 @@ class ExperimentExecutor:
         if line.status is Status.OK:
             line.notes.extend(self._judge(line))
         if self.settings.verify:
-            verification = self.run_child(planned, Role.VERIFY, slot, attempt=attempt)
+            # The timing is measured: whatever stops the verification (the sweep stopped, its
+            # folder not writable) leaves a line without a verdict, never no line.
+            try:
+                verification = self.run_child(planned, Role.VERIFY, slot, attempt=attempt)
+            except (ExperimentCancelled, OSError) as error:
+                line.apply_verdict(Verdict.didnt_run(f"the verification did not start: {error}"))
+                return line
             line.apply_verdict(verdict_of(verification))
             line.artifacts[Role.VERIFY.value] = self._relative(verification.folder)
         return line
