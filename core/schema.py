@@ -145,7 +145,7 @@ def error_headline(error: str) -> str:
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     if not lines:
         return ""
-    return lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
 
 
 def _per_run_number(value: Any) -> bool:

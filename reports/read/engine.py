@@ -304,7 +304,7 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     # The line that says what happened (core.schema.error_headline): the first, or the
     # last of a bare Python traceback (the exception).
     ("error", """CASE WHEN trim(COALESCE(metrics.error, '')) NOT IN ('', 'SKIP')
-         THEN left(trim(CASE WHEN starts_with(trim(metrics.error), 'Traceback (most recent call last)')
+         THEN left(trim(CASE WHEN starts_with(trim(metrics.error), 'Traceback')
               THEN list_last(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> ''))
               ELSE list_first(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> '')) END), 300)
          ELSE '' END"""),

@@ -10,6 +10,7 @@ from core.config import ExperimentConfig, ModelConfig, RunSettings
 from core.contract import Role
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.plan.matrix import PlannedExperiment
+from runner.run.scratch import ScratchRoot
 from runner.run.supervision import ExperimentCancelled
 
 SWEEP = SweepInfo(run_id="sweep-1")
@@ -200,3 +201,16 @@ def test_a_history_that_cannot_be_judged_is_a_note_in_the_line(tmp_path, monkeyp
     line = executor.run(PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager"))
     assert line.status.value == "ok" and line.metrics["per_iter_time"] == [0.1, 0.1]
     assert line.notes == ["not judged for slow periods: RuntimeError: an unexpected shape"]
+
+
+def test_children_and_fork_servers_keep_temporary_files_in_the_scratch_root(tmp_path):
+    # torch makes a temporary folder at import; a fork server killed with its runner left
+    # it in TMPDIR. In the scratch root, the guard (or the next runner) removes it.
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path / "output"), RunSettings(),
+                                  SWEEP, scratch=ScratchRoot(tmp_path))
+    planned = PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager")
+    first, second = executor.scratch.new_folder(), executor.scratch.new_folder()
+    environments = [executor.child_environment(planned, Role.TIME, tmp_path / "child", scratch)
+                    for scratch in (first, second)]
+    assert {env["TMPDIR"] for env in environments} == {str(executor.scratch.path)}
+    executor.scratch.remove()
