@@ -181,6 +181,7 @@ class Soak:
             [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
         self.figures = Figures()
         self.newer_lines = 0
+        self.turns: dict[str, list[str]] = {}
         self.finished: dict[str, Runner] = {}
         self.timeline: list[str] = []
         self.began = time.monotonic()
@@ -227,7 +228,7 @@ class Soak:
                     self.finished[runner.log.name] = runner
                     running[slot] = self.start(slot, self.rng.choice(suites))
             if self.rng.random() < SIDE_FAULT_SHARE:
-                if self.strike_around(self.rng.choice(SIDE_FAULTS), suites):
+                if self.strike_around(self.next_of("side faults", SIDE_FAULTS), suites):
                     kills += 1
                 continue
             slot = self.pick_victim(running)
@@ -299,6 +300,14 @@ class Soak:
             self.timeline.append(f"{at}: {fault}: {struck}")
         return bool(struck)
 
+    def next_of(self, name: str, choices: tuple[str, ...]) -> str:
+        """The choices in turn, in an order shuffled anew at each round, so that every kind
+        comes up."""
+        queue = self.turns.setdefault(name, [])
+        if not queue:
+            queue.extend(self.rng.sample(choices, len(choices)))
+        return queue.pop()
+
     def side_files(self, kind: str) -> list[Path]:
         root = self.cache / "experiment-runner"
         if kind == "claims":
@@ -308,7 +317,7 @@ class Soak:
         return sorted((root / folder).glob("*.json"))
 
     def corrupt_side_file(self) -> str:
-        kind = self.rng.choice(sorted(WRONG_SHAPES))
+        kind = self.next_of("side files", tuple(sorted(WRONG_SHAPES)))
         found = self.side_files(kind)
         if not found:
             return ""
