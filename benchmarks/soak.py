@@ -9,7 +9,7 @@ the results file, its lock and its claims). At random moments one fault strikes 
 starts a runner again, of any suite and version); SIGSTOP, then SIGCONT a few seconds
 later, while it holds claims; or SIGKILL to one of its fork servers. Other faults strike
 the files beside the results, which the runners share through their cache folder (this
-soak's own): a side file of each kind (the claims file, the reference workload's history,
+soak's own): one side file of each kind (the claims file, the reference workload's history,
 the probe's cached answer, the workload cache's entries) overwritten with bytes that are no
 JSON or JSON of the wrong shape; readings in the reference history stamped a month ahead
 (the clock set back since), far below any real reading; a line of a newer schema whose
@@ -317,14 +317,18 @@ class Soak:
         return sorted((root / folder).glob("*.json"))
 
     def corrupt_side_file(self) -> str:
-        kind = self.next_of("side files", tuple(sorted(WRONG_SHAPES)))
-        found = self.side_files(kind)
-        if not found:
-            return ""
-        path = self.rng.choice(found)
-        content = self.rng.choice(JUNK + WRONG_SHAPES[kind])
-        write_atomically(path, content)
-        return f"{kind} {path.name} <- {content[:40]!r}"
+        """One side file of each kind there is now, overwritten with no JSON or JSON of the
+        wrong shape for its kind."""
+        struck = []
+        for kind in sorted(WRONG_SHAPES):
+            found = self.side_files(kind)
+            if not found:
+                continue
+            path = self.rng.choice(found)
+            content = self.rng.choice(JUNK + WRONG_SHAPES[kind])
+            write_atomically(path, content)
+            struck.append(f"{kind} {path.name} <- {content[:30]!r}")
+        return "; ".join(struck)
 
     def jump_clock(self) -> str:
         """Readings stamped a month ahead and far below any real one, as a clock set back
