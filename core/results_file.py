@@ -148,11 +148,12 @@ class ResultsFile:
         return read
 
     def read_for_appending(self) -> ResultsRead:
-        """Every valid line, as `read`; ResultsFileError when the file holds lines but none
-        of them is a results line (a CSV named results.jsonl, say): appending JSON lines to
-        it would only mix two files."""
+        """Every valid line, as `read`; ResultsFileError when the file holds several lines
+        and none of them is a results line (a CSV named results.jsonl, say): appending JSON
+        lines to it would only mix two files. One bad line alone is what a machine crash
+        during the first append leaves: it is skipped, as any bad line."""
         read = self.read(log_bad_lines=False)
-        if read.bad_lines and not read.lines:
+        if len(read.bad_lines) > 1 and not read.lines:
             first = read.bad_lines[0]
             raise ResultsFileError(
                 f"results file {str(self.path)!r} holds no readable results line: its "

@@ -281,3 +281,5 @@ def test_a_file_with_lines_but_no_results_line_is_refused_for_appending(tmp_path
     assert len(ResultsFile(path).read_for_appending().lines) == 1
     path.write_text("")
     assert ResultsFile(path).read_for_appending().lines == []
+    path.write_text('{"model": {"suite_name": "builtin"\n')  # a crash during the first append
+    assert len(ResultsFile(path).read_for_appending().bad_lines) == 1
