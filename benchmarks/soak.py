@@ -7,10 +7,17 @@ precision differs (so the two plan different experiments for the same command, a
 the results file, its lock and its claims). At random moments one fault strikes a runner
 (mostly one running an experiment's child): SIGKILL, SIGTERM or SIGINT (its slot then
 starts a runner again, of any suite and version); SIGSTOP, then SIGCONT a few seconds
-later, while it holds claims; or SIGKILL to one of its fork servers. When the faults are
-spent or every experiment is recorded, the runners still going finish, then one last runner
-per suite and version completes the sweep. Then the invariants are checked and the figures
-printed:
+later, while it holds claims; or SIGKILL to one of its fork servers. Other faults strike
+the files beside the results, which the runners share through their cache folder (this
+soak's own): one side file of each kind (the claims file, the reference workload's history,
+the probe's cached answer, the workload cache's entries) overwritten with bytes that are no
+JSON or JSON of the wrong shape; readings in the reference history stamped a month ahead
+(the clock set back since), far below any real reading; a line of a newer schema whose
+experiment holds a field this version does not know, for an experiment not yet recorded; a
+runner started with a non-UTF-8 argument; a runner stopped by SIGTERM or SIGKILL while its
+host probe runs. When the faults are spent or every experiment is recorded, the runners
+still going finish, then one last runner per suite and version completes the sweep. Then the
+invariants are checked and the figures printed:
 
 - the results file parses (no bad line);
 - exactly one line per planned experiment that is not an infrastructure failure (a fork
@@ -26,7 +33,13 @@ printed:
   `hang` model's: everything started carries this soak's marker variable), no scratch
   folder is left, no claim is left;
 - every runner stopped by SIGTERM or SIGINT exited 143 or 130 (0 if it had just finished)
-  without a traceback.
+  without a traceback; a runner given a non-UTF-8 argument exited 2, without a traceback;
+  a runner killed during its probe took the probe's child with it;
+- every line is strict JSON (no NaN) and no line is flagged slower than
+  `IMPLAUSIBLE_SLOW_RATIO` times the usual figure (readings from the future never count);
+  no ok line's workload signature holds an error (a corrupt cache entry is counted again);
+- the lines of the newer schema never stand for this version's experiments (each still
+  gets its own line).
 
     python benchmarks/soak.py [--runners 3] [--kills 12] [--batch-sizes 6] [--seed 1] [--keep DIR]
 
@@ -60,7 +73,8 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from core.config import fingerprint_of_line  # noqa: E402
-from core.results_file import read_results  # noqa: E402
+from core.fields import SCHEMA_VERSION  # noqa: E402
+from core.results_file import ResultsFile, read_results  # noqa: E402
 
 MARKER = "EXPERIMENT_SOAK_MARKER"
 COMMON = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--warmup=0", "--no-progress",
@@ -84,6 +98,29 @@ FAULT_REASONS = {
 STOP_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
 #: The faults: a stop signal, a pause (SIGSTOP, then SIGCONT), a fork server killed.
 FAULTS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGSTOP", "fork server")
+#: The faults of the files and arguments around the runners (`Soak.strike_around`).
+SIDE_FAULTS = ("side file", "clock jump", "newer line", "non-UTF-8 argument",
+               "SIGTERM in probe", "SIGKILL in probe")
+#: How often a fault is one of SIDE_FAULTS.
+SIDE_FAULT_SHARE = 0.4
+#: The run id of the lines of the newer schema the soak appends.
+NEWER_RUN_ID = "newer-version"
+#: A slow-period ratio no real slow period of this machine reaches: a line flagged above it
+#: was judged against readings that do not belong (from the future).
+IMPLAUSIBLE_SLOW_RATIO = 100.0
+#: Side files by kind: where they lie under the cache folder (the claims file lies beside
+#: the results), and contents that are no JSON or JSON of the wrong shape for that kind.
+JUNK = (b"", b"\x00\xff garbage", b"{\"unterminated\": ", b"[1, 2, 3]", b"null", b"{" * 5000,
+        b'{"a": NaN}', b'{"a": 1, "a": 2}')
+WRONG_SHAPES = {
+    "claims": (b'{"f": {"runner": {"run_id": "x", "host": "h", "boot_id": "b", "pid": -1, '
+               b'"started": 0}, "claimed_at": 0, "heartbeat": 0}}', b'{"f": 5}'),
+    "reference": (b'{"launch_us": 5}', b'{"launch_us": [["a", 1]]}', b'{"launch_us": [[1, 2, 3]]}',
+                  b'{"kernel_ms": [[1, "slow"]]}', b'{"host_ms": [[1, NaN]]}'),
+    "probe": (b'{"dynamo_backends": "inductor", "torch_version": "2"}', b'{"packages": [1]}',
+              b'{"cuda_available": "no"}'),
+    "workload": (b'{"key": {}, "workload": 5}', b'{"workload": {"flops_per_iteration": "many"}}'),
+}
 #: The other version: its default matmul precision (this tree's is "high").
 OTHER_DEFAULT = ('default="high", choices=MATMUL_PRECISIONS',
                  'default="highest", choices=MATMUL_PRECISIONS')
@@ -100,6 +137,8 @@ class Runner:
     jobs: int = 1
     signal_sent: Optional[int] = None
     started: float = field(default_factory=time.monotonic)
+    #: Exit statuses other than a clean one's that this runner may end with.
+    expected: Optional[set] = None
 
 
 @dataclass
@@ -113,6 +152,7 @@ class Figures:
     taken_over: int = 0
     runners_by_version: Counter = field(default_factory=Counter)
     runners_with_two_jobs: int = 0
+    newer_lines: int = 0
     violations: Counter = field(default_factory=Counter)
     details: list[str] = field(default_factory=list)
 
@@ -134,10 +174,14 @@ class Soak:
         for made in (self.tmp, self.logs):
             made.mkdir(parents=True, exist_ok=True)
         self.marker = uuid.uuid4().hex
-        self.environment = dict(os.environ, TMPDIR=str(self.tmp), **{MARKER: self.marker})
+        self.cache = folder / "cache"
+        self.environment = dict(os.environ, TMPDIR=str(self.tmp), XDG_CACHE_HOME=str(self.cache),
+                                **{MARKER: self.marker})
         self.environment["PYTHONPATH"] = os.pathsep.join(
             [str(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
         self.figures = Figures()
+        self.newer_lines = 0
+        self.turns: dict[str, list[str]] = {}
         self.finished: dict[str, Runner] = {}
         self.timeline: list[str] = []
         self.began = time.monotonic()
@@ -152,7 +196,7 @@ class Soak:
                 *self.arguments(suite), f"--jobs={jobs}", f"--output-dirname={self.output}"]
 
     def start(self, slot: int, suite: str, version: Optional[str] = None,
-              jobs: Optional[int] = None) -> Runner:
+              jobs: Optional[int] = None, extra: tuple[str, ...] = ()) -> Runner:
         version = version or self.rng.choice(VERSIONS)
         jobs = jobs or self.rng.choice((1, 2))
         self.figures.runners += 1
@@ -162,7 +206,7 @@ class Soak:
         environment = dict(self.environment, PYTHONPATH=os.pathsep.join(
             [str(self.roots[version])] + self.environment["PYTHONPATH"].split(os.pathsep)[1:]))
         with open(log, "wb") as handle:
-            process = subprocess.Popen(self.command(suite, version, jobs), env=environment,
+            process = subprocess.Popen([*self.command(suite, version, jobs), *extra], env=environment,
                                        cwd=str(self.roots[version]), stdout=handle,
                                        stderr=subprocess.STDOUT)
         return Runner(slot, suite, process, log, version, jobs)
@@ -170,9 +214,11 @@ class Soak:
     def run(self) -> Figures:
         suites = list(SUITES)
         self.planned = set()
+        self.configs: dict[str, list] = {}
         for version in VERSIONS:
-            self.planned |= planned_by(self.roots[version],
-                                       [self.arguments(suite) for suite in suites])
+            configs = planned_by(self.roots[version], [self.arguments(suite) for suite in suites])
+            self.planned |= set(configs)
+            self.configs.update(configs)
         running = {slot: self.start(slot, suites[slot % len(suites)]) for slot in range(self.slots)}
         kills = 0
         while kills < self.kill_budget and not self.complete():
@@ -181,6 +227,10 @@ class Soak:
                 if runner.process.poll() is not None:
                     self.finished[runner.log.name] = runner
                     running[slot] = self.start(slot, self.rng.choice(suites))
+            if self.rng.random() < SIDE_FAULT_SHARE:
+                if self.strike_around(self.next_of("side faults", SIDE_FAULTS), suites):
+                    kills += 1
+                continue
             slot = self.pick_victim(running)
             victim = running[slot]
             fault = self.rng.choice(FAULTS)
@@ -232,6 +282,121 @@ class Soak:
         self.figures.kills_mid_experiment += busy
         return True
 
+    def strike_around(self, fault: str, suites: list[str]) -> bool:
+        """One fault to the files or arguments around the runners; whether it struck."""
+        at = f"{time.monotonic() - self.began:6.1f} s"
+        if fault == "side file":
+            struck = self.corrupt_side_file()
+        elif fault == "clock jump":
+            struck = self.jump_clock()
+        elif fault == "newer line":
+            struck = self.append_newer_line()
+        elif fault == "non-UTF-8 argument":
+            struck = self.run_undecodable(self.rng.choice(suites))
+        else:
+            struck = self.stop_during_probe(self.rng.choice(suites), fault.split()[0])
+        if struck:
+            self.figures.kills[fault] += 1
+            self.timeline.append(f"{at}: {fault}: {struck}")
+        return bool(struck)
+
+    def next_of(self, name: str, choices: tuple[str, ...]) -> str:
+        """The choices in turn, in an order shuffled anew at each round, so that every kind
+        comes up."""
+        queue = self.turns.setdefault(name, [])
+        if not queue:
+            queue.extend(self.rng.sample(choices, len(choices)))
+        return queue.pop()
+
+    def side_files(self, kind: str) -> list[Path]:
+        root = self.cache / "experiment-runner"
+        if kind == "claims":
+            claims = self.output / "results.jsonl.claims"
+            return [claims] if claims.exists() else []
+        folder = {"reference": "reference", "probe": "host", "workload": "workload"}[kind]
+        return sorted((root / folder).glob("*.json"))
+
+    def corrupt_side_file(self) -> str:
+        """One side file of each kind there is now, overwritten with no JSON or JSON of the
+        wrong shape for its kind."""
+        struck = []
+        for kind in sorted(WRONG_SHAPES):
+            found = self.side_files(kind)
+            if not found:
+                continue
+            path = self.rng.choice(found)
+            content = self.rng.choice(JUNK + WRONG_SHAPES[kind])
+            write_atomically(path, content)
+            struck.append(f"{kind} {path.name} <- {content[:30]!r}")
+        return "; ".join(struck)
+
+    def jump_clock(self) -> str:
+        """Readings stamped a month ahead and far below any real one, as a clock set back
+        leaves them: used, they would flag every line thousands of times slow."""
+        found = self.side_files("reference")
+        if not found:
+            return ""
+        ahead = time.time() + 30 * 24 * 3600
+        content = {name: [[ahead + index, 1e-6] for index in range(50)]
+                   for name in ("launch_us", "kernel_ms", "host_ms")}
+        for path in found:
+            write_atomically(path, json.dumps(content).encode())
+        return f"{len(found)} reference histories stamped a month ahead"
+
+    def append_newer_line(self) -> str:
+        """A newer version's line for an experiment not recorded yet, with an identity
+        field this version does not know."""
+        recorded = {line.get("fingerprint") for line in read_results(self.output / "results.jsonl").lines}
+        waiting = sorted(self.planned - recorded)
+        if not waiting:
+            return ""
+        fingerprint = self.rng.choice(waiting)
+        model, experiment = self.configs[fingerprint]
+        line = {"schema_version": SCHEMA_VERSION + 1, "model": model,
+                "experiment": {**experiment, "sparsity": "2:4"}, "status": "ok",
+                "metrics": {"per_iter_time": [0.001, 0.001]}, "summary": {},
+                "verification_code": "VERIFIER_SKIPPED", "run_id": NEWER_RUN_ID,
+                "fingerprint": f"newer-{fingerprint}", "timestamp": time.time()}
+        ResultsFile(self.output / "results.jsonl").append(line)
+        self.newer_lines += 1
+        return f"a newer line for {fingerprint[:12]}"
+
+    def run_undecodable(self, suite: str) -> str:
+        runner = self.start(-2, suite, extra=("-k", os.fsdecode(b"ml\xffp")))
+        runner.process.wait(timeout=120)
+        runner.expected = {2}
+        self.finished[runner.log.name] = runner
+        return runner.log.name
+
+    def stop_during_probe(self, suite: str, name: str) -> str:
+        """A runner that probes (--no-probe-cache), stopped while its probe child runs."""
+        runner = self.start(-3, suite, extra=("--no-probe-cache",))
+        self.finished[runner.log.name] = runner
+        deadline, probe = time.monotonic() + 60, None
+        while time.monotonic() < deadline and runner.process.poll() is None:
+            probe = probe_child(runner)
+            if probe is not None and any(self.tmp.glob("experiment-runner-*-probe-*/experiment-runner-isa-*")):
+                break
+            time.sleep(0.05)
+        if probe is None or runner.process.poll() is not None:
+            runner.process.kill()
+            runner.process.wait(timeout=60)
+            runner.signal_sent = signal.SIGKILL
+            return ""
+        signum = signal.Signals[name]
+        runner.process.send_signal(signum)
+        runner.signal_sent = signum
+        runner.process.wait(timeout=120)
+        try:
+            probe.wait(timeout=15)
+        except psutil.TimeoutExpired:
+            self.figures.violation("orphan process", f"the probe child {probe.pid} outlived "
+                                   f"{runner.log.name} ({name} during the probe)")
+            probe.kill()
+        except psutil.Error:
+            pass
+        return runner.log.name
+
     def pick_victim(self, running: dict[int, Runner]) -> int:
         """Mostly a runner in the middle of an experiment (waiting a little for one): that
         is where claims, children and lines are at stake; otherwise any runner."""
@@ -267,8 +432,9 @@ class Soak:
             code = runner.process.returncode
             if "Traceback" in text:
                 self.figures.violation("unclean exit", f"{runner.log.name}: a traceback")
-            expected = {None: {0}, signal.SIGKILL: {-signal.SIGKILL, 0},
-                        signal.SIGTERM: {143, 0}, signal.SIGINT: {130, 0}}[runner.signal_sent]
+            expected = runner.expected or {
+                None: {0}, signal.SIGKILL: {-signal.SIGKILL, 0}, signal.SIGTERM: {143, 0},
+                signal.SIGINT: {130, 0}}[runner.signal_sent]
             if code not in expected:
                 self.figures.violation("unclean exit", f"{runner.log.name}: exit status {code}")
 
@@ -281,7 +447,7 @@ class Soak:
             time.sleep(0.2)
         for process in left:
             self.figures.violation("orphan process", f"pid {process.pid}: {' '.join(process.cmdline())[:120]}")
-        for folder in self.tmp.glob("experiment-runner-*"):
+        for folder in [*self.tmp.glob("experiment-runner-*"), *self.tmp.glob("tmp*")]:
             self.figures.violation("scratch folder left", folder.name)
         if (self.output / "results.jsonl.claims").exists():
             claims = json.loads((self.output / "results.jsonl.claims").read_text())
@@ -291,9 +457,23 @@ class Soak:
         planned = self.planned
         self.figures.planned = len(planned)
         read = read_results(self.output / "results.jsonl")
-        self.figures.lines = len(read.lines)
         for bad in read.bad_lines:
             self.figures.violation("unreadable line", f"line {bad.lineno}: {bad.reason}")
+        for number, text in enumerate((self.output / "results.jsonl").read_bytes().splitlines(), 1):
+            try:
+                json.loads(text, parse_constant=refuse_constant)
+            except ValueError as error:
+                self.figures.violation("unreadable line", f"line {number}: {error}")
+        newer = [line for line in read.lines if line.get("run_id") == NEWER_RUN_ID]
+        self.figures.newer_lines = len(newer)
+        read.lines = [line for line in read.lines if line.get("run_id") != NEWER_RUN_ID]
+        self.figures.lines = len(read.lines)
+        for line in read.lines:
+            verdict = (line.get("summary") or {}).get("slow_period") or {}
+            ratio = verdict.get("ratio")
+            if isinstance(ratio, (int, float)) and ratio > IMPLAUSIBLE_SLOW_RATIO:
+                self.figures.violation("implausible slow period",
+                                       f"{line.get('experiment_id')}: {ratio:.0f}x")
         own = [line for line in read.lines if line.get("failure_kind") != "infrastructure"]
         self.figures.infrastructure_lines = len(read.lines) - len(own)
         recorded: set = set()
@@ -343,6 +523,9 @@ def wrong_outcome(line: dict) -> Optional[str]:
         return None
     if line.get("status") != "ok":
         return f"{line.get('status')}: {error[:80]!r}"
+    workload = line.get("workload")
+    if not isinstance(workload, dict) or "error" in workload:
+        return f"ok, but its workload signature is {str(workload)[:80]!r}"
     return None
 
 
@@ -359,15 +542,15 @@ def other_version(folder: Path) -> Path:
     return folder
 
 
-def planned_by(root: Path, argument_lists: list[list[str]]) -> set[str]:
-    """The fingerprints the runner at `root` plans for these arguments (in its own process:
-    its own defaults)."""
+def planned_by(root: Path, argument_lists: list[list[str]]) -> dict[str, list]:
+    """The experiments the runner at `root` plans for these arguments (in its own process:
+    its own defaults): [model, experiment] as its lines write them, by fingerprint."""
     environment = dict(os.environ, PYTHONPATH=str(root))
     answer = subprocess.run(
         [sys.executable, str(root / "benchmarks" / "soak.py"), "--print-planned",
          json.dumps(argument_lists)], env=environment, cwd=str(root), capture_output=True,
         text=True, check=True)
-    return set(json.loads(answer.stdout.strip().splitlines()[-1]))
+    return json.loads(answer.stdout.strip().splitlines()[-1])
 
 
 def fork_servers(runner: Runner) -> list[psutil.Process]:
@@ -420,20 +603,43 @@ def foreign_metrics(output: Path, line: dict) -> Optional[str]:
     return None
 
 
-def planned_fingerprints(commands: list[list[str]]) -> set[str]:
+def planned_fingerprints(commands: list[list[str]]) -> dict[str, list]:
+    from core.config import REQUESTED_BATCH_SIZE
     from models import get_suite
     from runner.plan.parser import build_parser, matrix_request
     from runner.plan.matrix import build_plan
     from runner.plan.probe import probe_host
 
     host = probe_host()
-    planned = set()
+    planned = {}
     for command in commands:
         args = build_parser().parse_args(command)
         request = matrix_request(args)
         suite = get_suite(args.suite_name, reduced=request.reduced)
-        planned |= {p.fingerprint for p in build_plan(suite, request, host).experiments}
+        for p in build_plan(suite, request, host).experiments:
+            experiment = {**p.experiment.to_dict(), REQUESTED_BATCH_SIZE: p.experiment.batch_size}
+            planned[p.fingerprint] = [p.model.to_dict(), experiment]
     return planned
+
+
+def write_atomically(path: Path, content: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.soak")
+    temporary.write_bytes(content)
+    os.replace(temporary, path)
+
+
+def refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def probe_child(runner: Runner) -> Optional[psutil.Process]:
+    try:
+        for child in psutil.Process(runner.process.pid).children():
+            if "runner.plan.probe" in " ".join(child.cmdline()):
+                return child
+    except psutil.Error:
+        pass
+    return None
 
 
 def runs_a_child(runner: Runner) -> bool:
@@ -474,7 +680,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--print-planned", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.print_planned:  # this tree's plan for other argument lists (planned_by)
-        print(json.dumps(sorted(planned_fingerprints(json.loads(args.print_planned)))))
+        print(json.dumps(planned_fingerprints(json.loads(args.print_planned)), sort_keys=True))
         return 0
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="soak-"))
@@ -492,11 +698,12 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"{figures.lines} lines ({figures.infrastructure_lines} infrastructure failures "
           f"retried), {figures.taken_over} claims taken over, runners by version "
           f"{dict(figures.runners_by_version)}, {figures.runners_with_two_jobs} with --jobs=2, "
+          f"{figures.newer_lines} lines of a newer schema, "
           f"{time.monotonic() - start:.0f} s")
     total = sum(figures.violations.values())
     kinds = ("missing", "duplicate", "unplanned", "wrong outcome", "foreign metrics",
              "unreadable line", "orphan process", "scratch folder left", "claim left",
-             "unclean exit")
+             "unclean exit", "implausible slow period")
     print(f"violations: {total} (" + ", ".join(f"{kind} {figures.violations[kind]}" for kind in kinds) + ")")
     for detail in figures.details:
         print(f"  {detail}")

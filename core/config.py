@@ -24,6 +24,7 @@ from core.fields import (
     EXPERIMENT,
     MODEL,
     REQUIRED,
+    SCHEMA_VERSION,
     fields_of,
     identity_fields,
     line_values,
@@ -298,6 +299,31 @@ def line_identity(line: Mapping[str, Any]) -> dict[str, Any]:
                 raise TypeError(f"the line's {scope}.{spec.name} is not a {spec.kind.__name__}")
     return {"model": resolved_identity(MODEL, model_values),
             "experiment": resolved_identity(EXPERIMENT, experiment_values)}
+
+
+#: Keys a line's model and experiment hold besides their fields: what the line records
+#: about the run (the device's name, the batch size asked for, the stack's registry name).
+LINE_ONLY_KEYS = {MODEL: frozenset({"torchbench_dir"}),
+                  EXPERIMENT: frozenset({"accelerator_model", REQUESTED_BATCH_SIZE, "stack"})}
+
+
+def unreadable_identity(line: Mapping[str, Any]) -> list[str]:
+    """The keys of a line of a newer schema than this version's whose model or experiment
+    holds fields this version does not know (`model.x`, `experiment.y`); [] for any other
+    line. Such a line is not this version's experiment, whatever its other fields say: a
+    newer runner's field at a value other than its default measures something else."""
+    version = line.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version <= SCHEMA_VERSION:
+        return []
+    unknown = []
+    for scope in (MODEL, EXPERIMENT):
+        part = line.get(scope)
+        if not isinstance(part, Mapping):
+            continue
+        known = {key for spec in fields_of(scope) for key in (spec.name, spec.key)}
+        unknown += [f"{scope}.{key}" for key in part
+                    if key not in known and key not in LINE_ONLY_KEYS[scope]]
+    return sorted(unknown)
 
 
 def fingerprint_of_line(line: Mapping[str, Any]) -> Optional[str]:

@@ -55,6 +55,9 @@ DEFAULT_SEED = 1234
 #: docs/timing.md, "Several processes").
 DEFAULT_PROCESSES = {"cpu": 1, "cuda": 3, "tpu": 1}
 MAX_PROCESSES = 100
+#: The largest batch size taken: a tensor dimension of that size already holds more
+#: elements than any device's memory (2**63 passed, then failed in the child).
+MAX_BATCH_SIZE = 2**31 - 1
 #: How an experiment's timing processes compile: sharing the first one's compile caches, or
 #: each with fresh ones (so that the processes sample the compiler's own variation too).
 PROCESS_CACHES = ("shared", "fresh")
@@ -284,7 +287,7 @@ FIELDS: tuple[Field, ...] = (
     _f("precision", EXPERIMENT, str, default="fp32", choices=PRECISIONS, flags=("--precision",),
        dimension=True, report=COLUMN, changes_work=True, help="fp32, bf16, fp16 or amp (autocast); default fp32"),
     _f("batch_size", EXPERIMENT, int, default=None, optional=True, minimum=1,
-       flags=("--batch-size",), dimension=True, report=PER_EXPERIMENT,
+       maximum=MAX_BATCH_SIZE, flags=("--batch-size",), dimension=True, report=PER_EXPERIMENT,
        line_key="requested_batch_size",
        help="batch size; default: the suite's for each model"),
     _f("xla_flags", EXPERIMENT, str, default=None, optional=True, flags=("--xla-flags",),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import json
 import logging
 import os
 import re
@@ -43,6 +44,8 @@ _CHUNK_BYTES = 2**20
 #: The parts of a line that every reader takes for JSON objects: a line where one of them is
 #: something else (`"summary": "n/a"`) is a bad line, listed with its number, never read.
 OBJECT_PARTS = ("model", "experiment", "summary")
+#: Versions go up by one at each change of the line; anything this large is not one.
+MAX_SCHEMA_VERSION = 1000
 
 
 class ResultsFileError(RuntimeError):
@@ -118,9 +121,9 @@ class ResultsFile:
                 os.close(fd)
 
     def read(self, start: int = 0, lines_before: int = 0,
-             max_line_bytes: int = MAX_LINE_BYTES) -> ResultsRead:
+             max_line_bytes: int = MAX_LINE_BYTES, log_bad_lines: bool = True) -> ResultsRead:
         """Every valid line from byte `start` (after line `lines_before`) on; invalid ones
-        are listed with their line numbers, never fatal."""
+        are listed with their line numbers (and logged), never fatal."""
         read = ResultsRead(end_offset=start, last_lineno=lines_before)
         try:
             # Non-blocking, so that opening a FIFO cannot hang; it is refused below.
@@ -140,6 +143,23 @@ class ResultsFile:
             _parse(jsonlines.Reader(lines), lines, read, str(self.path))
             read.end_offset = start + lines.consumed
             read.last_lineno = lines.lineno
+        if log_bad_lines:
+            _log_bad_lines(read.bad_lines, self.path)
+        return read
+
+    def read_for_appending(self) -> ResultsRead:
+        """Every valid line, as `read`; ResultsFileError when the file holds several lines
+        and none of them is a results line (a CSV named results.jsonl, say): appending JSON
+        lines to it would only mix two files. One bad line alone is what a machine crash
+        during the first append leaves: it is skipped, as any bad line."""
+        read = self.read(log_bad_lines=False)
+        if len(read.bad_lines) > 1 and not read.lines:
+            first = read.bad_lines[0]
+            raise ResultsFileError(
+                f"results file {str(self.path)!r} holds no readable results line: its "
+                f"{len(read.bad_lines)} line(s) are not results lines (line {first.lineno}: "
+                f"{first.reason}); give another --output-dirname or --output-basename, or "
+                "move it away")
         _log_bad_lines(read.bad_lines, self.path)
         return read
 
@@ -226,7 +246,18 @@ def shape_problem(line: dict[str, Any]) -> Optional[str]:
         value = line.get(part)
         if value is not None and not isinstance(value, dict):
             return f"its {part!r} is {type(value).__name__}, not a JSON object"
+    if "schema_version" in line and not is_schema_version(line["schema_version"]):
+        shown = json.dumps(line["schema_version"])
+        return (f"its schema_version is {shown[:40]}, not a version number (1 to "
+                f"{MAX_SCHEMA_VERSION})")
     return None
+
+
+def is_schema_version(value: Any) -> bool:
+    """Whether `value` can be a line's schema_version: a whole number from 1 on (a version
+    newer than this one's is read; its identity is judged by core.config)."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 1 <= value <= MAX_SCHEMA_VERSION)
 
 
 def _log_bad_lines(bad_lines: list[BadLine], path: Path) -> None:

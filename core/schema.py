@@ -137,6 +137,17 @@ def bounded(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return f"{text[:keep]}\n... [{len(text) - 2 * keep} characters cut] ...\n{text[-keep:]}"
 
 
+def error_headline(error: str) -> str:
+    """The line of a failed line's `metrics.error` that says what happened: its first line
+    (this runner writes what happened first, then the traceback and the child's last
+    output, whose last line is any warning the child printed); for an error that is a
+    bare Python traceback (PyTorch/XLA's runner's lines), its last line, the exception."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if lines[0].startswith("Traceback") else lines[0]
+
+
 def _per_run_number(value: Any) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 

@@ -45,6 +45,7 @@ from runner.plan.parser import (
     sweep_flags,
     torchbench_dir,
 )
+from runner.plan.arguments import undecodable_argument
 from runner.plan.probe import probe_host
 from runner.plan.resume import recorded_fingerprints
 from runner.plan.slots import Slot, SlotError, plan_slots, visible_gpus
@@ -120,7 +121,10 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
     results = ResultsFile(results_path)
-    known = results.read() if output.resume and single is None else ResultsRead()
+    if not output.resume or single is not None:  # a single experiment: recorded or not
+        known = ResultsRead()
+    else:
+        known = results.read_for_appending()
     if single is not None:
         plan = single_plan(suite, single.model_config, single.experiment_config, request, host)
     else:
@@ -252,6 +256,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signals.install()
     try:
         # Inside the try: parsing imports lazily, and Ctrl-C can land there too.
+        refused = undecodable_argument(argv)
+        if refused:
+            raise UsageError(refused)
         args = build_parser().parse_args(argv)
         logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
         if args.list_models:

@@ -3,6 +3,7 @@ is a clean stop (issue 12, item 4)."""
 
 import dataclasses
 import json
+import os
 import signal
 import subprocess
 import time
@@ -53,6 +54,11 @@ def one_error_line(run, *named):
     (["--precision=fp64"], ["--precision", '"fp64" is not one of: fp32, bf16, fp16, amp']),
     (["--dynamo=induc tor"], ["--dynamo", "'induc tor' is not a valid name"]),
     (["--optimizer=lbfgs"], ["--optimizer", '"lbfgs" is not one of: None, sgd, adam, harness']),
+    # Issue 43: 2**63 passed, then failed in the child.
+    (["--batch-size=9223372036854775808"], ["--batch-size", "must be at most 2147483647"]),
+    # Issue 43, defect 4: non-UTF-8 bytes ran the experiment, then lost its line.
+    (["-k", os.fsdecode(b"ml\xffp")], ["argument", "ml\\xffp", "not valid UTF-8"]),
+    ([os.fsdecode(b"--output-dirname=out\xfe")], ["out\\xfe", "not valid UTF-8"]),
 ])
 def test_a_bad_flag_is_one_line_naming_it(run_cli, args, named):
     one_error_line(run_cli(*DRY, *args), *named)
@@ -76,6 +82,13 @@ SINGLE_EXPERIMENT = {"accelerator": "cpu", "xla": None, "dynamo": None, "test": 
      ['--model-config: reduced must be true or false, not "false"']),
     ('{"model_name": "mlp", "suite_name": 3}', SINGLE_EXPERIMENT,
      ["--model-config: suite_name must be a string, not 3"]),
+    # Issue 43: the wrong type named; a key given twice; nesting 20,000 deep (defect 5).
+    ('{"model_name": 5}', SINGLE_EXPERIMENT, ["--model-config: model_name must be a string, not 5"]),
+    ('{"model_name": "mlp", "model_name": "cnn"}', SINGLE_EXPERIMENT,
+     ["--model-config: the key 'model_name' is given twice"]),
+    ("[" * 20000 + "]" * 20000, SINGLE_EXPERIMENT, ["--model-config is nested too deeply"]),
+    (SINGLE_MODEL, '{"accelerator": "cpu", "test": "eval", "x": ' + "[" * 20000 + "]" * 20000 + "}",
+     ["--experiment-config is nested too deeply"]),
 ])
 def test_a_bad_config_value_is_one_line_naming_it(run_cli, model, experiment, named):
     text = experiment if isinstance(experiment, str) else json.dumps(experiment)
@@ -103,6 +116,36 @@ def recorded_line(experiment=PLANNED_EAGER, **overrides):
                       metrics={"per_iter_time": [0.1]}).to_dict()
     line.update(overrides)
     return line
+
+
+@pytest.mark.e2e
+def test_a_long_filter_is_shown_cut(run_cli):
+    run = run_cli(*DRY, "-k", "a" * 100000)
+    one_error_line(run, "no model of suite", "(99920 more characters)")
+    assert len(run.stderr) < 2000
+
+
+@pytest.mark.e2e
+def test_a_results_file_with_no_readable_line_is_refused_before_anything_runs(run_cli, tmp_path):
+    # Issue 43, defect 9: the runner appended its lines to a CSV after 17 warnings.
+    output = tmp_path / "output"
+    output.mkdir()
+    csv_text = "model,time\n" + "".join(f"m{i},{i}\n" for i in range(17))
+    (output / "results.jsonl").write_text(csv_text)
+    run = run_cli("-k", "^mlp$", "--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval")
+    one_error_line(run, "holds no readable results line", "its 18 line(s)")
+    assert (output / "results.jsonl").read_text() == csv_text
+    assert not any(output.glob("builtin-*"))  # nothing ran
+
+
+@pytest.mark.e2e
+def test_a_dangling_results_link_is_refused_before_anything_runs(run_cli, tmp_path):
+    output = tmp_path / "output"
+    output.mkdir()
+    (output / "results.jsonl").symlink_to(tmp_path / "gone" / "results.jsonl")
+    run = run_cli("-k", "^mlp$", "--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval")
+    one_error_line(run, "is a link to", "which does not exist")
+    assert not any(output.glob("builtin-*"))
 
 
 @pytest.mark.e2e

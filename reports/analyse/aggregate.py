@@ -22,7 +22,7 @@ from typing import Optional
 from reports.errors import ReportError
 from reports.read.load import ConfigKey, Record
 from reports.stats import geomean
-from core.schema import VERIFICATION_NOT_RUN, Status, VerificationCode
+from core.schema import VERIFICATION_NOT_RUN, Status, VerificationCode, error_headline
 
 DEFAULT_BASELINE = "eager"
 SPEEDUP_WARNING = 0.95
@@ -136,7 +136,7 @@ def _warnings(row: Row) -> list[str]:
     record = row.record
     found: list[str] = []
     if record.status == Status.FAILED:
-        first = record.error.strip().splitlines()[-1] if record.error.strip() else "no error message"
+        first = error_headline(record.error) if record.error.strip() else "no error message"
         found.append(f"failed: {first[:160]}")
     elif record.status != Status.SKIPPED:
         if record.verification_code != VerificationCode.PASS and record.verification_code not in VERIFICATION_NOT_RUN:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from core.schema import error_headline
 from reports.read.load import Record
 from reports.stats import geomean, permutation_p_value
 
@@ -113,8 +114,9 @@ def _judge(change: Change, threshold: float, alpha: float) -> None:
     base, new = change.base, change.new
     if base.passed and not new.passed:
         change.verdict = NEWLY_FAILING
-        change.reason = new.error.strip().splitlines()[-1][:160] if new.error.strip() else (
-            f"status {new.status}, verification {new.verification_code}"
+        change.reason = error_headline(new.error)[:160] if new.error.strip() else (
+            "no valid time per iteration (status ok)" if new.status == "ok" and not new.ran
+            else f"status {new.status}, verification {new.verification_code}"
         )
         return
     if not base.passed and new.passed:

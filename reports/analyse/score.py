@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reports.errors import ReportError
+from core.schema import error_headline
 from reports.read.load import Record
 from reports.stats import geomean
 
@@ -35,7 +36,7 @@ def _label(record: Record) -> str:
 
 def _why_not(record: Record, side: str) -> str:
     if record.status != "ok":
-        detail = record.error.strip().splitlines()[-1][:120] if record.error.strip() else record.skip_reason
+        detail = error_headline(record.error)[:120] if record.error.strip() else record.skip_reason
         return f"{record.status} in {side}" + (f": {detail}" if detail else "")
     if record.verification_failed:
         return f"verification {record.verification_code} in {side}"

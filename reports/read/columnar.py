@@ -59,6 +59,12 @@ class Engine:
                 scan = cache.open_file(self.con, self._temp, self.cache_dir, path, f"f{index}")
             except OSError as error:
                 raise ReportError(f"cannot read results file {str(path)!r}: {error.strerror or error}") from error
+            if scan.bad_lines and scan.rows <= len(scan.bad_lines):  # rows count the bad ones
+                first = scan.bad_lines[0]
+                raise ReportError(
+                    f"{path} holds no readable results line: its {len(scan.bad_lines)} "
+                    f"line(s) are not results lines (line {first.lineno}: {first.reason}); "
+                    "results files are JSON lines written by experiment-runner")
             self.files.append(scan)
             known[os.path.realpath(path)] = scan
             added.append(scan)

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from core.columns import LABELS_COLUMN, STACK_COLUMN, ConfigColumn, config_columns
 from core.fields import EXPERIMENT, MODEL, SCHEMA_VERSION as LINE_SCHEMA_VERSION, Field, identity_fields
-from core.results_file import BadLine
+from core.results_file import MAX_SCHEMA_VERSION, BadLine, shape_problem
 from core.schema import VerificationCode
 from reports.errors import ReportError
 
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 #: Bumped whenever the normalised columns change meaning: older caches are rebuilt (and so
 #: are those of another field table: `SCHEMA_VERSION` holds a digest of the columns' SQL).
-_COLUMNS_VERSION = 6
+_COLUMNS_VERSION = 7
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
@@ -184,10 +184,12 @@ _COLD_ENTRIES = ("(CASE WHEN isfinite(summary.cold_start_entries) AND summary.co
 #: An experiment's samples: the medians of its timing processes where it had several (the
 #: figure is their median, its interval theirs, and compare and the history test them),
 #: else its timed runs' times per iteration.
-_SAMPLES = (f"(CASE WHEN len(list_filter(summary.processes.medians, lambda x: isfinite(x))) >= 2 "
-            f"THEN list_filter(summary.processes.medians, lambda x: isfinite(x)) "
+#: A time a sample can be: above zero and below a day (hand-made lines hold -1e3, 0, 1e308).
+_A_TIME = "lambda x: isfinite(x) AND x > 0 AND x < 86400"
+_SAMPLES = (f"(CASE WHEN len(list_filter(summary.processes.medians, {_A_TIME})) >= 2 "
+            f"THEN list_filter(summary.processes.medians, {_A_TIME}) "
             f"ELSE list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
-            f"len(metrics.per_iter_time)), lambda x: isfinite(x)) END)")
+            f"len(metrics.per_iter_time)), {_A_TIME}) END)")
 
 
 def _sql_text(value: str) -> str:
@@ -299,6 +301,8 @@ _COUNTED_TFLOPS = "workload.flops_per_iteration / list_aggregate(_times, 'median
 #: The normalised columns, computed from the typed read in the same pass: (name, SQL).
 _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("kind", f"""CASE WHEN {_ALL_NULL} THEN 2
+         WHEN schema_version IS NOT NULL AND NOT (schema_version BETWEEN 1 AND {MAX_SCHEMA_VERSION}
+              AND schema_version = floor(schema_version)) THEN 2
          WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN 1
          ELSE 0 END"""),
     ("run", """COALESCE(run_id, '')"""),
@@ -325,8 +329,12 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("peak_dev", f"""COALESCE({_positive('summary.peak_device_memory_bytes')}, {_positive('metrics.peak_device_memory_bytes')})"""),
     ("peak_host", f"""COALESCE({_positive('summary.peak_host_memory_bytes')}, {_positive('metrics.peak_host_memory_bytes')})"""),
     ("eager_peak_dev", f"""{_positive('summary.eager_peak_device_memory_bytes')}"""),
+    # The line that says what happened (core.schema.error_headline): the first, or the
+    # last of a bare Python traceback (the exception).
     ("error", """CASE WHEN trim(COALESCE(metrics.error, '')) NOT IN ('', 'SKIP')
-         THEN left(list_last(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> '')), 300)
+         THEN left(trim(CASE WHEN starts_with(trim(metrics.error), 'Traceback')
+              THEN list_last(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> ''))
+              ELSE list_first(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> '')) END), 300)
          ELSE '' END"""),
     ("skip_reason", """COALESCE(skip_reason, CASE WHEN metrics.error = 'SKIP' THEN 'SKIP' END, '')"""),
     ("accel_model", """COALESCE(experiment.accelerator_model, '')"""),
@@ -651,6 +659,8 @@ def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list
             continue
         if not isinstance(value, dict):
             bad.append(BadLine(str(path), lineno + line_offset, "not a JSON object"))
+        elif shape_problem(value):
+            bad.append(BadLine(str(path), lineno + line_offset, shape_problem(value)))
         else:
             unusable.append(lineno + line_offset)
     unusable.extend(located.get(o, (0, b""))[0] + line_offset for o in nameless)

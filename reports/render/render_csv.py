@@ -36,6 +36,29 @@ def _num(value: Optional[float]) -> str:
     return "" if value is None else repr(value)
 
 
+#: The columns of numbers (written by `_num` or str of an int): every other one is text.
+NUMBER_FIELDS = frozenset({
+    "batch_size", "repeats", "median_time_s", "interval_low_s", "interval_high_s",
+    "interval_coverage", "baseline_median_time_s", "speedup", "cold_start_time_s",
+    "compile_time_s", "peak_memory_bytes", "compression_ratio", "flops_per_iteration",
+    "host_bound_fraction", "slow_ratio", "process_spread", "tflops", "fraction_of_peak"})
+#: What a spreadsheet reads as the start of a formula.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def text_cell(value: object) -> object:
+    """A text cell a spreadsheet shows as text: one that would start a formula (a model
+    name "=HYPERLINK(...)" in a hand-made line) gets a leading apostrophe."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def _cells(row: dict[str, object]) -> dict[str, object]:
+    return {name: value if name in NUMBER_FIELDS else text_cell(value)
+            for name, value in row.items()}
+
+
 def render_csv(report: Report) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
@@ -43,7 +66,7 @@ def render_csv(report: Report) -> str:
     for row in report.rows:
         r = row.record
         c = r.config
-        writer.writerow({
+        writer.writerow(_cells({
             "suite": r.suite, "model": r.model, "configuration": c.label,
             **{name: _CONFIG_COLUMNS[name].shown(value) for name, value in c},
             "batch_size": "" if r.batch_size is None else str(r.batch_size), "status": r.status, "verification_code": r.verification_code,
@@ -63,5 +86,5 @@ def render_csv(report: Report) -> str:
             "fraction_of_peak": _num(r.peak_fraction),
             "run_id": r.run_id, "fingerprint": r.fingerprint, "warnings": "; ".join(row.warnings),
             "error": r.error,
-        })
+        }))
     return out.getvalue()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from core.columns import work_fields
 from core.fields import MODEL
 from core.host import cache_root
+from runner.common.cached_json import write_json_atomically
+from runner.common.side_files import a_number, an_object, read_side_file
 
 log = logging.getLogger(__name__)
 
@@ -346,27 +347,34 @@ def cache_path(key: dict[str, Any], folder: Optional[Path] = None) -> Path:
     return (folder or cache_root() / "workload") / f"{digest[:32]}.json"
 
 
+def cache_entry_shape(data: Any) -> dict[str, Any]:
+    """A cache entry's shape: {"key": {...}, "workload": {...}} with the FLOPs a number."""
+    entry = an_object(data, "the entry")
+    an_object(entry.get("key"), "its key")
+    workload = an_object(entry.get("workload"), "its workload")
+    a_number(workload.get(FLOPS_KEY), f"its workload's {FLOPS_KEY}")
+    return dict(entry)
+
+
 def cached(key: dict[str, Any], compute: Callable[[], dict[str, Any]],
            folder: Optional[Path] = None) -> dict[str, Any]:
-    """The cached signature for `key`, else `compute()`'s, cached when its FLOPs counted."""
+    """The cached signature for `key`, else `compute()`'s, cached when its FLOPs counted.
+    An entry that does not fit its shape is set aside and computed again; the warning is
+    kept in the signature (`cache_warning`)."""
     path = cache_path(key, folder)
-    try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if stored.get("key") == json.loads(json.dumps(key, default=str)):
-            return {**stored["workload"], "cached": True}
-    except (OSError, ValueError, AttributeError):
-        pass
+    read = read_side_file(path, cache_entry_shape, "the workload cache's entry")
+    stored = read.value
+    if stored is not None and stored["key"] == json.loads(json.dumps(key, default=str)):
+        return {**stored["workload"], "cached": True}
     workload = compute()
     if workload.get(FLOPS_KEY) is not None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            temporary.write_text(json.dumps({"key": key, "workload": workload}, default=str),
-                                 encoding="utf-8")
-            os.replace(temporary, path)
-        except OSError as error:  # a cache that cannot be written only costs a recount
+            write_json_atomically(path, {"key": json.loads(json.dumps(key, default=str)),
+                                         "workload": workload})
+        except (OSError, TypeError, ValueError) as error:  # a cache not written costs a recount
             log.debug("the workload signature was not cached: %s", error)
-    return {**workload, "cached": False}
+    return {**workload, "cached": False,
+            **({"cache_warning": read.warning} if read.warning else {})}
 
 
 # The signature of one experiment of ours.

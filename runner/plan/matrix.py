@@ -188,6 +188,21 @@ class Plan:
         return refusals(self.dropped)
 
 
+#: How much of a value a message shows.
+SHOWN_CHARACTERS = 80
+
+
+def shown_value(text: str) -> str:
+    """`text` as a message shows it: at most SHOWN_CHARACTERS, then how much more there is."""
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_CHARACTERS]}... ({len(text) - SHOWN_CHARACTERS} more characters)"
+
+
+def shown_list(values: Sequence[str]) -> str:
+    return str([shown_value(value) for value in values]) if values else "(none)"
+
+
 def compile_patterns(patterns: Sequence[str], flag: str) -> list[re.Pattern]:
     compiled = []
     for pattern in patterns:
@@ -197,9 +212,8 @@ def compile_patterns(patterns: Sequence[str], flag: str) -> list[re.Pattern]:
             # Python's compiler raises OverflowError for a huge repetition count and
             # RecursionError for deep nesting, besides re.error.
             reason = str(error) if not isinstance(error, RecursionError) else "nested too deeply"
-            shown = pattern if len(pattern) <= 80 else pattern[:80] + "..."
-            raise MatrixError(f"{flag} {shown!r} is not a valid regular expression: "
-                              f"{reason}") from None
+            raise MatrixError(f"{flag} {shown_value(pattern)!r} is not a valid regular "
+                              f"expression: {reason}") from None
     return compiled
 
 
@@ -241,7 +255,7 @@ def select_models(suite: Suite, filters: Sequence[str], excludes: Sequence[str],
                      f"{list(exclude_tiers) or '(none)'}")
         raise MatrixError(
             f"no model of suite {suite.name!r} matches "
-            f"--filter {list(filters) or '(none)'} and --exclude {list(excludes) or '(none)'}"
+            f"--filter {shown_list(filters)} and --exclude {shown_list(excludes)}"
             f"{tiers}; its models are: {', '.join(suite.model_names())}"
         )
     return names
@@ -440,14 +454,26 @@ def config_json(planned: PlannedExperiment) -> tuple[str, str]:
 
 def _json_object(text: str, flag: str) -> dict[str, Any]:
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(text, parse_constant=_refuse_constant,
+                           object_pairs_hook=_refuse_duplicates)
     except json.JSONDecodeError as error:
         raise MatrixError(f"{flag} is not valid JSON: {error}") from None
     except ValueError as error:
         raise MatrixError(f"{flag}: {error}") from None
+    except RecursionError:
+        raise MatrixError(f"{flag} is nested too deeply") from None
     if not isinstance(value, dict):
         raise MatrixError(f"{flag} must be a JSON object, not {type(value).__name__}")
     return value
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"the key {shown_value(key)!r} is given twice")
+        found[key] = value
+    return found
 
 
 def _refuse_constant(name: str) -> Any:
@@ -484,6 +510,9 @@ def single_plan(suite: Suite, model_text: str, experiment_text: str, request: Ma
     environ = os.environ if environ is None else environ
     model_data = _json_object(model_text, "--model-config")
     name = model_data.get("model_name")
+    if "model_name" in model_data and not isinstance(name, str):
+        raise MatrixError(f"--model-config: model_name must be a string, not "
+                          f"{shown_value(json.dumps(name))}")
     if not isinstance(name, str) or not name:
         raise MatrixError("--model-config needs a model_name")
     try:

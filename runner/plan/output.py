@@ -50,6 +50,9 @@ def output_paths(dirname: str, basename: str) -> OutputPaths:
             raise OutputPathError(f"--output-dirname {dirname!r} is not a folder")
         if results.is_dir():
             raise OutputPathError(f"{flag} names a folder")
+        if results.is_symlink() and not results.exists():
+            raise OutputPathError(f"results file {str(results)!r} is a link to "
+                                  f"{os.readlink(results)!r}, which does not exist")
         if results.exists() and not stat.S_ISREG(results.stat().st_mode):
             raise OutputPathError(f"{flag} is not a regular file")
     except OSError as error:

@@ -29,6 +29,7 @@ import logging
 import os
 import platform
 import shutil
+import signal
 import site
 import subprocess
 import sys
@@ -37,10 +38,14 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+import psutil
 from filelock import FileLock, Timeout
 
 from core.host import HostCapabilities, cache_root
 from runner.common.cached_json import write_json_atomically
+from runner.common.lifetime import die_with_parent
+from runner.common.side_files import (a_bool, a_string, an_object, an_optional_string,
+                                      read_side_file, string_map, strings)
 from runner.common.packages import installed_packages
 
 log = logging.getLogger(__name__)
@@ -197,14 +202,30 @@ def probe_cache_path() -> Path:
     return cache_root() / "host" / f"{probe_key()}.json"
 
 
+def answer_shape(data: Any) -> HostCapabilities:
+    """The probe's answer as the cache keeps it, checked field by field (a cached answer
+    that says `"dynamo_backends": "inductor"` does not fit: read as a list of letters, it
+    would drop inductor from the plan without a word)."""
+    answer = an_object(data, "the answer")
+    checks = {"python": a_string, "torch_version": an_optional_string,
+              "cuda_available": a_bool, "cuda_device_names": strings,
+              "dynamo_backends": strings, "packages": string_map,
+              "torch_error": an_optional_string, "child_environment": string_map}
+    for name, check in checks.items():
+        if name in answer:
+            check(answer[name], name)
+    return HostCapabilities.from_dict(dict(answer))
+
+
 def cached_answer(path: Path) -> Optional[HostCapabilities]:
-    """The cached answer at `path` if it is younger than a day and readable."""
+    """The cached answer at `path` if it is younger than a day; one that does not fit its
+    shape is set aside with a warning (and the probe runs again)."""
     try:
         if time.time() - path.stat().st_mtime > PROBE_CACHE_SECONDS:
             return None
-        return HostCapabilities.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError, AttributeError):
+    except OSError:
         return None
+    return read_side_file(path, answer_shape, "the probe's cached answer").value
 
 
 def keep_answer(path: Path, answer: dict[str, Any]) -> None:
@@ -252,23 +273,71 @@ def probing_alone(path: Path, timeout: float) -> Iterator[None]:
         lock.release()
 
 
+#: Names the probe's parent in the probe child's environment: the child ends itself when
+#: it finds another parent (its runner died before it asked to die with it).
+PARENT_VARIABLE = "EXPERIMENT_RUNNER_PROBE_PARENT"
+
+
+def probe_scratch() -> Path:
+    """A scratch folder for the probe child's temporary files (its TMPDIR), named as the
+    runner's scratch roots are (runner/run/scratch.py: `experiment-runner-<pid>-<start>-`),
+    so that a runner starting later removes it when this one was killed meanwhile."""
+    stamp = int(psutil.Process().create_time())
+    return Path(tempfile.mkdtemp(prefix=f"experiment-runner-{os.getpid()}-{stamp}-probe-"))
+
+
 def run_probe(timeout: float) -> dict[str, Any]:
-    """Run the probe child: its answer, or a torch-less one saying why it gave none."""
+    """Run the probe child: its answer, or a torch-less one saying why it gave none.
+
+    The child runs in a session of its own with its temporary files in a scratch folder;
+    however the probe ends (a timeout, SIGTERM or Ctrl-C to the runner), its whole group
+    is killed and the folder removed. A runner killed outright takes its probe child with
+    it (the child dies with its parent), and the next runner removes the folder."""
+    scratch = probe_scratch()
+    environment = dict(os.environ, TMPDIR=str(scratch), **{PARENT_VARIABLE: str(os.getpid())})
     try:
-        completed = subprocess.run([sys.executable, "-m", "runner.plan.probe"], capture_output=True,
-                                   text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return {"packages": installed_packages(),
-                "torch_error": f"the probe took over {timeout:.0f} s"}
+        child = subprocess.Popen([sys.executable, "-m", "runner.plan.probe"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=environment, start_new_session=True)
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"packages": installed_packages(),
+                    "torch_error": f"the probe took over {timeout:.0f} s"}
+        finally:
+            _kill_group(child)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     try:
-        answer = json.loads(completed.stdout.strip().splitlines()[-1])
+        answer = json.loads(stdout.strip().splitlines()[-1])
         if isinstance(answer, dict):
             return answer
     except (ValueError, IndexError):
         pass
-    tail = completed.stderr.strip()[-500:]
+    tail = stderr.strip()[-500:]
     return {"packages": installed_packages(),
-            "torch_error": f"the probe exited with {completed.returncode}: {tail}"}
+            "torch_error": f"the probe exited with {child.returncode}: {tail}"}
+
+
+def _kill_group(child: subprocess.Popen) -> None:
+    """Kill the probe child's session (it and whatever it started), and reap the child."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        child.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        log.debug("the probe child %d did not end", child.pid)
+
+
+def _probe_child_main() -> None:
+    """The probe child: die with the runner, then print the answer as one JSON line."""
+    die_with_parent()
+    if os.environ.get(PARENT_VARIABLE) not in (None, str(os.getppid())):
+        sys.exit(1)  # the runner died before this child could ask to die with it
+    print(json.dumps(probe_in_this_process()))
+
 
 if __name__ == "__main__":
-    print(json.dumps(probe_in_this_process()))
+    _probe_child_main()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from core.config import RunSettings, fingerprint_of_line
+from core.config import RunSettings, fingerprint_of_line, unreadable_identity
 from core.schema import Status, has_timings, is_infrastructure_failure, is_verified
 
 
@@ -13,9 +13,11 @@ def covers(line: dict[str, Any], settings: RunSettings) -> bool:
 
     A failed or skipped line covers everything (rerun with --no-resume to retry), but for a
     failure of the infrastructure (a fork server or Ray node lost), which resume retries; a
-    timed line does not cover --verify, and a --verify-only line does not cover timing.
+    timed line does not cover --verify, and a --verify-only line does not cover timing. A
+    line of a newer schema whose identity holds fields this version cannot read covers
+    nothing (`unreadable_identity`).
     """
-    if is_infrastructure_failure(line):
+    if is_infrastructure_failure(line) or unreadable_identity(line):
         return False
     if line.get("status") in (Status.FAILED.value, Status.SKIPPED.value):
         return True

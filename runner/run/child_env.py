@@ -60,6 +60,11 @@ def child_environment(planned: PlannedExperiment, role: Role, folder: Path, scra
     # A fresh compile cache per child keeps cold-start latency honest.
     environment["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
     environment["TRITON_CACHE_DIR"] = str(scratch / "triton")
+    # Temporary files (torch makes a folder at import) in the runner's scratch root, the
+    # folder of every child's scratch: removed with it however the runner ends (a fork
+    # server killed with its runner cannot remove its own). One value per runner, so that
+    # the fork servers' environment stays the same for every child.
+    environment["TMPDIR"] = str(scratch.parent)
     if guard is not None:
         environment.update(guard.environment())
     stack = backends.get_stack(planned.experiment.stack)

@@ -13,8 +13,9 @@ A claim whose runner is gone is taken over:
 - from another machine, once its heartbeat has not changed for `stale_after_seconds` as
   this runner observes it (measured on this runner's own clock, so clocks that disagree
   between machines do not matter); at once where its heartbeat is not a finite number
-  (NaN, infinity). A claim whose fields are not numbers where numbers belong is dropped
-  with a warning.
+  (NaN, infinity). A claim whose fields are not numbers where numbers belong, or whose pid
+  is no process id (-1, 0, 1.5), is dropped with a warning; a claims file that is no JSON
+  object is set aside (runner/common/side_files.py) and claims start afresh.
 
 A line is appended under the lock only if the results do not hold the experiment yet, so a
 runner that was only slow (its claim taken over meanwhile) never adds a duplicate: its line
@@ -41,6 +42,7 @@ import psutil
 
 from core.config import RunSettings
 from core.results_file import ResultsFile, ResultsRead
+from runner.common.side_files import an_object, read_side_file
 from runner.plan.resume import recorded_fingerprints
 from runner.run.signals import deferred
 
@@ -51,6 +53,8 @@ CLAIMS_SUFFIX = ".claims"
 MAX_CLAIMS_BYTES = 8 * 2**20
 #: How close a pid's start time must be to the recorded one to be the same process.
 START_TIME_TOLERANCE_SECONDS = 1.0
+#: The largest pid Linux gives (pid_max's limit, 2**22).
+MAX_PID = 2**22
 
 
 def boot_id() -> str:
@@ -101,7 +105,7 @@ class Claim:
         try:
             runner = data["runner"]
             identity = RunnerIdentity(str(runner["run_id"]), str(runner["host"]),
-                                      str(runner["boot_id"]), int(_number(runner, "pid")),
+                                      str(runner["boot_id"]), _pid(runner),
                                       _number(runner, "started"))
             return cls(fingerprint, identity, _number(data, "claimed_at"),
                        _number(data, "heartbeat"))
@@ -292,20 +296,10 @@ class Claims:
         return now - seen[1] < self.options.stale_after_seconds
 
     def _load(self) -> dict[str, Claim]:
-        try:
-            with open(self.path, "rb") as handle:
-                data = handle.read(MAX_CLAIMS_BYTES + 1)
-        except FileNotFoundError:
-            return {}
-        try:
-            if len(data) > MAX_CLAIMS_BYTES:
-                raise ValueError(f"larger than {MAX_CLAIMS_BYTES} bytes")
-            entries = json.loads(data)
-            if not isinstance(entries, dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, RecursionError) as error:
-            log.warning("%s is unreadable (%s); claims start afresh", self.path, error)
-            return {}
+        """The claims in the file: a file that is no JSON object is set aside (claims start
+        afresh); an entry that is no claim is dropped with a warning."""
+        entries = read_side_file(self.path, _claims_shape, "the claims file",
+                                 MAX_CLAIMS_BYTES, constants=True).value or {}
         claims = {}
         for fingerprint, entry in entries.items():
             try:
@@ -359,6 +353,12 @@ class Claims:
                             error.strerror or error)
 
 
+def _claims_shape(data: Any) -> dict[str, Any]:
+    """The claims file's shape: an object of entries by fingerprint (each entry is checked
+    on its own: `Claim.from_dict`)."""
+    return dict(an_object(data, "the file"))
+
+
 def _number(data: dict[str, Any], key: str) -> float:
     """The JSON number under `key` (a string or a boolean is no number: ValueError)."""
     value = data[key]
@@ -367,13 +367,21 @@ def _number(data: dict[str, Any], key: str) -> float:
     return float(value)
 
 
+def _pid(runner: dict[str, Any]) -> int:
+    """The claim's pid: a whole number a process can have (ValueError otherwise)."""
+    value = runner["pid"]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_PID:
+        raise ValueError(f"pid is {value!r}, not a process id")
+    return value
+
+
 def _process_runs(pid: int, started: float) -> bool:
     """Whether `pid` still runs the process that started at `started` (when in doubt: yes)."""
     try:
         process = psutil.Process(pid)
         return (abs(process.create_time() - started) < START_TIME_TOLERANCE_SECONDS
                 and process.status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
+    except (psutil.NoSuchProcess, ValueError, OverflowError):
         return False
     except psutil.AccessDenied:
         return True

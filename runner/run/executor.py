@@ -27,7 +27,7 @@ import models
 from core.config import RunSettings
 from core.contract import RESULT_FILE, SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, write_message
 from core.fields import processes_for
-from core.schema import ResultLine, Status
+from core.schema import ResultLine, Status, Verdict
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot
 from runner.run.child_env import child_cores, child_environment, child_folder
@@ -114,11 +114,22 @@ class ExperimentExecutor:
         """Kill the children that run now and refuse to start more (thread-safe)."""
         self._cancelled.set()
 
-    def child_folder(self, planned: PlannedExperiment, role: Role, process: int = 1) -> Path:
+    def child_folder(self, planned: PlannedExperiment, role: Role, process: int = 1,
+                     attempt: int = 1) -> Path:
         """The child's own folder, absolute: <experiment id>/<run id>/<role>, and
-        <role>-<process> for the timing processes after the first."""
+        <role>-<process> for the timing processes after the first; a later attempt at the
+        same experiment in this run (--remeasure-slow) adds -attempt<n>, so that each
+        attempt's line points to its own children's files."""
         folder = child_folder(self.options.output_dir, self.sweep.run_id, planned, role)
-        return folder if process == 1 else folder.with_name(f"{folder.name}-{process}")
+        name = artifact_key(role, process) + (f"-attempt{attempt}" if attempt > 1 else "")
+        return folder.with_name(name)
+
+    def next_attempt(self, planned: PlannedExperiment, role: Role) -> int:
+        """The first attempt at `planned` in this run whose folder does not exist yet."""
+        attempt = 1
+        while self.child_folder(planned, role, 1, attempt).exists():
+            attempt += 1
+        return attempt
 
     def child_environment(self, planned: PlannedExperiment, role: Role, folder: Path,
                           scratch: Path, slot: Optional[Slot] = None) -> dict[str, str]:
@@ -129,13 +140,13 @@ class ExperimentExecutor:
 
     def run_child(self, planned: PlannedExperiment, role: Role,
                   slot: Optional[Slot] = None, process: int = 1,
-                  scratch: Optional[Path] = None) -> ChildOutcome:
+                  scratch: Optional[Path] = None, attempt: int = 1) -> ChildOutcome:
         """Start a child in its own folder (on `slot`'s cores and GPU when given), watch it,
         and collect its result and output. With `scratch`, the child's compile caches go
         there and stay for the next process; otherwise to a fresh folder removed after it."""
         if self._cancelled.is_set():
             raise ExperimentCancelled("the sweep was stopped")
-        folder = self.child_folder(planned, role, process)
+        folder = self.child_folder(planned, role, process, attempt)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / RESULT_FILE).unlink(missing_ok=True)
         shared = scratch is not None
@@ -149,7 +160,8 @@ class ExperimentExecutor:
             keep_scratch=shared)
 
     def time_processes(self, planned: PlannedExperiment, count: int,
-                       slot: Optional[Slot] = None) -> tuple[ChildOutcome, list[ChildOutcome]]:
+                       slot: Optional[Slot] = None,
+                       attempt: int = 1) -> tuple[ChildOutcome, list[ChildOutcome]]:
         """Run the timing child `count` times, one process after the other, each with its
         own warm-up and timed runs; later ones reuse the first one's compile caches (a
         folder shared by them, removed at the end), or with `process_caches` "fresh" each
@@ -158,14 +170,14 @@ class ExperimentExecutor:
 
         When the first process fails, no other runs: its outcome is the experiment's."""
         if count == 1:
-            outcome = self.run_child(planned, Role.TIME, slot)
+            outcome = self.run_child(planned, Role.TIME, slot, attempt=attempt)
             return outcome, [outcome]
         fresh = planned.experiment.process_caches == "fresh"
         caches = None if fresh else self.scratch.new_folder()
         outcomes: list[ChildOutcome] = []
         try:
             for process in range(1, count + 1):
-                outcome = self.run_child(planned, Role.TIME, slot, process, caches)
+                outcome = self.run_child(planned, Role.TIME, slot, process, caches, attempt)
                 outcomes.append(outcome)
                 if process == 1 and not outcome_succeeded(outcome):
                     return outcome, outcomes
@@ -212,7 +224,8 @@ class ExperimentExecutor:
         references in a process that no other stack has touched.
         """
         if self.settings.verify_only:
-            outcome = self.run_child(planned, Role.VERIFY, slot)
+            outcome = self.run_child(planned, Role.VERIFY, slot,
+                                     attempt=self.next_attempt(planned, Role.VERIFY))
             self._log_child_notes(outcome)
             line = self.line_from_outcome(planned, outcome)
             line.artifacts = {Role.VERIFY.value: self._relative(outcome.folder)}
@@ -220,17 +233,35 @@ class ExperimentExecutor:
         count = processes_for(planned.experiment.accelerator, planned.experiment.processes)
         planned = dataclasses.replace(
             planned, experiment=dataclasses.replace(planned.experiment, processes=count))
-        outcome, outcomes = self.time_processes(planned, count, slot)
+        attempt = self.next_attempt(planned, Role.TIME)
+        outcome, outcomes = self.time_processes(planned, count, slot, attempt)
         self._log_child_notes(outcome)
         line = self.line_from_outcome(planned, outcome)
-        line.artifacts = {each.folder.name: self._relative(each.folder) for each in outcomes}
+        line.artifacts = {artifact_key(Role.TIME, process): self._relative(each.folder)
+                          for process, each in enumerate(outcomes, 1)}
         if line.status is Status.OK:
-            self.references.judge_summary(line.summary, line.accelerator_model)
+            line.notes.extend(self._judge(line))
         if self.settings.verify:
-            verification = self.run_child(planned, Role.VERIFY, slot)
+            # The timing is measured: whatever stops the verification (the sweep stopped, its
+            # folder not writable) leaves a line without a verdict, never no line.
+            try:
+                verification = self.run_child(planned, Role.VERIFY, slot, attempt=attempt)
+            except (ExperimentCancelled, OSError) as error:
+                line.apply_verdict(Verdict.didnt_run(f"the verification did not start: {error}"))
+                return line
             line.apply_verdict(verdict_of(verification))
             line.artifacts[Role.VERIFY.value] = self._relative(verification.folder)
         return line
+
+    def _judge(self, line: ResultLine) -> list[str]:
+        """Judge the line against the reference workload's history (slow periods); the
+        history's trouble is a warning in the line, never the line's loss."""
+        try:
+            return self.references.judge_summary(line.summary, line.accelerator_model)
+        except Exception as error:  # a side file's trouble must not cost a measured line
+            log.warning("the line was not judged for slow periods: %s: %s",
+                        type(error).__name__, error)
+            return [f"not judged for slow periods: {type(error).__name__}: {error}"[:500]]
 
     def _relative(self, folder: Path) -> str:
         try:
@@ -256,6 +287,12 @@ class ExperimentExecutor:
     def line_from_outcome(self, planned: PlannedExperiment, outcome: ChildOutcome) -> ResultLine:
         """The results line for a child's outcome, success or any kind of failure."""
         return line_from_outcome(self.settings, self.sweep, planned, outcome)
+
+
+def artifact_key(role: Role, process: int = 1) -> str:
+    """The key of a child's folder in its line's `artifacts`: the role, and -<process> for
+    the timing processes after the first."""
+    return role.value if process == 1 else f"{role.value}-{process}"
 
 
 def _failed_result(outcome: ChildOutcome) -> ChildResult:

@@ -20,8 +20,8 @@ while a slow period shorter than that stands out.
 
 from __future__ import annotations
 
-import json
 import logging
+import math
 import re
 import socket
 import statistics
@@ -33,6 +33,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from core.host import cache_root
 from runner.common.cached_json import write_json_atomically
+from runner.common.side_files import ShapeError, a_list, a_number, an_object, read_side_file
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,16 @@ def process_ratio(readings: list[dict[str, Any]],
     largest of those."""
     ratios = []
     for name, value in usual.items():
-        measured = [reading[name] for reading in readings
-                    if isinstance(reading.get(name), (int, float))]
-        if measured:
+        measured = [reading[name] for reading in readings if _usable(reading.get(name))]
+        if measured and _usable(value):
             ratios.append((min(measured) / value, name))
     return max(ratios) if ratios else None
+
+
+def _usable(value: Any) -> bool:
+    """A figure a ratio can be made of: a finite number above zero."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
 
 
 @dataclass
@@ -108,7 +114,7 @@ def judge(processes: list[list[dict[str, Any]]], usual: Mapping[str, Optional[fl
     count = sum(len(readings) for readings in processes)
     if not count:
         return SlowVerdict(None, False, reason="no reference was measured")
-    known = {name: value for name, value in usual.items() if value}
+    known = {name: value for name, value in usual.items() if _usable(value)}
     if not known:
         return SlowVerdict(None, False, readings=count,
                            reason=f"no usual figure for this host yet (fewer than {MIN_HISTORY} "
@@ -130,15 +136,46 @@ def history_key(device: str, accelerator_model: Optional[str]) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:150]
 
 
-def usual_figures(data: Mapping[str, Any]) -> dict[str, Optional[float]]:
+#: How far in the future a reading's stamp may lie (clocks of one host step a little).
+FUTURE_SLACK_SECONDS = 60.0
+
+
+def usual_figures(data: Mapping[str, Any], now: Optional[float] = None) -> dict[str, Optional[float]]:
     """The median of each figure's readings younger than MAX_AGE_SECONDS (None with fewer
-    than MIN_HISTORY)."""
-    now = time.time()
+    than MIN_HISTORY). A reading stamped in the future (the clock was set back since) is
+    no reading of this period: it is left out, and dropped when the history is next kept."""
+    now = time.time() if now is None else now
     usual: dict[str, Optional[float]] = {}
     for name in FIGURES:
-        values = [value for stamp, value in data.get(name, []) if now - stamp < MAX_AGE_SECONDS]
+        values = [value for stamp, value in data.get(name, []) if _recent(stamp, now)]
         usual[name] = statistics.median(values) if len(values) >= MIN_HISTORY else None
     return usual
+
+
+def _recent(stamp: float, now: float) -> bool:
+    return -FUTURE_SLACK_SECONDS <= now - stamp < MAX_AGE_SECONDS
+
+
+def history_shape(data: Any) -> dict[str, list[list[float]]]:
+    """The history file's shape: {figure: [[stamp, value], ...]}, stamps and values finite
+    numbers, values above zero. Figures this version does not know are left out (a newer
+    version may keep more)."""
+    history = {}
+    for name, readings in an_object(data, "the file").items():
+        if name not in FIGURES:
+            continue
+        kept = []
+        for index, reading in enumerate(a_list(readings, name)):
+            where = f"{name}[{index}]"
+            pair = a_list(reading, where)
+            if len(pair) != 2:
+                raise ShapeError(f"{where} holds {len(pair)} items, not [stamp, value]")
+            stamp, value = a_number(pair[0], f"{where}'s stamp"), a_number(pair[1], f"{where}'s value")
+            if value <= 0:
+                raise ShapeError(f"{where}'s value is {value}, not above zero")
+            kept.append([stamp, value])
+        history[name] = kept
+    return history
 
 
 class ReferenceHistory:
@@ -153,50 +190,52 @@ class ReferenceHistory:
     def _path(self, device: str, accelerator_model: Optional[str]) -> Path:
         return self.folder / f"{history_key(device, accelerator_model)}.json"
 
-    def _read(self, path: Path) -> dict[str, list[list[float]]]:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+    def _read(self, path: Path) -> tuple[dict[str, list[list[float]]], Optional[str]]:
+        """The history at `path`, and the warning when it did not fit: it is then set aside
+        and starts afresh."""
+        read = read_side_file(path, history_shape, "the reference workload's history")
+        return read.value or {}, read.warning
 
     def usual(self, device: str, accelerator_model: Optional[str]) -> dict[str, Optional[float]]:
         """The median of each figure's recent readings (None with too few)."""
-        return usual_figures(self._read(self._path(device, accelerator_model)))
+        return usual_figures(self._read(self._path(device, accelerator_model))[0])
 
     def add(self, device: str, accelerator_model: Optional[str],
             readings: Iterable[Mapping[str, Any]]) -> None:
         """Keep the readings (the latest HISTORY per figure); a failed write is only logged."""
         path = self._path(device, accelerator_model)
         with self._lock:
-            self._keep(path, self._read(path), readings)
+            self._keep(path, self._read(path)[0], readings)
 
     def _keep(self, path: Path, data: dict[str, Any], readings: Iterable[Mapping[str, Any]]) -> None:
         now = time.time()
+        data = {name: [pair for pair in values if _recent(pair[0], now)]
+                for name, values in data.items() if name in FIGURES}
         for reading in readings:
             for name in FIGURES:
-                if isinstance(reading.get(name), (int, float)):
+                if _usable(reading.get(name)):
                     data.setdefault(name, []).append([now, float(reading[name])])
-        data = {name: values[-HISTORY:] for name, values in data.items() if name in FIGURES}
+        data = {name: values[-HISTORY:] for name, values in data.items()}
         try:
             write_json_atomically(path, data)
         except OSError as error:
             log.debug("the reference readings were not kept: %s", error)
 
-    def judge_summary(self, summary: dict[str, Any], accelerator_model: Optional[str]) -> None:
+    def judge_summary(self, summary: dict[str, Any], accelerator_model: Optional[str]) -> list[str]:
         """Judge a line's summary against this host's usual figures, record the verdict
         (`summary.slow_period`, and the unreliable flag with its reason), then keep its
-        readings."""
+        readings. Returns the warnings of a history that did not fit (set aside), for the
+        line's notes."""
         processes = processes_of(summary)
         readings = [reading for each in processes for reading in each]
         if not readings:
-            return
+            return []
         device = str(readings[0].get("device") or "unknown")
         if readings[0].get("threads"):
             device += f"-t{readings[0]['threads']}"
         path = self._path(device, accelerator_model)
         with self._lock:  # one read of the history: judged by it, then kept in it
-            data = self._read(path)
+            data, warning = self._read(path)
             verdict = judge(processes, usual_figures(data))
             self._keep(path, data, readings)
         summary["slow_period"] = verdict.to_dict()
@@ -204,3 +243,4 @@ class ReferenceHistory:
             summary["unreliable"] = True
             summary["unreliable_reasons"] = [*(summary.get("unreliable_reasons") or []),
                                              verdict.reason]
+        return [warning] if warning else []

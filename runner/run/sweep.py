@@ -15,7 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
-from core.schema import Status, stack_label_of
+from core.schema import Status, error_headline, stack_label_of
 from models.base import Suite
 from runner.run.claims import Claims, ClaimStatus
 from runner.run.dispatch import Dispatcher
@@ -149,7 +149,7 @@ def _record(planned: PlannedExperiment, line: dict[str, Any], claims: Claims,
     report.lines.append(line)
     if line["status"] == Status.FAILED.value:
         log.warning("%s failed: %s", describe(planned),
-                    line["metrics"].get("error", "").splitlines()[0:1])
+                    error_headline(line["metrics"].get("error", "")) or "no reason given")
 
 
 def _record_if_finished(planned: PlannedExperiment, future: Future, claims: Claims,

@@ -256,3 +256,30 @@ def test_a_line_whose_part_is_not_an_object_is_a_bad_line_with_its_number(tmp_pa
     assert read.lines == [good, good]
     assert [(bad.lineno, bad.reason) for bad in read.bad_lines] == [
         (2, f"its {part!r} is {type(value).__name__}, not a JSON object")]
+
+
+@pytest.mark.parametrize("version", ['"abc"', "null", "-1", "0", str(2**80), "2.0", "true"])
+def test_a_schema_version_that_is_no_version_number_is_a_bad_line(tmp_path, version):
+    # Issue 43: these were accepted without a word by resume.
+    path = tmp_path / "results.jsonl"
+    path.write_text('{"model": {"model_name": "mlp"}, "schema_version": 2}\n'
+                    f'{{"model": {{"model_name": "cnn"}}, "schema_version": {version}}}\n')
+    read = read_results(path)
+    assert [line["model"]["model_name"] for line in read.lines] == ["mlp"]
+    assert [bad.lineno for bad in read.bad_lines] == [2]
+    assert "schema_version" in read.bad_lines[0].reason
+
+
+def test_a_file_with_lines_but_no_results_line_is_refused_for_appending(tmp_path):
+    from core.results_file import ResultsFile, ResultsFileError
+
+    path = tmp_path / "results.jsonl"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(ResultsFileError, match="holds no readable results line"):
+        ResultsFile(path).read_for_appending()
+    path.write_text("a,b\n" + '{"model": {"model_name": "mlp"}}\n')
+    assert len(ResultsFile(path).read_for_appending().lines) == 1
+    path.write_text("")
+    assert ResultsFile(path).read_for_appending().lines == []
+    path.write_text('{"model": {"suite_name": "builtin"\n')  # a crash during the first append
+    assert len(ResultsFile(path).read_for_appending().bad_lines) == 1

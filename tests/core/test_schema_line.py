@@ -83,3 +83,14 @@ def test_the_parent_names_the_device_of_lines_the_child_did_not():
     assert host.accelerator_model("cuda") == "NVIDIA H100 80GB HBM3"
     assert host.accelerator_model("tpu") == "TPU"
     assert HostCapabilities().accelerator_model("cuda") is None
+
+
+def test_the_headline_of_an_error_says_what_happened():
+    from core.schema import error_headline
+
+    ours = ("the child was killed by SIGSEGV (segmentation fault)\nlast output of the child:\n"
+            "  _C._set_float32_matmul_precision(precision)")
+    assert error_headline(ours) == "the child was killed by SIGSEGV (segmentation fault)"
+    peer = 'Traceback (most recent call last):\n  File "x", line 1\nRuntimeError: boom\n'
+    assert error_headline(peer) == "RuntimeError: boom"
+    assert error_headline("\n  \n") == "" and error_headline("\n one \n") == "one"

@@ -6,10 +6,14 @@ import json
 import os
 import platform
 import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 
 from runner.plan.probe import (PROBE_CACHE_SECONDS, import_roots, probe_cache_path, probe_host,
@@ -205,3 +209,76 @@ def test_a_lock_held_too_long_does_not_stop_the_probe(own_cache, stand_in_probe)
         started = time.monotonic()
         assert probe_host(timeout=0.2).torch_version == "9.9.9"
         assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("field, value", [
+    ("dynamo_backends", "inductor"), ("cuda_device_names", [1]), ("packages", []),
+    ("cuda_available", "yes"), ("torch_version", 2), ("child_environment", {"A": 1}),
+])
+def test_a_cached_answer_of_the_wrong_shape_is_set_aside_and_asked_again(own_cache, caplog,
+                                                                         field, value):
+    # Issue 43: "dynamo_backends": "inductor" silently dropped inductor from the plan.
+    from runner.plan.probe import cached_answer
+
+    path = probe_cache_path()
+    path.parent.mkdir(parents=True)
+    answer = {"python": "3", "torch_version": "2.9", "dynamo_backends": ["inductor"],
+              "packages": {"torch": "2.9"}, "child_environment": {}}
+    path.write_text(json.dumps(answer))
+    assert cached_answer(path).dynamo_backends == ("inductor",)
+    path.write_text(json.dumps({**answer, field: value}))
+    assert cached_answer(path) is None
+    assert f"the probe's cached answer {path} does not fit its shape ({field}" in caplog.text
+    assert not path.exists() and path.with_name(path.name + ".unreadable").exists()
+
+
+def start_probing_runner(tmp_path: Path, tmpdir: Path) -> tuple[subprocess.Popen, psutil.Process]:
+    """A runner that probes (no cached answer), and its probe child once it runs."""
+    from tests.conftest import cli_command, cli_environment
+
+    tmpdir.mkdir()
+    runner = subprocess.Popen(
+        cli_command(tmp_path / "output", "--dry-run", "--no-probe-cache", "-k", "^mlp$"),
+        env={**cli_environment(), "TMPDIR": str(tmpdir)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        probes = [child for child in psutil.Process(runner.pid).children()
+                  if "runner.plan.probe" in " ".join(child.cmdline())]
+        # Well inside the probe: torch imported, inductor's ISA checks begun.
+        if probes and any(tmpdir.rglob("experiment-runner-isa-*")):
+            return runner, probes[0]
+        time.sleep(0.05)
+    runner.kill()
+    raise AssertionError("the runner never started its probe")
+
+
+@pytest.mark.e2e
+def test_sigterm_during_the_probe_leaves_no_folder_and_no_process(tmp_path, own_cache):
+    # Issue 43, defect 6: the probe ran before the guard existed; its folders stayed.
+    tmpdir = tmp_path / "tmp"
+    runner, probe = start_probing_runner(tmp_path, tmpdir)
+    runner.send_signal(signal.SIGTERM)
+    _, stderr = runner.communicate(timeout=60)
+    assert runner.returncode == 143 and "Traceback" not in stderr, stderr
+    assert not probe.is_running() or probe.status() == psutil.STATUS_ZOMBIE
+    assert list(tmpdir.iterdir()) == []
+
+
+@pytest.mark.e2e
+def test_a_runner_killed_during_the_probe_takes_its_probe_child_along(tmp_path, own_cache):
+    tmpdir = tmp_path / "tmp"
+    runner, probe = start_probing_runner(tmp_path, tmpdir)
+    runner.kill()
+    runner.communicate(timeout=60)
+    try:
+        probe.wait(timeout=10)
+    except psutil.TimeoutExpired:
+        probe.kill()
+        raise AssertionError("the probe child outlived its killed runner")
+    # Its scratch folder is named as the runner's scratch roots: the next runner removes it.
+    from runner.run.scratch import sweep_stale
+
+    assert [folder.name.startswith("experiment-runner-") for folder in tmpdir.iterdir()] == [True]
+    sweep_stale(tmpdir)
+    assert list(tmpdir.iterdir()) == []

@@ -58,3 +58,27 @@ LINES = st.fixed_dictionaries({}, optional={
 def test_lines_of_any_shape_never_crash_resume(lines, verify, verify_only):
     recorded = recorded_fingerprints(lines, RunSettings(verify=verify or verify_only, verify_only=verify_only))
     assert all(isinstance(value, str) and len(value) == 64 for value in recorded)
+
+
+def test_a_newer_schemas_line_with_identity_this_version_cannot_read_covers_nothing():
+    # Issue 43, defect 7: a newer runner's experiment (a new identity field at a value other
+    # than its default) hid this version's, which was never run.
+    from core.config import ExperimentConfig, ModelConfig, fingerprint, unreadable_identity
+    from core.fields import SCHEMA_VERSION
+    from core.schema import ResultLine, Status, VerificationCode
+
+    model, experiment = ModelConfig("builtin", "mlp"), ExperimentConfig("cpu", None, None, None, "eval")
+    ours = ResultLine(model, experiment, RunSettings(), Status.OK, VerificationCode.VERIFIER_SKIPPED,
+                      metrics={"per_iter_time": [0.1]}).to_dict()
+    newer = dict(ours, schema_version=SCHEMA_VERSION + 1,
+                 experiment={**ours["experiment"], "sparsity": "2:4"})
+    assert unreadable_identity(newer) == ["experiment.sparsity"]
+    assert not covers(newer, RunSettings())
+    assert recorded_fingerprints([newer], RunSettings()) == frozenset()
+    # Our own lines, older ones and a newer one holding only fields we know still cover.
+    assert recorded_fingerprints([ours], RunSettings()) == {fingerprint(model, experiment)}
+    plain_newer = dict(ours, schema_version=SCHEMA_VERSION + 1)
+    assert unreadable_identity(plain_newer) == [] and covers(plain_newer, RunSettings())
+    older = dict(ours, experiment={**ours["experiment"], "sparsity": "2:4"})
+    older.pop("schema_version")
+    assert unreadable_identity(older) == []

@@ -126,6 +126,28 @@ def test_a_claim_whose_heartbeat_is_not_a_number_is_dropped(tmp_path, heartbeat)
     assert json.loads(watcher.path.read_text())[FP]["runner"]["run_id"] == "watcher"
 
 
+@pytest.mark.parametrize("pid", ["-1", "0", '"12"', "1.5", "true", str(2**80), "null"])
+def test_a_claim_of_this_host_whose_pid_is_no_process_id_is_dropped(tmp_path, caplog, pid):
+    # Issue 43, defect 1: pid -1 (or 0, or no int) crashed every run until the file went.
+    results = ResultsFile(tmp_path / "results.jsonl")
+    claims_for(results, "crashed").claim(FP)  # this host, this boot
+    watcher = claims_for(results, "watcher")
+    text = re.sub(r'"pid": [^,}]+', f'"pid": {pid}', watcher.path.read_text())
+    watcher.path.write_text(text)
+    assert watcher.claim(FP)[0] is ClaimStatus.CLAIMED
+    assert json.loads(watcher.path.read_text())[FP]["runner"]["run_id"] == "watcher"
+    assert "dropped" in caplog.text and "pid is" in caplog.text
+
+
+def test_an_unreadable_claims_file_is_set_aside_with_a_warning_naming_it(tmp_path, caplog):
+    results = ResultsFile(tmp_path / "results.jsonl")
+    claims = claims_for(results, "run")
+    claims.path.write_text('{"a": 1, "a": 2}')
+    assert claims.claim(FP)[0] is ClaimStatus.CLAIMED
+    assert f"the claims file {claims.path} does not fit" in caplog.text
+    assert claims.path.with_name("results.jsonl.claims.unreadable").exists()
+
+
 @pytest.mark.parametrize("content", [b"not json", b"[1, 2]", b'{"x": {"runner": 5}}', b"{" * 5000])
 def test_an_unreadable_claims_file_starts_afresh(tmp_path, content):
     results = ResultsFile(tmp_path / "results.jsonl")

@@ -10,6 +10,8 @@ from core.config import ExperimentConfig, ModelConfig, RunSettings
 from core.contract import Role
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.plan.matrix import PlannedExperiment
+from runner.run.scratch import ScratchRoot
+from runner.run.supervision import ExperimentCancelled
 
 SWEEP = SweepInfo(run_id="sweep-1")
 EAGER = ExperimentConfig("cpu", None, None, None, "eval", stack="eager")
@@ -152,3 +154,63 @@ def test_a_childs_server_preloads_its_stack_then_its_suites_libraries():
     # The suites' preloads name modules that exist here (a renamed one would stop the server).
     assert importlib.util.find_spec("transformers.modeling_utils") is not None
     assert importlib.util.find_spec("timm") is not None
+
+
+class MeasuredThenTrouble(ExperimentExecutor):
+    """An executor whose timing child measured, and whose side files or verification then
+    fail: the trouble must end in the line, never cost it (issue 43)."""
+
+    def __init__(self, tmp_path, settings, trouble):
+        super().__init__(ExecutorOptions(output_dir=tmp_path), settings, SWEEP)
+        self.trouble = trouble
+
+    def time_processes(self, planned, count, slot=None, attempt=1):
+        from core.contract import ChildResult
+        from core.schema import Status
+        from runner.run.supervision import ChildOutcome
+
+        folder = self.child_folder(planned, Role.TIME, 1, attempt)
+        folder.mkdir(parents=True)
+        result = ChildResult(status=Status.OK, metrics={"per_iter_time": [0.1, 0.1]},
+                             summary={"reference": {"before": {"launch_us": 4.0, "device": "cpu"}}})
+        outcome = ChildOutcome(folder, returncode=0, result=result)
+        return outcome, [outcome]
+
+    def run_child(self, planned, role, *args, **kwargs):
+        raise self.trouble
+
+
+@pytest.mark.parametrize("trouble", [OSError(28, "No space left on device", "spec.json"),
+                                     ExperimentCancelled("the sweep was stopped")])
+def test_a_verification_that_cannot_start_leaves_the_measured_line(tmp_path, trouble):
+    executor = MeasuredThenTrouble(tmp_path, RunSettings(verify=True), trouble)
+    executor.references.folder = tmp_path / "reference"
+    line = executor.run(PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager"))
+    assert line.metrics["per_iter_time"] == [0.1, 0.1]
+    assert line.verification_code.value == "VERIFIER_DIDNT_RUN"
+    assert "the verification did not start" in line.verification_reason
+
+
+def test_a_history_that_cannot_be_judged_is_a_note_in_the_line(tmp_path, monkeypatch):
+    executor = MeasuredThenTrouble(tmp_path, RunSettings(), OSError())
+
+    def broken(*args):
+        raise RuntimeError("an unexpected shape")
+
+    monkeypatch.setattr(executor.references, "judge_summary", broken)
+    line = executor.run(PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager"))
+    assert line.status.value == "ok" and line.metrics["per_iter_time"] == [0.1, 0.1]
+    assert line.notes == ["not judged for slow periods: RuntimeError: an unexpected shape"]
+
+
+def test_children_and_fork_servers_keep_temporary_files_in_the_scratch_root(tmp_path):
+    # torch makes a temporary folder at import; a fork server killed with its runner left
+    # it in TMPDIR. In the scratch root, the guard (or the next runner) removes it.
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path / "output"), RunSettings(),
+                                  SWEEP, scratch=ScratchRoot(tmp_path))
+    planned = PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager")
+    first, second = executor.scratch.new_folder(), executor.scratch.new_folder()
+    environments = [executor.child_environment(planned, Role.TIME, tmp_path / "child", scratch)
+                    for scratch in (first, second)]
+    assert {env["TMPDIR"] for env in environments} == {str(executor.scratch.path)}
+    executor.scratch.remove()

@@ -89,6 +89,54 @@ def test_a_line_is_judged_then_its_readings_kept(tmp_path):
     assert quiet["slow_period"]["flagged"] is False and "unreliable" not in quiet
 
 
+@pytest.mark.parametrize("content", [
+    '{"launch_us": 5}', '{"launch_us": [["a", 1]]}', '{"launch_us": [[1, 2, 3]]}',
+    '{"launch_us": [[1, "x"]]}', '{"launch_us": [[1, NaN]]}', '{"launch_us": [[1, -4]]}',
+    '[1]', '{"launch_us": [[1, 4]], "launch_us": []}', 'not json',
+])
+def test_a_history_of_the_wrong_shape_is_set_aside_and_the_line_judged_with_a_warning(
+        tmp_path, content):
+    # Issue 43, defect 2: these crashed the runner after measuring, and every later run.
+    history = ReferenceHistory(tmp_path)
+    history.add("cpu", "EPYC", [reading(4.0, 0.2)])
+    path = next(tmp_path.glob("*.json"))
+    path.write_text(content)
+    line_summary = summary((reading(4.0, 0.2), reading(4.0, 0.2)))
+    warnings = history.judge_summary(line_summary, "EPYC")
+    assert len(warnings) == 1 and str(path) in warnings[0] and "set aside" in warnings[0]
+    assert line_summary["slow_period"]["ratio"] is None  # no usual figure yet: rebuilt
+    assert path.with_name(path.name + ".unreadable").read_text() == content
+    # Rebuilt from this line's readings, read without a word.
+    assert history.judge_summary(summary((reading(4.0, 0.2), reading(4.0, 0.2))), "EPYC") == []
+    assert history.usual("cpu", "EPYC")["launch_us"] == 4.0  # the two lines' 4 readings
+
+
+def test_readings_stamped_in_the_future_never_count_and_age_out(tmp_path):
+    # After the clock was set back, readings stamped "later" never aged out: one run was
+    # flagged 17,420x slow against them.
+    import json
+    import time
+
+    history = ReferenceHistory(tmp_path)
+    history.add("cpu", "EPYC", [reading(4.0, 0.2)])
+    path = next(tmp_path.glob("*.json"))
+    future = time.time() + 30 * 24 * 3600
+    path.write_text(json.dumps({"launch_us": [[future, 0.001]] * 10,
+                                "kernel_ms": [[future, 0.0001]] * 10}))
+    line_summary = summary((reading(4.0, 0.2), reading(4.0, 0.2)))
+    assert history.judge_summary(line_summary, "EPYC") == []
+    assert line_summary["slow_period"]["flagged"] is False
+    assert line_summary["slow_period"]["ratio"] is None
+    kept = json.loads(path.read_text())
+    assert all(stamp < future for stamp, _ in kept["launch_us"]) and len(kept["launch_us"]) == 2
+
+
+def test_a_figure_of_zero_or_below_makes_no_ratio():
+    assert judge([[reading(4.0, 0.2)]], {"launch_us": 0.0, "kernel_ms": -1.0}).ratio is None
+    verdict = judge([[{"launch_us": float("nan"), "kernel_ms": 0.2}]], USUAL)
+    assert verdict.ratio == pytest.approx(1.0) and verdict.figure == "kernel_ms"
+
+
 def pulses(host_ms: float) -> dict:
     return {"host_ms": host_ms, "pulses_ms": [host_ms] * 3, "device": "cpu"}
 

@@ -34,10 +34,10 @@ def ok(median: float) -> ChildResult:
 
 
 def fake_children(runner: ExperimentExecutor, results: list[ChildResult], seen: list):
-    def run_child(planned, role, slot=None, process=1, scratch=None):
+    def run_child(planned, role, slot=None, process=1, scratch=None, attempt=1):
         assert role is Role.TIME
         seen.append((process, scratch, scratch.is_dir() if scratch else None))
-        folder = runner.child_folder(planned, role, process)
+        folder = runner.child_folder(planned, role, process, attempt)
         return ChildOutcome(folder, returncode=0, result=results[process - 1], wall_seconds=2.0)
 
     runner.run_child = run_child
@@ -78,8 +78,8 @@ def test_the_line_keeps_what_each_process_cost_and_how_long_it_took_to_exit(tmp_
     runner = executor(tmp_path)
     exits = iter([0.5, None, 2.25])
 
-    def run_child(planned, role, slot=None, process=1, scratch=None):
-        folder = runner.child_folder(planned, role, process)
+    def run_child(planned, role, slot=None, process=1, scratch=None, attempt=1):
+        folder = runner.child_folder(planned, role, process, attempt)
         return ChildOutcome(folder, returncode=0, result=ok(0.1 * process),
                             wall_seconds=10.0 + process, exit_seconds=next(exits))
 

@@ -1,0 +1,77 @@
+"""Side files of real runs (issue 43): a file beside the results that does not fit is set
+aside with a warning naming it and rebuilt; it never crashes a run, never costs a line."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+MLP = ["--suite-name=builtin", "-k", "^mlp$", "--accelerator=cpu", "--xla=None",
+       "--dynamo=None", "--test=eval", "--batch-size=2", "--repeat=2", "--warmup=1"]
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch) -> Path:
+    """The runners' cache folder for this test alone (their side files)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "experiment-runner"
+
+
+def histories(cache: Path) -> list[Path]:
+    return sorted((cache / "reference").glob("*.json"))
+
+
+@pytest.mark.e2e
+@pytest.mark.runner_defaults
+def test_a_wrong_shaped_history_costs_no_line_and_remeasured_lines_keep_their_own_files(
+        run_cli, tmp_path, own_cache):
+    measured = run_cli(*MLP, "--threads=1", output_dir=tmp_path / "first")
+    assert measured.returncode == 0, measured.stderr
+    [history] = histories(own_cache)
+    # Defect 2: valid JSON of the wrong shape crashed the runner after measuring.
+    history.write_text('{"launch_us": [["a", 1]]}')
+    run = run_cli(*MLP, "--threads=1", output_dir=tmp_path / "second")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    [line] = run.lines()
+    assert line["status"] == "ok" and line["metrics"]["per_iter_time"]
+    assert any(str(history) in note and "set aside" in note for note in line["notes"])
+    assert str(history) in run.stderr
+    assert history.with_name(history.name + ".unreadable").exists()
+    assert set(json.loads(history.read_text())) >= {"launch_us"}  # rebuilt
+    # Defect 3: a usual figure far below any reading flags every attempt; the line kept
+    # is the least slow one's, and its files are that attempt's own.
+    now = time.time()
+    history.write_text(json.dumps({name: [[now, 1e-9]] * 10
+                                   for name in ("launch_us", "kernel_ms", "host_ms")}))
+    again = run_cli(*MLP, "--threads=1", "--remeasure-slow=2", output_dir=tmp_path / "third")
+    assert again.returncode == 0, again.stderr
+    [line] = again.lines()
+    assert len(line["summary"]["slow_period"]["earlier_ratios"]) == 2
+    folder = again.output_dir / line["artifacts"]["time"]
+    result = json.loads((folder / "result.json").read_text())
+    assert result["metrics"]["per_iter_time"] == line["metrics"]["per_iter_time"]
+    attempts = sorted(path.name for path in folder.parent.iterdir())
+    assert attempts == ["time", "time-attempt2", "time-attempt3"]
+
+
+@pytest.mark.e2e
+def test_a_corrupt_workload_cache_entry_is_set_aside_and_counted_again(run_cli, tmp_path,
+                                                                      own_cache):
+    first = run_cli(*MLP, output_dir=tmp_path / "first")
+    assert first.returncode == 0, first.stderr
+    entries = sorted((own_cache / "workload").glob("*.json"))
+    assert entries
+    for entry in entries:
+        stored = json.loads(entry.read_text())
+        entry.write_text(json.dumps({"key": stored["key"], "workload": 5}))
+    run = run_cli(*MLP, output_dir=tmp_path / "second")
+    assert run.returncode == 0, run.stderr
+    [line] = run.lines()
+    workload = line["workload"]
+    assert "error" not in workload and workload["cached"] is False
+    assert str(entries[0]) in workload["cache_warning"]
+    again = run_cli(*MLP, output_dir=tmp_path / "third")
+    assert again.lines()[0]["workload"]["cached"] is True  # rebuilt
