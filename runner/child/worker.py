@@ -33,6 +33,7 @@ from runner.child.gpu_state import GpuWatch
 from runner.child.reference import CorePicker, host_pulse, pulse_reading
 from runner.common.lifetime import die_with_parent
 from runner.common.packages import installed_packages
+from runner.common.phases import Phases
 
 log = logging.getLogger("runner.child.worker")
 
@@ -67,8 +68,10 @@ def environment_record() -> dict[str, Any]:
     return record
 
 
-def run_child(spec: ChildSpec, result: ChildResult) -> None:
-    """Load and prepare, then time or verify as the spec's role says, filling `result`."""
+def run_child(spec: ChildSpec, result: ChildResult, phases: Optional[Phases] = None) -> None:
+    """Load and prepare, then time or verify as the spec's role says, filling `result`
+    (and `phases` with the seconds of each step)."""
+    phases = phases or Phases()
     import torch
 
     import backends
@@ -84,6 +87,7 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     # Before any backward of this process (counting a training iteration's FLOPs runs one):
     # the autograd engine sizes its device queues at the first, so XLA's device must exist.
     stack.initialize_process(experiment)
+    phases.mark("setup_s")
     try:
         with build_device(stack, experiment, spec.role):
             bench = suite.load(model.model_name, experiment.test, experiment.batch_size,
@@ -92,15 +96,18 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
         raise ModelCannotRun(f"{model.model_name} does not implement {experiment.test}: "
                              f"{error}") from error
     result.batch_size_used = bench.batch_size
+    phases.mark("build_s")
     if spec.role is Role.TIME or spec.settings.verify_only:  # the children whose line it is
         result.workload = workload_of(suite, spec, bench.batch_size)
+        phases.mark("workload_s")
     result.environment["torch_settings"] = torch_settings()
     if spec.role is Role.VERIFY:
         # Verification runs in a child of its own (see executor), never after timing: a
         # stack like torchax changes the process so that eager references would break.
         result.verdict = verification_verdict(spec, suite, stack, bench.nondeterministic_reason)
+        phases.mark("verify_s")
         return
-    time_experiment(spec, stack, bench, result)
+    time_experiment(spec, stack, bench, result, phases)
 
 
 def build_device(stack, experiment, role: Role = Role.TIME) -> ContextManager[Any]:
@@ -146,7 +153,9 @@ def pairs_with_eager(spec: ChildSpec, stack) -> bool:
             and reference.stack != stack.name)
 
 
-def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
+def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
+                    phases: Optional[Phases] = None) -> None:
+    phases = phases or Phases()
     import backends
     from runner.observers.session import ExperimentObservers
     from runner.child.timing import HOST_CLOCK, measure
@@ -165,13 +174,17 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     observers.attach(prepared)
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
     card = card_watch(spec)
-    before = reference_reading(spec)
     picker = core_picker(spec)
+    phases.mark("prepare_s")
+    before = reference_reading(spec)
+    phases.mark("reference_s")
     timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch,
                      seed=spec.experiment.seed, device_watch=card,
                      pulse=host_pulse if spec.settings.reference_workload else None,
                      core_picker=picker)
+    phases.mark("measure_s")
     after = reference_reading(spec)
+    phases.mark("reference_s")
     during = pulse_reading(timing.host_pulses, before or after, spec.experiment.accelerator)
     if picker is not None:
         during = {**(during or {"device": spec.experiment.accelerator}),
@@ -308,6 +321,7 @@ def size_compile_workers(warm_caches: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
+    phases = Phases()
     die_with_parent()
     folder = Path(argv[0])
     spec = read_message(folder / SPEC_FILE, ChildSpec)
@@ -317,7 +331,7 @@ def main(argv: list[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     result = ChildResult(environment=environment_record())
     try:
-        run_child(spec, result)
+        run_child(spec, result, phases)
         result.status = Status.OK
     except ModelCannotRun as skip:
         result.status = Status.SKIPPED
@@ -326,6 +340,8 @@ def main(argv: list[str]) -> int:
         result.status = Status.FAILED
         result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc())
     result.summary["child_max_rss_bytes"] = max_rss_bytes()
+    phases.mark("finish_s")
+    result.summary["phases"] = phases.to_dict()
     try:
         write_message(folder / RESULT_FILE, result)
     except OSError as error:  # a full disk: the parent stops the sweep with this line

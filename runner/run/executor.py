@@ -18,6 +18,7 @@ import logging
 import shutil
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -28,6 +29,7 @@ from core.config import RunSettings
 from core.contract import RESULT_FILE, SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, write_message
 from core.fields import processes_for
 from core.schema import ResultLine, Status
+from runner.common.phases import DIGITS
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot
 from runner.run.child_env import child_cores, child_environment, child_folder
@@ -144,9 +146,12 @@ class ExperimentExecutor:
                          warm_caches=shared and process > 1)
         write_message(folder / SPEC_FILE, spec)
         scratch = scratch if scratch is not None else self.scratch.new_folder()
-        return self._supervisor.run(folder, scratch, lambda: self._start(
+        asked_at = time.time()
+        outcome = self._supervisor.run(folder, scratch, lambda: self._start(
             planned, folder, self.child_environment(planned, role, folder, scratch, slot)),
             keep_scratch=shared)
+        _add_parent_phases(outcome, asked_at)
+        return outcome
 
     def time_processes(self, planned: PlannedExperiment, count: int,
                        slot: Optional[Slot] = None) -> tuple[ChildOutcome, list[ChildOutcome]]:
@@ -229,6 +234,8 @@ class ExperimentExecutor:
         if self.settings.verify:
             verification = self.run_child(planned, Role.VERIFY, slot)
             line.apply_verdict(verdict_of(verification))
+            if verification.result is not None and "phases" in verification.result.summary:
+                line.summary["verify_phases"] = verification.result.summary["phases"]
             line.artifacts[Role.VERIFY.value] = self._relative(verification.folder)
         return line
 
@@ -256,6 +263,18 @@ class ExperimentExecutor:
     def line_from_outcome(self, planned: PlannedExperiment, outcome: ChildOutcome) -> ResultLine:
         """The results line for a child's outcome, success or any kind of failure."""
         return line_from_outcome(self.settings, self.sweep, planned, outcome)
+
+
+def _add_parent_phases(outcome: ChildOutcome, asked_at: float) -> None:
+    """The parent's view of the child's steps (runner/child/phases.py), added to them: how
+    long it took to start (from the runner's request to the child's `main`), to exit once its
+    result was written, and in all."""
+    phases = outcome.result.summary.get("phases") if outcome.result is not None else None
+    if not isinstance(phases, dict) or not isinstance(phases.get("started_at"), (int, float)):
+        return
+    phases["start_s"] = round(phases["started_at"] - asked_at, DIGITS)
+    phases["exit_s"] = None if outcome.exit_seconds is None else round(outcome.exit_seconds, DIGITS)
+    phases["wall_s"] = round(outcome.wall_seconds, DIGITS)
 
 
 def _failed_result(outcome: ChildOutcome) -> ChildResult:
