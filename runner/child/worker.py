@@ -30,7 +30,7 @@ from core.contract import (
 )
 from core.schema import Status, Verdict
 from runner.child.gpu_state import GpuWatch
-from runner.child.reference import CorePicker, host_pulse, pulse_reading
+from runner.child.reference import CorePicker, host_pulse, pulse_reading, tries_for
 from runner.common.lifetime import die_with_parent
 from runner.common.packages import installed_packages
 from runner.common.phases import Phases
@@ -176,14 +176,15 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     card = card_watch(spec)
     picker = core_picker(spec)
     phases.mark("prepare_s")
-    before = reference_reading(spec)
+    before = reference_reading(spec, tries=1)
     phases.mark("reference_s")
     timing = measure(prepared, bench, spec.settings, observers, reference=reference, watch=watch,
                      seed=spec.experiment.seed, device_watch=card,
                      pulse=host_pulse if spec.settings.reference_workload else None,
                      core_picker=picker)
     phases.mark("measure_s")
-    after = reference_reading(spec)
+    after = reference_reading(spec, tries=tries_for(
+        phases.seconds["measure_s"], (before or {}).get("try_s")), warm=before is None)
     phases.mark("reference_s")
     during = pulse_reading(timing.host_pulses, before or after, spec.experiment.accelerator)
     if picker is not None:
@@ -242,15 +243,15 @@ def card_watch(spec: ChildSpec) -> Optional[GpuWatch]:
     return GpuWatch.for_cuda_device(uuid)
 
 
-def reference_reading(spec: ChildSpec) -> Optional[dict[str, Any]]:
-    """The reference workload's figures on the experiment's device (runner/child/reference.py),
-    or None where it has none or could not run (logged)."""
+def reference_reading(spec: ChildSpec, tries: int, warm: bool = True) -> Optional[dict[str, Any]]:
+    """The reference workload's figures on the experiment's device over `tries` tries
+    (runner/child/reference.py), or None where it has none or could not run (logged)."""
     from runner.child.reference import measure_reference
 
     if not spec.settings.reference_workload:
         return None
     try:
-        return measure_reference(spec.experiment.accelerator)
+        return measure_reference(spec.experiment.accelerator, tries, warm)
     except Exception as error:  # the experiment's line matters more than its reference
         log.warning("the reference workload could not run: %s: %s", type(error).__name__, error)
         return None
