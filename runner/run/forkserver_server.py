@@ -29,7 +29,8 @@ from typing import Any, Sequence
 #: The runner's own modules a server imports too (no import-time side effects): all a
 #: child imports before it loads its model, so that no child pays for them.
 PROJECT_MODULES = ("runner.child.worker", "runner.common.packages", "runner.child.timing",
-                   "runner.child.trust", "runner.observers.session", "backends",
+                   "runner.child.trust", "runner.child.reference", "runner.child.workload",
+                   "runner.observers", "runner.observers.session", "backends",
                    "backends.runtimes.precision", "models", "core.contract")
 MAX_MESSAGE_BYTES = 1 << 20
 PARENT_CHECK_SECONDS = 2.0
@@ -49,11 +50,13 @@ def _preload(modules: Sequence[str]) -> None:
         import backends
         import models
         from runner.common.packages import installed_packages
+        from runner.observers import all_observers
 
         # The registries' plug-in modules: imported by discovery, which children repeat.
         backends.all_stacks()
         models.suite_names()
-        installed_packages()
+        all_observers()
+        installed_packages()  # kept: the children read the versions the server found
     finally:
         if previous is None:
             os.environ.pop(NVML_CHECK_VARIABLE, None)
