@@ -179,16 +179,20 @@ class ForkServer:
 
     def close(self) -> None:
         """End the server; it kills the children it still has."""
-        try:
-            self._socket.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._socket.close()
+        self.ask_to_end()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+    def ask_to_end(self) -> None:
+        """Tell the server to end (it kills its children and exits), without waiting."""
+        try:
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._socket.close()
 
     def _send(self, message: dict[str, Any], fds: list[int]) -> None:
         data = json.dumps(message).encode("utf-8")
@@ -288,5 +292,7 @@ class ForkServers:
     def close(self) -> None:
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
+        for server in servers:  # all end at once
+            server.ask_to_end()
         for server in servers:
             server.close()
