@@ -177,6 +177,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
                  "; ".join(slot.describe() for slot in slots))
     try:
         executor.start()
+        executor.prestart_servers(plan.experiments)
         run_plan(plan, suite, sweep_dispatcher(args, executor, slots, plan), claims, report,
                  show_progress=not args.no_progress, no_skip=args.no_skip,
                  durations=expected_durations(known.lines),

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import backends
 import models
@@ -107,6 +107,23 @@ class ExperimentExecutor:
         self.scratch.remove()
         if self.guard is not None:
             self.guard.close()
+
+    def prestart_servers(self, experiments: Sequence[PlannedExperiment]) -> None:
+        """With fork servers, start every server the timing children of `experiments` fork
+        from, all at once, before the first child: a sweep of eager and PJRT experiments
+        imports torch and torch_xla in two servers side by side on two cores rather than one
+        after the other (about 2 s less on the 2-core machine; no child runs meanwhile, so no
+        timing shares its cores with an import)."""
+        if self.options.start_method != "forkserver":
+            return
+        wanted = []
+        placeholder = Path(self.scratch.path or ".") / "unused"  # per-child: not in the key
+        for planned in experiments:
+            folder = self.child_folder(planned, Role.TIME)
+            environment = self.child_environment(planned, Role.TIME, folder, placeholder)
+            if not names_own_folder(environment, [str(folder)]):
+                wanted.append((server_preload(planned, self.options.sweep_preloads), environment))
+        self._servers.prestart(wanted)
 
     def _watch_server(self, server: ForkServer) -> None:
         if self.guard is not None:

@@ -289,6 +289,42 @@ class ForkServers:
                                   "CUDA driver, so its children could not use CUDA")
         return server
 
+    def prestart(self, wanted: Sequence[tuple[Sequence[str], Mapping[str, str]]]) -> None:
+        """Start the servers of these (modules, environment) pairs that are not running, all
+        at once, and wait until they are ready: their imports share the cores instead of
+        coming one after the other in the sweep. A server that cannot start is left to
+        `server_for`, which tries again and reports it."""
+        with self._lock:
+            missing = {}
+            for modules, environment in wanted:
+                key = server_key(modules, environment)
+                if key not in self._servers:
+                    missing.setdefault(key, (tuple(modules), shared_environment(environment)))
+        if not missing:
+            return
+        started: dict[tuple, ForkServer] = {}
+
+        def start(key: tuple, modules: tuple[str, ...], environment: dict[str, str]) -> None:
+            try:
+                started[key] = ForkServer(modules, environment)
+            except ForkServerError as error:
+                log.debug("prestarting a fork server: %s", error)
+
+        threads = [threading.Thread(target=start, args=(key, *pair), daemon=True)
+                   for key, pair in missing.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for key, server in started.items():
+            with self._lock:
+                if key in self._servers:
+                    server.close()
+                    continue
+                if self._on_start is not None:
+                    self._on_start(server)
+                self._servers[key] = server
+
     def close(self) -> None:
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
