@@ -15,9 +15,9 @@ scheduler's time slices, so that other processes' load on the cores slows a try 
 millisecond or two fits in one slice and does not see it). The reading's cost scales with
 the timed runs it guards: the one before them makes one try of each (after a single call of
 each operation, which pays the one-time costs); the one after makes as many as
-`REFERENCE_SHARE` of the process's measuring time pays for, from one to `REPEATS` (a try
-of both pieces costs about 20 ms on a quiet CPU, and many times that on loaded cores,
-where a thread pool waits at each barrier). Each reading says how many tries it took
+`REFERENCE_SHARE` of the process's timed runs (its warm-up and compiling left out) pays
+for, from one to `REPEATS` (a try of both pieces costs about 20 ms on a quiet CPU, and
+many times that on loaded cores, where a thread pool waits at each barrier). Each reading says how many tries it took
 (`tries`). The parent compares them with this host's usual figures
 (runner/run/slow_periods.py), taking for each figure the lesser of the two readings.
 
@@ -46,7 +46,7 @@ from typing import Any, Callable, Optional, Sequence
 LAUNCHES = 2000
 PRODUCTS = 16
 REPEATS = 3
-#: The share of a process's measuring time that the reading after it may take.
+#: The share of a process's timed runs (warm-up left out) that the reading after them may take.
 REFERENCE_SHARE = 0.1
 #: The matrix product's size per device type (and its dtype): a fraction of a millisecond.
 KERNEL_SIZES = {"cpu": (256, "float32"), "cuda": (4096, "float16")}

@@ -183,8 +183,11 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
                      pulse=host_pulse if spec.settings.reference_workload else None,
                      core_picker=picker)
     phases.mark("measure_s")
-    after = reference_reading(spec, tries=tries_for(
-        phases.seconds["measure_s"], (before or {}).get("try_s")), warm=before is None)
+    # What the reading guards: the timed runs, the warm-up (with its compiling) left out.
+    guarded = phases.seconds["measure_s"] - sum(timing.warmup_times) - sum(
+        timing.reference_warmup_times)
+    after = reference_reading(spec, tries=tries_for(guarded, (before or {}).get("try_s")),
+                              warm=before is None)
     phases.mark("reference_s")
     during = pulse_reading(timing.host_pulses, before or after, spec.experiment.accelerator)
     if picker is not None:
