@@ -3,8 +3,9 @@
 The file is a year of nightly runs, as issue 14 sizes it, made of lines copied from a real
 sweep: `--sample FILE` (a results file), else the benchmark first runs one with the runner
 (`SAMPLE_SWEEP`: the builtin suite on the CPU, eager, aot_eager and PJRT, eval and train;
-not timed). Each run of the year holds every sample line once per model (`MODELS` models,
-the sample's model names with a number), with its identity varied: the model, the run id,
+not timed). Each run of the year holds `MODELS` models x `CONFIGURATIONS` lines (2,000 a
+night), each a copy of a sample line (round the sample) with its identity varied: the
+model (the sample's name with a number), the run id,
 the fingerprint and experiment id, the timestamps, and its per-run times scaled per model
 and run (a small night-to-night drift); everything else is the real line's text. About
 0.5% of the lines are cut short (corrupted).
@@ -34,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MODELS = 200
+#: Experiments per model and run (issue 14's sizing: 2,000 lines a night).
+CONFIGURATIONS = 10
 #: The sweep whose lines are copied when no --sample is given (runner flags).
 SAMPLE_SWEEP = ["--suite-name=builtin", "--accelerator=cpu", "--xla=None", "--xla=PJRT",
                 "--dynamo=None", "--dynamo=aot_eager", "--dynamo=openxla", "--test=eval",
@@ -102,19 +105,21 @@ def copy_of(text: str, times: list, model: int, run: int, rng: random.Random) ->
 
 
 def generate(path: Path, lines: int, sample: list[dict], seed: int = 0) -> int:
-    """`lines` lines (whole runs of MODELS x len(sample) lines); returns the number of runs."""
+    """`lines` lines (whole runs of MODELS x CONFIGURATIONS lines: model m's configuration c
+    is a copy of sample line m * CONFIGURATIONS + c, round the sample); returns the number of
+    runs."""
     rng = random.Random(seed)
     templates = [template(line) for line in sample]
-    per_run = MODELS * len(templates)
-    runs = max(2, -(-lines // per_run))
+    runs = max(2, -(-lines // (MODELS * CONFIGURATIONS)))
     written = 0
     with open(path, "w", encoding="utf-8") as out:
         for run in range(runs):
             for model in range(MODELS):
-                for text, times in templates:
+                for configuration in range(CONFIGURATIONS):
                     if written >= lines:
                         return runs
                     written += 1
+                    text, times = templates[(model * CONFIGURATIONS + configuration) % len(templates)]
                     copy = copy_of(text, times, model, run, rng)
                     if rng.random() < 0.005:
                         copy = copy[:len(copy) // 3]
@@ -180,14 +185,14 @@ def bench(lines: int, folder: Path, sample: list[dict], reuse: bool = False) -> 
     cache = folder / f"cache-{lines}"
     shutil.rmtree(cache, ignore_errors=True)
     start = time.perf_counter()
-    runs = max(2, -(-lines // (MODELS * len(sample))))
+    runs = max(2, -(-lines // (MODELS * CONFIGURATIONS)))
     if reuse and path.exists():
         made = "reused"
     else:
         runs = generate(path, lines, sample)
         made = f"generated in {time.perf_counter() - start:.0f} s, not timed"
     size = path.stat().st_size
-    print(f"\n== {lines:,} lines: {runs} runs x {MODELS} models x {len(sample)} sample lines "
+    print(f"\n== {lines:,} lines: {runs} runs x {MODELS} models x {CONFIGURATIONS} configurations "
           f"({size / 2**20:.0f} MiB, {size / lines / 1000:.1f} KB a line; {made})")
     print(f"machine: {machine_state()}")
     first, last = "night-0000", f"night-{runs - 1:04d}"
