@@ -27,6 +27,12 @@ def all_stacks() -> tuple[Stack, ...]:
     return tuple(sorted(stacks, key=lambda s: s.name))
 
 
+def user_stacks() -> tuple[Stack, ...]:
+    """The registered stacks a user runs, in name order: the project's test-only ones left
+    out."""
+    return tuple(stack for stack in all_stacks() if not stack.test_only)
+
+
 def get_stack(name: Optional[str]) -> Stack:
     """The stack called `name`."""
     for stack in all_stacks():

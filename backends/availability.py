@@ -7,8 +7,9 @@ torchax or JAX to decide whether a stack can run.
 
 from __future__ import annotations
 
+import difflib
 import re
-from typing import Optional
+from typing import Iterable, Optional
 
 from core.config import ExperimentConfig
 from core.host import HostCapabilities
@@ -37,13 +38,27 @@ def native_accelerator_reason(
     return None
 
 
+#: Backends torch registers for its own tests and for its minifier, not for measuring
+#: (relu_compile_error_TESTING_ONLY, dynamo_minifier_backend, ...): accepted, never listed.
+TEST_ONLY_BACKEND = re.compile(r"TESTING_ONLY|minifier", re.IGNORECASE)
+
+
+def user_backends(names: Iterable[str]) -> list[str]:
+    """The registered dynamo backends a user would pick, sorted: torch's test-only and
+    minifier backends left out."""
+    return sorted(name for name in names if not TEST_ONLY_BACKEND.search(name))
+
+
 def unregistered_dynamo_reason(dynamo: str, host: HostCapabilities) -> Optional[str]:
-    """Why a dynamo backend name cannot be used here (the probe did not find it), or None."""
+    """Why a dynamo backend name cannot be used here (the probe did not find it), or None:
+    the closest registered name first, then the backends a user would pick."""
     if host.dynamo_backends and dynamo not in host.dynamo_backends:
-        return (
-            f"dynamo backend {dynamo!r} is not registered in torch {host.torch_version}; "
-            f"known backends: {', '.join(sorted(host.dynamo_backends))}"
-        )
+        listed = user_backends(host.dynamo_backends)
+        folded = {name.lower(): name for name in listed}
+        close = difflib.get_close_matches(dynamo.lower(), list(folded), n=1, cutoff=0.6)
+        guess = f"did you mean {folded[close[0]]!r}? " if close else ""
+        return (f"dynamo backend {dynamo!r} is not registered in torch {host.torch_version}; "
+                f"{guess}backends: {', '.join(listed)}")
     return None
 
 

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Collection, ContextManager, Mapping, Optional
 
 from core.config import DEFAULT_MODE, ExperimentConfig, RunSettings
@@ -66,6 +67,8 @@ class Stack(ABC):
     capabilities: Capabilities = Capabilities()
     #: Among stacks that all handle a combination, the highest priority owns it.
     priority: int = 0
+    #: A stack for the project's own tests (the verifier's debug stack): not listed to users.
+    test_only: bool = False
     #: What a fork server for this stack's children imports once (runner/run/forkserver_server.py):
     #: libraries only, never anything that makes a device context or compiler state.
     preload: tuple[str, ...] = TORCH_PRELOAD
@@ -175,6 +178,9 @@ class PreparedModel(ABC):
 
     #: True when each iteration must end with a synchronization (lazy tensor stacks).
     sync_every_iteration: bool = False
+    #: The inductor options its torch.compile applies over inductor's global settings (for
+    #: the settings record, runner/child/settings.py); none where nothing is compiled so.
+    inductor_options: Mapping[str, Any] = MappingProxyType({})
 
     @abstractmethod
     def inputs_to_device(self, inputs: "ModelInputs") -> Any:
@@ -183,6 +189,11 @@ class PreparedModel(ABC):
     @abstractmethod
     def step(self, device_inputs: Any) -> Any:
         """One iteration: forward in eval; forward, loss and backward in train."""
+
+    def forward_context(self) -> ContextManager[Any]:
+        """A context with the grad mode and autocast the model's forward runs under in
+        `step`, entered by the settings record only (runner/child/settings.py)."""
+        return contextlib.nullcontext()
 
     def sync_iteration(self) -> None:
         """End an iteration (lazy stacks cut and execute the graph here)."""

@@ -6,9 +6,13 @@
 #
 # HARNESS_DIR: a copy of PyTorch's benchmarks/dynamo harness (shared/reference/dynamobench).
 # CASES_FILE: lines of "suite model batch_size precision mode [test]" (suite: huggingface|timm;
-# precision: bf16|amp; mode: default|cudagraphs; test: eval|train, eval when left out);
-# default: benchmarks/fidelity_cases.txt. benchmarks/fidelity_cases.py writes the cases of
-# both whole lists (benchmarks/fidelity_cases_all.txt).
+# precision: fp32|fp16|bf16|amp; mode: default|cudagraphs; test: eval|train, eval when left
+# out); default: benchmarks/fidelity_cases.txt. benchmarks/fidelity_cases.py writes the cases
+# of both whole lists (benchmarks/fidelity_cases_all.txt), or draws them (--sample N --seed S),
+# and maps a case to each tool's flags (--flags: the harness's --float32|--float16|--bfloat16|
+# --amp, --inference|--training, --batch-size and --disable-cudagraphs outside the cudagraphs
+# mode; ours --precision, --mode, --test and --batch-size where it is not the list's own).
+# The harness's files are named peer-<suite>-<model>-bs<batch>-<precision>-<mode>-<test>.
 # Both run 30 timed repeats (REPEAT), eager and compiled interleaved in one process.
 #
 # Side by side: with HARNESS_GPUS and OUR_GPUS set (comma lists of CUDA device numbers;
@@ -29,13 +33,13 @@
 # pinned to its own GPUs and cores, can run different cases files side by side into one OUT_DIR.
 # OUR_FLAGS: more flags for our runner, words split on spaces (say "--processes=5
 # --process-caches=fresh"); a flag not given keeps its default.
-# TIMING_CORE: where both tools' launching threads run while they time (default fastest).
-# fastest: ours with --timing-core=fastest (its CUDA default), the harness through
-# benchmarks/harness_on_fast_core.py, which pins its main thread as our runner pins ours (at
-# its first timed run, and again after a slow host pulse) and leaves its code as it is; so on a
-# host whose cores change speed from second to second both time at its fast speed. any: both
-# leave that thread to the scheduler (the harness as it is run elsewhere, ours with
-# --timing-core=any), and each meets whichever speed its core had.
+# TIMING_CORE: where both tools' launching threads run while they time (default any).
+# any: both leave that thread to the scheduler: the harness as its users run it (plain
+# `python huggingface.py ...`), ours at its default (--timing-core=any). fastest: ours with
+# --timing-core=fastest, the harness through benchmarks/harness_on_fast_core.py, which pins its
+# main thread as our runner pins ours (at its first timed run, and again after a slow host
+# pulse) and leaves its code as it is; so on a host whose cores change speed from second to
+# second both time at its fast speed.
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
 # .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.
 set -uo pipefail
@@ -48,7 +52,7 @@ repeat=${REPEAT:-30}
 harness_gpus=${HARNESS_GPUS:-${HARNESS_GPU:-}}
 our_gpus=${OUR_GPUS:-}
 tools=${TOOLS:-both}
-timing_core=${TIMING_CORE:-fastest}
+timing_core=${TIMING_CORE:-any}
 read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
 case "$timing_core" in
@@ -83,22 +87,17 @@ run_harness() {
         peer_model=${peer_model:-$model} ;;
       *) echo "unknown suite $suite" >&2; continue ;;
     esac
-    case "$precision" in
-      bf16) peer_precision=--bfloat16 ;;
-      amp) peer_precision=--amp ;;
-      *) echo "unknown precision $precision" >&2; continue ;;
-    esac
-    peer_test=--inference
-    [ "$test" = "train" ] && peer_test=--training
-    peer_mode=()
-    [ "$mode" = "cudagraphs" ] || peer_mode=(--disable-cudagraphs)
-    name="$suite-$model-$precision-$mode-$test"
+    # The case's precision, test, batch size and mode as the harness's flags.
+    flags_text=$("$python" "$root/benchmarks/fidelity_cases.py" --flags harness "$precision" \
+      "$mode" "$test" "$batch" </dev/null) || { echo "not a case: $suite $model $batch $precision $mode $test" >&2; continue; }
+    read -r -a peer_flags <<< "$flags_text"
+    name="$suite-$model-bs$batch-$precision-$mode-$test"
     echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
     [ -s "$out/peer-$name.csv" ] && continue
     started=$(date +%s.%N)
     (cd "$harness" && "${harness_launcher[@]}" "$script" --performance \
-        "$peer_test" "$peer_precision" --backend inductor --device cuda --only "$peer_model" \
-        --batch-size "$batch" --cold-start-latency "${peer_mode[@]}" --repeat "$repeat" \
+        "${peer_flags[@]}" --backend inductor --device cuda --only "$peer_model" \
+        --cold-start-latency --repeat "$repeat" \
         --output "$out/peer-$name.csv" >"$out/peer-$name.log" 2>&1) \
       || echo "harness failed on $name: see peer-$name.log" >&2
     # The case's wall, start and end (benchmarks/sweep_cost.py reads it).
@@ -121,7 +120,8 @@ run_ours() {
     devices=(--devices="$our_gpus")
     jobs=$(echo "$our_gpus" | tr ',' '\n' | grep -c .)
   fi
-  local defaults
+  # This invocation's own groups: another one may run other cases into the same OUT_DIR.
+  local defaults groups="$out/.ours-groups.$$"
   defaults=$(for suite in $(case_lines | awk '{print $1}' | sort -u); do
     default_batches "$suite" | sed "s/^/$suite /"; done)
   case_lines | while read -r suite model batch precision mode test; do
@@ -130,13 +130,13 @@ run_ours() {
     else
       echo "$suite $batch $precision $mode $test $model"
     fi
-  done > "$out/.ours-groups"
-  awk '{print $1, $2, $3, $4, $5}' "$out/.ours-groups" | awk '!seen[$0]++' |
+  done > "$groups"
+  awk '{print $1, $2, $3, $4, $5}' "$groups" | awk '!seen[$0]++' |
   while read -r suite batch precision mode test; do
     filters=()
     while read -r model; do filters+=(-k "^$model\$"); done < <(awk -v s="$suite" -v b="$batch" \
         -v p="$precision" -v m="$mode" -v t="$test" \
-        '$1 == s && $2 == b && $3 == p && $4 == m && $5 == t {print $6}' "$out/.ours-groups")
+        '$1 == s && $2 == b && $3 == p && $4 == m && $5 == t {print $6}' "$groups")
     batch_flag=()
     [ "$batch" = default ] || batch_flag=(--batch-size="$batch")
     group="$suite-bs$batch-$precision-$mode-$test"

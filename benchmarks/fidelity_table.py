@@ -3,8 +3,9 @@
     python benchmarks/fidelity_table.py OUT_DIR CASES_FILE [--also DIR ...]
         [--harness-again DIR ...] [--ours-again DIR ...]
 
-Reads the harness's CSVs (peer-<suite>-<model>-<precision>-<mode>-<test>.csv, or without
--<test> as older runs named them: speedup and abs_latency, the compiled latency in ms) and
+Reads the harness's CSVs (peer-<suite>-<model>-bs<batch>-<precision>-<mode>-<test>.csv, or
+without -bs<batch> or -<test> as older runs named them: speedup and abs_latency, the compiled
+latency in ms) and
 our OUT_DIR/ours/results.jsonl (the compiled median per iteration and the paired speedup of
 the same child, and the FLOPs of one iteration from the line's workload). The last columns
 show the spread of our processes and both tools' dynamo graphs and graph breaks: a
@@ -13,7 +14,7 @@ table for docs/fidelity.md, then how many rows agree within 5% on compiled laten
 speedup (and by test, where the cases hold more than one), and the card and versions our
 lines recorded.
 
---also DIR (repeatable): more fidelity.sh output folders (other calls or sessions) for the
+--also DIR (repeatable): more fidelity.sh output folders (other runs) for the
 cases OUT_DIR lacks: a case is taken from the first folder, OUT_DIR first, that holds both
 tools' figures for it, so that each row stays one side-by-side pair; the table then says how
 many rows came from each folder, and the cards line covers every folder a row came from.
@@ -60,10 +61,11 @@ OUR_RESULTS = Path("ours") / "results.jsonl"
 
 
 def peer_csv_rows(out: Path, suite: str, model: str, precision: str, mode: str, test: str,
-                  suffix: str = "") -> Optional[list[dict]]:
+                  suffix: str = "", batch: str = "") -> Optional[list[dict]]:
     """The model's rows of the harness's CSV of the case (`suffix` before `.csv` names a
     companion, such as `_compilation_metrics`), or None without one."""
-    for stem in (f"peer-{suite}-{model}-{precision}-{mode}-{test}",
+    for stem in (f"peer-{suite}-{model}-bs{batch}-{precision}-{mode}-{test}" if batch else None,
+                 f"peer-{suite}-{model}-{precision}-{mode}-{test}",
                  f"peer-{suite}-{model}-{precision}-{mode}" if test == "eval" else None):
         path = out / f"{stem}{suffix}.csv" if stem else None
         if path is None or not path.exists():
@@ -74,8 +76,9 @@ def peer_csv_rows(out: Path, suite: str, model: str, precision: str, mode: str, 
     return None
 
 
-def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test: str):
-    rows = peer_csv_rows(out, suite, model, precision, mode, test)
+def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test: str,
+             batch: str = ""):
+    rows = peer_csv_rows(out, suite, model, precision, mode, test, batch=batch)
     try:
         return rows[-1] if rows and float(rows[-1]["speedup"]) > 0 else None
     except (KeyError, ValueError):
@@ -85,8 +88,8 @@ def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test:
 def peer_compile_seconds(out: Path, case: tuple[str, ...]) -> Optional[float]:
     """The harness's compile time of the case in `out` (its compilation-metrics CSV), or None
     where it has none."""
-    suite, model, _, precision, mode, test = case
-    rows = peer_csv_rows(out, suite, model, precision, mode, test, "_compilation_metrics")
+    suite, model, batch, precision, mode, test = case
+    rows = peer_csv_rows(out, suite, model, precision, mode, test, "_compilation_metrics", batch)
     try:
         return float(rows[-1][COMPILE_COLUMN]) if rows else None
     except (KeyError, ValueError, TypeError):
@@ -140,6 +143,15 @@ def read_cases(cases: Path) -> list[tuple[str, ...]]:
     return found
 
 
+def drawn_with(cases: Path) -> Optional[str]:
+    """The cases file's header of a draw (benchmarks/fidelity_cases.py --sample: "seed S:
+    N cases drawn ..."), or None for chosen cases."""
+    for text in cases.read_text().splitlines():
+        if text.startswith("# seed "):
+            return text[2:].strip()
+    return None
+
+
 def harness_runs(first: Optional[dict], folder: Path, again: list[Path],
                  case: tuple[str, ...]) -> dict[tuple[float, float], Optional[float]]:
     """The harness's runs of the case, each (compiled latency in ms, speedup) with its
@@ -147,10 +159,11 @@ def harness_runs(first: Optional[dict], folder: Path, again: list[Path],
     the row of `folder`, then each --harness-again folder's that has one. A row met again
     with the same figures is the same run (a call that resumed an earlier one copied its
     CSV) and counts once."""
-    suite, model, _, precision, mode, test = case
+    suite, model, batch, precision, mode, test = case
     runs: dict[tuple[float, float], Optional[float]] = {}
     rows = [(folder, first),
-            *((path, peer_row(path, suite, model, precision, mode, test)) for path in again)]
+            *((path, peer_row(path, suite, model, precision, mode, test, batch))
+              for path in again)]
     for source, row in rows:
         if row:
             runs.setdefault((float(row["abs_latency"]), float(row["speedup"])),
@@ -241,7 +254,7 @@ def side_by_side(sources: list[tuple[Path, list[dict]]], case: tuple[str, ...]
     """The case's (folder, the harness's row, our line) from the first folder of `sources`
     (folder, our lines there) that holds both, else from the first folder."""
     suite, model, batch, precision, mode, test = case
-    found = [(folder, peer_row(folder, suite, model, precision, mode, test),
+    found = [(folder, peer_row(folder, suite, model, precision, mode, test, batch),
               our_line(lines, model, batch, precision, mode, test)) for folder, lines in sources]
     return next((row for row in found if row[1] and row[2]), found[0])
 
@@ -322,6 +335,9 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         print("| " + " | ".join(cells) + " |")
     print(f"\n{agree} of {compared} rows with both figures agree within {AGREEMENT:.0%} on "
           f"compiled latency and on speedup.")
+    drawn = drawn_with(cases)
+    if drawn:
+        print(f"Cases: {drawn}.")
     if len(by_test) > 1:
         print("By test: " + "; ".join(f"{test} {agreed} of {rows}"
                                       for test, (agreed, rows) in sorted(by_test.items())) + ".")

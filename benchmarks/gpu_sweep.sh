@@ -4,7 +4,7 @@
 #   benchmarks/gpu_sweep.sh STAGE OUTPUT_DIR
 # STAGE: builtin, builtin-torchax, timm, timm-torchax, huggingface, huggingface-torchax,
 # verify or profile. Each stage appends to OUTPUT_DIR/results.jsonl, so stages can run in
-# separate sessions and resume.
+# separate runs and resume.
 set -uo pipefail
 stage=${1:?stage: builtin, timm, huggingface, verify or profile}
 out=${2:?output folder}

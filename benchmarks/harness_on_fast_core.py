@@ -20,10 +20,9 @@ gave the harness at that moment, a draw that no comparison of two tools can shar
 calling thread is pinned (Linux's `sched_setaffinity` on thread 0): processes and threads
 started earlier, such as inductor's compile workers, keep their CPUs.
 
-Not a scan before every timed run: that was tried first (2026-11-27) and changed the harness's
-figures in both directions (docs/fidelity.md, fifth session): a scan of every core (about 20 ms,
-the card idle) before each timed run of one iteration, and a move to another core just before
-it.
+Not a scan before every timed run: a scan of every core (about 20 ms, the card idle) before
+each timed run of one iteration, and a move to another core just before it, changed the
+harness's figures in both directions (docs/fidelity.md, "2. The same time").
 """
 
 from __future__ import annotations

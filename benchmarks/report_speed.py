@@ -1,7 +1,7 @@
 """How long `report`, `compare` and `score` take on a large results file, and their memory.
 
-The file is a year of nightly runs, as issue 14 sizes it, made of lines copied from a real
-sweep: `--sample FILE` (a results file), else the benchmark first runs one with the runner
+The file is a year of nightly runs of the dashboard's models, made of lines copied from a
+real sweep: `--sample FILE` (a results file), else the benchmark first runs one with the runner
 (`SAMPLE_SWEEP`: the builtin suite on the CPU, eager, aot_eager and PJRT, eval and train;
 not timed). Each run of the year holds `MODELS` models x `CONFIGURATIONS` lines (2,000 a
 night), each a copy of a sample line (round the sample) with its identity varied: the
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MODELS = 200
-#: Experiments per model and run (issue 14's sizing: 2,000 lines a night).
+#: Experiments per model and run (2,000 lines a night, as the dashboard's nightly runs).
 CONFIGURATIONS = 10
 #: The sweep whose lines are copied when no --sample is given (runner flags).
 SAMPLE_SWEEP = ["--suite-name=builtin", "--accelerator=cpu", "--xla=None", "--xla=PJRT",

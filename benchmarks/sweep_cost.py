@@ -267,7 +267,8 @@ def cpu(options: argparse.Namespace) -> int:
 # ---- GPU: against PyTorch's dynamo harness, side by side (benchmarks/fidelity.sh) -------
 
 def harness_walls(out: Path) -> dict[str, float]:
-    """The harness's wall per case (peer-SUITE-MODEL-PRECISION-MODE-TEST.wall: start end)."""
+    """The harness's wall per case (peer-SUITE-MODEL-bsBATCH-PRECISION-MODE-TEST.wall:
+    start end)."""
     walls = {}
     for path in out.glob("peer-*.wall"):
         try:
@@ -291,11 +292,13 @@ def invocation_walls(out: Path) -> list[tuple[float, float, int]]:
 
 
 def fidelity_key(line: dict[str, Any]) -> str:
-    """fidelity.sh's name of a line's case: SUITE-MODEL-PRECISION-MODE-TEST."""
+    """fidelity.sh's name of a line's case: SUITE-MODEL-bsBATCH-PRECISION-MODE-TEST."""
     model, experiment = line.get("model") or {}, line.get("experiment") or {}
+    batch = experiment.get("requested_batch_size") or experiment.get("batch_size")
+    batch = int(batch) if isinstance(batch, (int, float)) else batch
     return "-".join(str(x) for x in (model.get("suite_name"), model.get("model_name"),
-                                     experiment.get("precision"), experiment.get("mode") or "default",
-                                     experiment.get("test")))
+                                     f"bs{batch}", experiment.get("precision"),
+                                     experiment.get("mode") or "default", experiment.get("test")))
 
 
 def gpu_report(outs: list[Path]) -> int:

@@ -140,33 +140,87 @@ TIMING_CORES = ("fastest", "any")
 
 
 @dataclass(frozen=True)
-class RunSettings:
-    """How each experiment is run and measured (not part of its identity)."""
+class Knob:
+    """The flag of one how-to-measure setting (a field of `RunSettings`): the parser
+    (runner/plan/parser.py) builds the flag from it, with the field's type and default.
 
-    repeat: int = 10
-    iterations_per_run: int = 1
-    warmup: int = 3
-    randomize_input: bool = False
-    verify: bool = False
-    verify_only: bool = False
-    verify_iterations: int = 1
+    `negated`: the flag is a switch that turns the setting off (--no-paired-timing);
+    `minimum`: the least value of a number; `implied_by`: a switch that sets it too."""
+
+    flag: str
+    help: str
+    minimum: Optional[int] = None
+    choices: Optional[tuple] = None
+    negated: bool = False
+    metavar: Optional[str] = None
+    implied_by: Optional[str] = None
+
+    @property
+    def dest(self) -> str:
+        """The flag's name in the parsed flags."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def _knob(default: Any, flag: str, help: str, **spec: Any) -> Any:
+    return field(default=default, metadata={"knob": Knob(flag, help, **spec)})
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How each experiment is run and measured (not part of its identity): each setting
+    once, with its type, default and flag (`knobs()`)."""
+
+    repeat: int = _knob(10, "--repeat", "timed runs per experiment", minimum=1)
+    iterations_per_run: int = _knob(1, "--iterations-per-run", "iterations in each timed run",
+                                    minimum=1)
+    warmup: int = _knob(3, "--warmup", "warm-up iterations before timing; the first is the cold "
+                                       "start", minimum=0)
+    randomize_input: bool = _knob(False, "--randomize-input",
+                                  "a different seeded input for each iteration of a run")
+    verify: bool = _knob(False, "--verify",
+                         "check each experiment's result against eager (and fp64) and record a "
+                         "verification code", implied_by="verify_only")
+    verify_only: bool = _knob(False, "--verify-only", "verify without timing")
+    verify_iterations: int = _knob(1, "--verify-iterations",
+                                   "iterations run before the results are compared", minimum=1)
     #: Threads of the child's torch; None: one per core of the child's CPU set.
-    threads: Optional[int] = None
+    threads: Optional[int] = _knob(None, "--threads", "threads of the child's torch (default: "
+                                   "one per core the child is pinned to)", minimum=1)
     #: Eager and the stack timed interleaved in one child, where the stack allows it.
-    paired: bool = True
+    paired: bool = _knob(True, "--no-paired-timing",
+                         "time compiled stacks in a child of their own instead of interleaved "
+                         "with eager in the same child (docs/timing.md)", negated=True)
     #: Time each iteration between CUDA events instead of the host clock (--pure-wall-time;
     #: stacks whose work runs on CUDA streams only).
-    pure_wall_time: bool = False
+    pure_wall_time: bool = _knob(
+        False, "--pure-wall-time",
+        "time each iteration of the timed runs between CUDA events, not by the host clock "
+        "(stacks whose work runs on CUDA streams: eager and dynamo on cuda; elsewhere a note "
+        "says the host clock timed it)")
     #: Time the reference workload before and after each timing process (slow periods:
     #: runner/child/reference.py, runner/run/slow_periods.py).
-    reference_workload: bool = True
+    reference_workload: bool = _knob(
+        True, "--no-reference-workload",
+        "do not time the short reference workload before and after each timing process (it "
+        "detects slow periods of the machine: docs/timing.md)", negated=True)
     #: Re-measure an experiment flagged as measured in a slow period, at the end of the
     #: sweep, up to this many times (--remeasure-slow).
-    remeasure_slow: int = 0
-    #: On CUDA, the timing thread's core for the timed runs: "fastest" (the core of the
-    #: child's set where the host pulse ran fastest: runner/child/reference.py) or "any"
-    #: (wherever the scheduler puts it) (--timing-core).
-    timing_core: str = "fastest"
+    remeasure_slow: int = _knob(
+        0, "--remeasure-slow",
+        "re-measure an experiment whose line is flagged as measured in a slow period, later in "
+        "the sweep, up to N times; the line kept is the first not flagged, else the least slow "
+        "(default 0: never)", minimum=0, metavar="N")
+    #: On CUDA, the timing thread's core for the timed runs: "any" (wherever the scheduler
+    #: puts it, as PyTorch's harness runs) or "fastest" (the core of the child's set where
+    #: the host pulse ran fastest: runner/child/reference.py) (--timing-core).
+    timing_core: str = _knob(
+        "any", "--timing-core",
+        "on CUDA, where the thread that times the runs (and launches their work) runs: 'any' "
+        "(the default) leaves it to the scheduler, as PyTorch's harness does; 'fastest' pins "
+        "it, just before the timed runs, to the core of the child's set where a short Python "
+        "loop ran fastest, and moves it when that core slows down: steadier figures for "
+        "launch-bound models on hosts whose cores change speed (docs/timing.md)",
+        choices=TIMING_CORES)
     #: Observability options by flag name (runner/observers declares the flags).
     observe: Mapping[str, Any] = field(default_factory=dict)
 
@@ -185,6 +239,12 @@ class RunSettings:
         values = {key: value for key, value in data.items() if key in names}
         values["observe"] = dict(values.get("observe") or {})
         return cls(**values)
+
+
+def knobs() -> tuple[tuple[dataclasses.Field, Knob], ...]:
+    """Each how-to-measure setting with a flag: its field of `RunSettings` and its `Knob`."""
+    return tuple((spec, spec.metadata["knob"]) for spec in dataclasses.fields(RunSettings)
+                 if "knob" in spec.metadata)
 
 
 def canonical_json(data: Any) -> str:

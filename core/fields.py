@@ -9,8 +9,10 @@ schema version it came in with the value that older lines imply. From this table
 - the command line's arguments (`runner/plan/parser.py`: `add_field_flags`, `value_parser`);
 - the parsing of `--model-config` and `--experiment-config` (`parse_config`);
 - the fingerprint (every identity field with its resolved value: `resolved_identity`);
-- the reports' experiment identity, grouping and configuration labels (`reports/read/engine.py`
-  builds its SQL from the identity fields and `REPORTED`).
+- the reports' experiment identity (`reports/read/engine.py` builds its SQL from the identity
+  fields) and their configuration columns, grouping, labels and baselines
+  (`core.columns.config_columns`, from `report` and `baseline_shares`);
+- the key of the cached workload signature (`changes_work`: `core.columns.work_fields`).
 
 Adding an identity switch is one entry here (its `since` the current `SCHEMA_VERSION`, its
 `implied` value what lines written before it measured), plus the code that uses it.
@@ -63,10 +65,12 @@ BACKEND_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*")
 
 #: Field.scope values.
 MODEL, EXPERIMENT = "model", "experiment"
-#: Field.report values: a column of the configuration (accelerator, test, ...), a
+#: Field.report values: a column of the configuration (accelerator, test, ...), a part of the
+#: stack the configuration runs on (its `stack` column, the stack's label), a
 #: `name=value` part of the configuration's label when not at its default, a figure of
 #: each experiment (not grouping: the batch size), or nothing (locations, the stack's name).
-COLUMN, LABEL, PER_EXPERIMENT, NOT_SHOWN = "column", "label", "per-experiment", "not-shown"
+#: core.columns reads them.
+COLUMN, STACK, LABEL, PER_EXPERIMENT, NOT_SHOWN = "column", "stack", "label", "per-experiment", "not-shown"
 
 
 class _Required:
@@ -126,8 +130,15 @@ class Field:
     dimension: bool = False
     #: A switch flag that sets False (its field's default is True): --disable-...
     negated_switch: bool = False
-    #: How the field shows in reports (COLUMN, LABEL, PER_EXPERIMENT, NOT_SHOWN).
+    #: How the field shows in reports (COLUMN, STACK, LABEL, PER_EXPERIMENT, NOT_SHOWN).
     report: str = LABEL
+    #: A COLUMN's name in a configuration's label (`name=value`), where not the field's.
+    report_name: Optional[str] = None
+    #: A value the reports read as the default and show for it (inductor's mode "default").
+    report_default: Optional[str] = None
+    #: Whether the field changes the work itself (the model, its inputs, its training step):
+    #: it keys the cached workload signature (runner/child/workload.py).
+    changes_work: bool = False
     #: The schema version the field came in with.
     since: int = UNVERSIONED
     #: What a line that lacks the field measured (AS_DEFAULT: what `default` says).
@@ -244,39 +255,41 @@ def optimizer_runs(values: Mapping[str, Any]) -> bool:
 
 FIELDS: tuple[Field, ...] = (
     # The model.
-    _f("suite_name", MODEL, str, report=COLUMN, help="the suite the model is from"),
-    _f("model_name", MODEL, str, report=COLUMN, help="the model's name in its suite"),
-    _f("reduced", MODEL, bool, default=False,
+    _f("suite_name", MODEL, str, report=COLUMN, changes_work=True, help="the suite the model is from"),
+    _f("model_name", MODEL, str, report=COLUMN, changes_work=True, help="the model's name in its suite"),
+    _f("reduced", MODEL, bool, default=False, changes_work=True,
        help="reduced (small) model configurations, for tests and CI "
             "(EXPERIMENT_RUNNER_SMALL_MODELS)"),
     _f("torchbench_dir", MODEL, str, default=None, optional=True, identity=False,
        report=NOT_SHOWN, help="where the TorchBench checkout is (a location, not identity)"),
     # The experiment: the stack.
     _f("accelerator", EXPERIMENT, str, choices=ACCELERATORS, flags=("--accelerator",),
-       dimension=True, report=COLUMN,
+       dimension=True, report=COLUMN, changes_work=True,
        help="device to run on; default: every one present"),
     _f("xla", EXPERIMENT, str, optional=True, choices=XLA_MODES, flags=("--xla",),
-       dimension=True, report=COLUMN,
+       dimension=True, report=STACK,
        help="None or PJRT (PyTorch/XLA); XRT was removed from PyTorch/XLA and is refused "
             "with that reason"),
     _f("dynamo", EXPERIMENT, str, optional=True, pattern=BACKEND_NAME, flags=("--dynamo",),
-       dimension=True, report=COLUMN,
+       dimension=True, report=STACK,
        help="None or a dynamo backend: inductor, openxla, aot_eager, ...; "
             "default: None, inductor, openxla"),
     _f("torch_xla2", EXPERIMENT, str, optional=True, choices=TORCH_XLA2_MODES,
-       flags=("--torch-xla2",), dimension=True, report=COLUMN,
+       flags=("--torch-xla2",), dimension=True, report=STACK,
        help="None, torch_export or extract_jax (torchax on JAX)"),
     _f("test", EXPERIMENT, str, choices=TESTS, flags=("--test",), dimension=True, report=COLUMN,
+       changes_work=True,
        help="eval (inference) or train (forward, loss, backward)"),
     # The experiment: what is measured on it.
     _f("precision", EXPERIMENT, str, default="fp32", choices=PRECISIONS, flags=("--precision",),
-       dimension=True, report=COLUMN, help="fp32, bf16, fp16 or amp (autocast); default fp32"),
+       dimension=True, report=COLUMN, changes_work=True, help="fp32, bf16, fp16 or amp (autocast); default fp32"),
     _f("batch_size", EXPERIMENT, int, default=None, optional=True, minimum=1,
        flags=("--batch-size",), dimension=True, report=PER_EXPERIMENT,
        line_key="requested_batch_size",
        help="batch size; default: the suite's for each model"),
     _f("xla_flags", EXPERIMENT, str, default=None, optional=True, flags=("--xla-flags",),
-       dimension=True, report=COLUMN, help="XLA_FLAGS for the child of XLA stacks"),
+       dimension=True, report=COLUMN, report_name="flags", baseline_shares=False,
+       help="XLA_FLAGS for the child of XLA stacks"),
     _f("matmul_precision", EXPERIMENT, str, default="high", choices=MATMUL_PRECISIONS,
        flags=("--matmul-precision",), implied="highest",
        help="float32 matmul precision, with PyTorch/XLA's runner's meanings: default (one "
@@ -291,6 +304,7 @@ FIELDS: tuple[Field, ...] = (
             "by default, as in PyTorch's harness)"),
     _f("mode", EXPERIMENT, str, default=None, optional=True, choices=INDUCTOR_MODES,
        flags=("--mode",), dimension=True, report=COLUMN, sweep_default=("default",),
+       report_default="default", baseline_shares=False,
        help="inductor mode: default, cudagraphs (CUDA only), dynamic (dynamic shapes), "
             "max-autotune; the dashboard tracks default, cudagraphs and dynamic. Default: "
             "default (stacks without modes record none)"),
@@ -300,13 +314,14 @@ FIELDS: tuple[Field, ...] = (
             "XLA_DISABLE_FUNCTIONALIZATION=1)"),
     _f("optimizer", EXPERIMENT, str, default=HARNESS_OPTIMIZER, optional=True,
        choices=OPTIMIZERS, flags=("--optimizer",), since=SCHEMA_VERSION, implied=None,
+       changes_work=True,
        applies=optimizer_runs,
        inapplicable=None,
        help="training only: the optimizer step after backward: harness (default: as PyTorch's "
             "harness on CUDA, Adam with capturable and foreach at lr 0.01, or SGD for the "
             "models it trains with SGD; none on other devices), none, sgd or adam (lr 1e-3)"),
     _f("amp_dtype", EXPERIMENT, str, default=None, optional=True, choices=AMP_DTYPES,
-       flags=("--amp-dtype",),
+       flags=("--amp-dtype",), changes_work=True,
        help="autocast dtype for --precision=amp (default bf16 on CPU/TPU, fp16 on CUDA)"),
     _f("fullgraph", EXPERIMENT, bool, default=False, flags=("--filter-by-single-graph",),
        baseline_shares=False, applies=lambda e: e["dynamo"] is not None and e["torch_xla2"] is None,
@@ -319,7 +334,7 @@ FIELDS: tuple[Field, ...] = (
     _f("stack_options", EXPERIMENT, dict, default=(), baseline_shares=False,
        help="options of the stack that change its results (debug stacks set them)"),
     _f("seed", EXPERIMENT, int, default=DEFAULT_SEED, minimum=SEED_RANGE[0],
-       maximum=SEED_RANGE[1], flags=("--seed",), since=SCHEMA_VERSION,
+       maximum=SEED_RANGE[1], flags=("--seed",), since=SCHEMA_VERSION, changes_work=True,
        help="seed of the weights and the inputs (a 64-bit signed integer)"),
     _f("processes", EXPERIMENT, int, default=None, optional=True, minimum=1,
        maximum=MAX_PROCESSES, identity=False, report=NOT_SHOWN, flags=("--processes",),
@@ -359,8 +374,13 @@ def identity_fields(scope: str) -> tuple[Field, ...]:
     return _IDENTITY_BY_SCOPE[scope]
 
 
-#: The identity fields that show as name=value in a configuration's label (both scopes).
-REPORTED: tuple[Field, ...] = tuple(f for f in FIELDS if f.identity and f.report == LABEL)
+def reported_fields() -> tuple[Field, ...]:
+    """The identity fields that show as name=value in a configuration's label (both scopes)."""
+    return tuple(f for f in FIELDS if f.identity and f.report == LABEL)
+
+
+#: reported_fields(), as a constant.
+REPORTED: tuple[Field, ...] = reported_fields()
 
 
 

@@ -27,7 +27,8 @@ from reports.render.render_hud_csv import render_hud_csv
 from reports.render.render_markdown import render_markdown
 from reports.render.render_text import render_tables
 from reports.analyse.score import score
-from reports.render.tables import comparison_tables, report_tables, runs_table, score_tables, trend_table
+from reports.analyse.settings_diff import settings_differences
+from reports.render.tables import comparison_tables, report_tables, runs_table, score_tables, settings_table, trend_table
 
 EXIT_OK = 0
 EXIT_REGRESSED = 1
@@ -238,6 +239,13 @@ def _compare(argv: list[str]) -> int:
         f"alpha {result.alpha}); {len(result.only_base)} only in BASE, {len(result.only_new)} only in NEW"
     )
     tables = comparison_tables(result)
+    settings = settings_differences([args.base], [args.new])
+    if settings is None:
+        intro.append("settings: not recorded in the lines of BASE or NEW (older lines)")
+    else:
+        intro.append(f"{len(settings)} settings differ between BASE and NEW" + (
+            ": " + ", ".join(d.name for d in settings) if settings else ""))
+        tables.append(settings_table(settings))
     print("\n".join(intro) + "\n")
     print(render_tables(tables), end="")
     if args.markdown:

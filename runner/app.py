@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import backends
+from core.config import RunSettings
 from core.fields import ACCELERATORS
 from core.results_file import ResultsFile, ResultsFileError, ResultsRead
 from models import (
@@ -34,16 +35,14 @@ from runner.plan.matrix import (
     single_plan,
     select_models,
 )
-from runner.plan.output import OutputPathError, output_paths, prepare_output
+from runner.plan.options import OutputOptions, ScaleOptions, WhatToRun
+from runner.plan.output import OutputPathError, check_output, output_paths, prepare_output
 from runner.plan.parser import (
     EXIT_BAD_INPUT,
-    KEEP_ON_CUDA_REASON,
     UsageError,
     build_parser,
-    matrix_request,
-    memory_limit_bytes,
     reduced_models,
-    run_settings,
+    sweep_flags,
     torchbench_dir,
 )
 from runner.plan.probe import probe_host
@@ -55,7 +54,8 @@ from runner.run.dispatch import Dispatcher, LocalDispatcher
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.run.guard import ProcessGuard
 from runner.run.scratch import ScratchRoot
-from runner.run.sweep import SweepReport, expected_durations, format_summary, run_plan
+from runner.run.summary import sweep_summary
+from runner.run.sweep import SweepReport, expected_durations, run_plan
 
 log = logging.getLogger("experiment_runner")
 
@@ -75,24 +75,25 @@ def print_plan(plan: Plan) -> None:
 
 
 def report_dropped(plan: Plan) -> None:
-    if not plan.dropped:
-        return
-    log.info("left out %d configuration(s) (for every model):", len(plan.dropped))
-    for line in plan.dropped_summary():
-        log.info("  %s", line)
+    """What the user asked for that cannot run here, with its reason; the combinations that
+    only the expansion of unset dimensions made, and that cannot run, at debug level."""
+    for refusal in plan.refusals():
+        log.info("left out %s (%d configuration(s), for every model): %s", refusal.asked
+                 or "every combination", refusal.combinations, refusal.reason)
     for dropped in plan.dropped:
         log.debug("dropped %s: %s", dropped.experiment.describe(), dropped.reason)
 
 
 def list_models(args: argparse.Namespace) -> int:
-    suite = get_suite(args.suite_name, reduced=reduced_models(), torchbench_dir=torchbench_dir(args))
+    suite = get_suite(args.suite_name, reduced=reduced_models(args), torchbench_dir=torchbench_dir(args))
     for name in suite.model_names():
         print(f"{name}\t{suite.default_batch_size(name)}")
     return 0
 
 
 def list_stacks() -> int:
-    for stack in backends.all_stacks():
+    """The stacks a user runs, with their capabilities (test-only stacks left out)."""
+    for stack in backends.user_stacks():
         caps = stack.capabilities
         print(f"{stack.name}: features {', '.join(sorted(caps.features)) or '-'}; "
               f"IR formats {', '.join(caps.ir_formats) or '-'}; "
@@ -101,35 +102,27 @@ def list_stacks() -> int:
     return 0
 
 
-def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    started = args.timestamp if args.timestamp is not None else time.time()
-    check_executor_flags(args)
-    if args.keep_model_data_on_cuda:
-        raise UsageError(KEEP_ON_CUDA_REASON)
-    single = args.model_config is not None or args.experiment_config is not None
-    if single and (args.model_config is None or args.experiment_config is None):
-        raise UsageError("--model-config and --experiment-config go together: they name "
-                         "exactly one experiment")
-    tb_dir = torchbench_dir(args)
-    request = matrix_request(args, tb_dir)
-    suite = get_suite(args.suite_name, reduced=request.reduced, torchbench_dir=tb_dir)
-    paths = output_paths(args.output_dirname, args.output_basename)
+def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
+              scale: ScaleOptions, argv: Sequence[str]) -> int:
+    """Plan the experiments the flags ask for, run them and record their lines."""
+    started = output.timestamp if output.timestamp is not None else time.time()
+    check_ray(scale)
+    request, single = what.request, what.single
+    suite = get_suite(what.suite_name, reduced=request.reduced, torchbench_dir=request.torchbench_dir)
+    paths = output_paths(output.dirname, output.basename)
     results_path = paths.results
-    jobs = len(args.devices) or args.jobs
-    memory_limit = memory_limit_bytes(args, jobs)
-    if not single:  # bad regexes and tiers fail before the probe
+    if single is None:  # bad regexes and tiers fail before the probe
         select_models(suite, request.filters, request.excludes, request.filter_tiers,
                       request.exclude_tiers)
-    if not args.dry_run:
-        prepare_output(paths, args.output_dirname)
-    host = probe_host(use_cache=not args.no_probe_cache)
+    if not output.dry_run:
+        check_output(paths, output.dirname)
+    host = probe_host(use_cache=output.probe_cache)
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
-    settings = run_settings(args)
     results = ResultsFile(results_path)
-    known = ResultsRead() if args.no_resume or single else results.read()
-    if single:
-        plan = single_plan(suite, args.model_config, args.experiment_config, request, host)
+    known = results.read() if output.resume and single is None else ResultsRead()
+    if single is not None:
+        plan = single_plan(suite, single.model_config, single.experiment_config, request, host)
     else:
         plan = build_plan(suite, request, host, recorded_fingerprints(known.lines, settings))
     report_dropped(plan)
@@ -138,11 +131,13 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if not plan.model_names:
         print(f"partition {request.partition_id} of {request.total_partitions} holds no model "
               "that the filters select")
-    slots = sweep_slots(args, plan, host)
-    if args.dry_run:
+    slots = sweep_slots(scale, plan, host)
+    if output.dry_run:
         print_plan(plan)
         return 0
-    if args.no_resume:
+    # Made once the plan holds something to run: a refused request leaves no folder behind.
+    prepare_output(paths, output.dirname)
+    if not output.resume:
         backup = results.backup()
         if backup:
             print(f"previous results kept in {backup}")
@@ -151,12 +146,12 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
               "skipping them (--no-resume starts over)")
     executor = ExperimentExecutor(
         ExecutorOptions(
-            output_dir=Path(args.output_dirname),
-            timeout_seconds=args.subprocess_timeout,
-            memory_limit_bytes=memory_limit,
-            print_subprocess=args.print_subprocess,
-            log_level=args.log_level.upper(),
-            start_method=args.start_method,
+            output_dir=Path(output.dirname),
+            timeout_seconds=output.subprocess_timeout,
+            memory_limit_bytes=output.memory_limit_bytes,
+            print_subprocess=output.print_subprocess,
+            log_level=output.log_level.upper(),
+            start_method=scale.start_method,
             host_variables=tuple(sorted(host.child_environment.items())),
             sweep_preloads=frozenset(
                 backends.get_stack(planned.experiment.stack).preload_for(planned.experiment)
@@ -170,7 +165,7 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
         scratch=ScratchRoot(),
     )
     claims = Claims(results, settings, RunnerIdentity.of_this_process(executor.sweep.run_id),
-                    known=known, resume=not single)
+                    known=known, resume=single is None)
     report = SweepReport()
     if len(slots) > 1:
         log.info("running %d experiments at a time: %s", len(slots),
@@ -178,8 +173,9 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     try:
         executor.start()
         executor.prestart_servers(plan.experiments)
-        run_plan(plan, suite, sweep_dispatcher(args, executor, slots, plan), claims, report,
-                 show_progress=not args.no_progress, no_skip=args.no_skip,
+        dispatcher = sweep_dispatcher(scale, executor, slots, plan)
+        run_plan(plan, suite, dispatcher, claims, report,
+                 show_progress=output.progress, no_skip=what.no_skip,
                  durations=expected_durations(known.lines),
                  remeasure_slow=settings.remeasure_slow)
     except KeyboardInterrupt as stop:
@@ -196,68 +192,43 @@ def run_sweep(args: argparse.Namespace, argv: Sequence[str]) -> int:
     finally:
         with signals.deferred():
             executor.close()
-    if report.lines:
-        print(format_summary(report.lines))
-    failed = sum(1 for line in report.lines if line["status"] == "failed")
-    print(f"{len(report.lines)} experiment(s) recorded in {results_path}"
-          + (f"; {failed} failed" if failed else "")
-          + (f"; {report.recorded_elsewhere} recorded by other runners"
-             if report.recorded_elsewhere else ""))
+    print(sweep_summary(plan.requested, report.lines, results.read().lines, results_path,
+                        paths.folder, settings, report.recorded_elsewhere))
     return 0
 
 
-def sweep_slots(args: argparse.Namespace, plan: Plan, host) -> list[Slot]:
+def sweep_slots(scale: ScaleOptions, plan: Plan, host) -> list[Slot]:
     """The slots --jobs and --devices ask for, checked against this machine."""
     uses_cuda = plan.asks_for("cuda")
     try:
-        return plan_slots(args.jobs, args.devices, uses_cuda,
+        return plan_slots(scale.jobs, list(scale.devices), uses_cuda,
                           visible_gpus(len(host.cuda_device_names)),
                           sorted(os.sched_getaffinity(0)))
     except SlotError as error:
         raise UsageError(str(error)) from error
 
 
-RAY_FLAGS = ("ray_address", "ray_cpus_per_task", "ray_tasks")
-
-
-def flag_text(name: str, value) -> str:
-    """How a flag was given, e.g. --ray-cpus-per-task=2."""
-    shown = f"{value:g}" if isinstance(value, float) else value
-    return f"--{name.replace('_', '-')}={shown}"
-
-
-def check_executor_flags(args: argparse.Namespace) -> None:
-    """--executor and the flags that go with it agree, and Ray is there when asked for."""
-    if args.executor == "local":
-        given = [flag_text(name, getattr(args, name)) for name in RAY_FLAGS
-                 if getattr(args, name) is not None]
-        if args.retries:
-            given.append(flag_text("retries", args.retries))
-        if given:
-            raise UsageError(f"{' '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to "
-                             "--executor=ray only")
+def check_ray(scale: ScaleOptions) -> None:
+    """Ray is there when --executor=ray asks for it."""
+    if scale.executor != "ray":
         return
-    if args.devices or args.jobs != 1:
-        flag = f"--devices={','.join(args.devices)}" if args.devices else f"--jobs={args.jobs}"
-        raise UsageError(f"{flag} does not apply to --executor=ray: Ray places each "
-                         "experiment on the cluster (--ray-tasks sets how many run at a time)")
     from runner.run.ray_dispatch import RayUnavailableError, import_ray
 
     try:
-        import_ray(args.ray_address)
+        import_ray(scale.ray_address)
     except RayUnavailableError as error:
         raise UsageError(str(error)) from None
 
 
-def sweep_dispatcher(args: argparse.Namespace, executor: ExperimentExecutor,
+def sweep_dispatcher(scale: ScaleOptions, executor: ExperimentExecutor,
                      slots: Sequence[Slot], plan: Plan) -> Dispatcher:
     """Where the experiments run: this machine's slots, or a Ray cluster."""
-    if args.executor != "ray":
+    if scale.executor != "ray":
         return LocalDispatcher(executor, slots)
     from runner.run.ray_dispatch import RayClusterError, RayDispatcher, RayOptions
 
-    options = RayOptions(address=args.ray_address, cpus_per_task=args.ray_cpus_per_task or 1.0,
-                         retries=args.retries, max_in_flight=args.ray_tasks)
+    options = RayOptions(address=scale.ray_address, cpus_per_task=scale.ray_cpus_per_task or 1.0,
+                         retries=scale.retries, max_in_flight=scale.ray_tasks)
     try:
         return RayDispatcher(executor, options,
                              {planned.experiment.accelerator for planned in plan.experiments})
@@ -288,7 +259,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return list_models(args)
         if args.list_stacks:
             return list_stacks()
-        return run_sweep(args, argv)
+        return run_sweep(*sweep_flags(args), argv)
     except (UsageError, MatrixError, UnknownSuiteError, ResultsFileError, OutputPathError,
             SuiteUnavailableError, UnknownModelError) as error:
         print(f"experiment-runner: error: {error}", file=sys.stderr)

@@ -7,6 +7,7 @@ device, the wrapper and how they synchronize.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
@@ -149,6 +150,16 @@ class TorchPreparedModel(PreparedModel):
         # torch.autocast made in this frame, so that dynamo traces it (see _train_iteration).
         with torch.autocast(self.device.type, dtype=self.autocast_dtype):
             return call_module(self.callable, device_inputs)
+
+    def forward_context(self) -> contextlib.ExitStack:
+        """No grad in inference and autocast to `autocast_dtype` where there is one, as
+        `step` and the iteration enter them around the model's forward."""
+        context = contextlib.ExitStack()
+        if not self.training:
+            context.enter_context(torch.no_grad())
+        if self.autocast_dtype is not None:
+            context.enter_context(torch.autocast(self.device.type, dtype=self.autocast_dtype))
+        return context
 
     @torch._disable_dynamo(recursive=True)
     def _zero_grad(self) -> None:

@@ -53,6 +53,7 @@ class DebugPerturbStack(Stack):
     name = DYNAMO_NAME
     # Outranks the generic dynamo stack, which would otherwise claim dynamo=debug_perturb.
     priority = 10
+    test_only = True
     capabilities = Capabilities(features=frozenset({TORCH_PROFILER}),
                                 synchronization="none needed: eager on the CPU")
 

@@ -52,6 +52,20 @@ def compile_arguments(experiment: ExperimentConfig,
     return arguments
 
 
+def inductor_options(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The inductor settings torch.compile applies with these arguments: its options, or its
+    mode's."""
+    if arguments.get("backend") != "inductor":
+        return {}
+    if "options" in arguments:
+        return dict(arguments["options"])
+    if "mode" in arguments:
+        from torch._inductor import list_mode_options
+
+        return dict(list_mode_options(arguments["mode"]))
+    return {}
+
+
 class DynamoStack(Stack):
     """torch.compile(backend=dynamo) on a CPU or CUDA device."""
 
@@ -109,10 +123,12 @@ class DynamoStack(Stack):
         # The whole iteration is compiled, as PyTorch's harness compiles its model_iter_fn:
         # inference the forward under autocast, training forward, loss, backward and the
         # optimizer's step.
-        return TorchPreparedModel(
+        prepared = TorchPreparedModel(
             bench, experiment, torch.device(experiment.accelerator),
             compile_iteration=compile_function,
         )
+        prepared.inductor_options = inductor_options(arguments)
+        return prepared
 
 
 STACK = DynamoStack()

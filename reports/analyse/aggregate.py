@@ -162,7 +162,7 @@ def _warnings(row: Row) -> list[str]:
 def _baseline_index(records: list[Record], baseline: str) -> dict[tuple, Record]:
     index: dict[tuple, Record] = {}
     for record in records:
-        if record.config.stack == baseline and not record.config.xla_flags and not record.config.mode:
+        if record.config.is_baseline(baseline):
             index[(record.model_label, record.config, record.batch_size)] = record
     return index
 

@@ -5,6 +5,14 @@ threshold (default 7%) and the growth is significant from the repeats (one-sided
 permutation test, p <= alpha), or when it passed in BASE and fails in NEW. The run as a
 whole regressed when the geometric mean of new/base medians grew by more than 1%.
 With fewer than 2 repeats on either side there is no test and the threshold alone decides.
+
+A change beyond the threshold is unreliable, not a regression or an improvement, when either
+line is flagged (`summary.unreliable`), or when the lines' own figures show that the machine,
+not the code, changed speed between them: the eager runs timed interleaved in the same child
+(the paired speedup) moved the same way by more than the threshold, or the reference workload
+did (`summary.slow_period.ratio`). On a shared CPU the whole host can be slower or faster in
+one run than in the other while each line's runs stay steady, so that neither is flagged. The
+geometric mean keeps every change; a note says how many of them are unreliable.
 """
 
 from __future__ import annotations
@@ -77,6 +85,30 @@ class Comparison:
         return bool(self.regressions) or self.geomean_regressed
 
 
+def _same_way(moved: float, ratio: float, threshold: float) -> bool:
+    """`moved` (a ratio) changed beyond the threshold in the direction of `ratio`."""
+    return abs(moved - 1.0) > threshold and (moved - 1.0) * (ratio - 1.0) > 0
+
+
+def machine_change(base: Record, new: Record, ratio: float, threshold: float) -> str:
+    """Why the lines' own figures say the machine changed speed as much as the experiment
+    did, or '' when they do not: eager timed interleaved in the same child (the time of
+    eager's runs is the experiment's times its paired speedup) or the reference workload
+    moved beyond the threshold the same way."""
+    found = []
+    if base.paired_speedup and new.paired_speedup:
+        eager = ratio * new.paired_speedup / base.paired_speedup
+        if _same_way(eager, ratio, threshold):
+            found.append(f"eager timed in the same child {eager - 1.0:+.1%} too")
+    if base.slow_ratio and new.slow_ratio:
+        reference = new.slow_ratio / base.slow_ratio
+        if _same_way(reference, ratio, threshold):
+            found.append(f"the reference workload {reference - 1.0:+.1%} too")
+    if not found:
+        return ""
+    return "the machine changed speed: " + "; ".join(found)
+
+
 def _judge(change: Change, threshold: float, alpha: float) -> None:
     base, new = change.base, change.new
     if base.passed and not new.passed:
@@ -98,6 +130,7 @@ def _judge(change: Change, threshold: float, alpha: float) -> None:
     if change.p_value is None:
         change.reason = "fewer than 2 repeats: threshold only"
     flagged = [side for side, record in (("base", base), ("new", new)) if record.unreliable]
+    machine = machine_change(base, new, change.ratio, threshold)
     if not beyond:
         change.verdict = UNCHANGED
     elif flagged:
@@ -105,6 +138,9 @@ def _judge(change: Change, threshold: float, alpha: float) -> None:
         change.reason = "; ".join(
             f"{side}: {record.unreliable_reason or 'flagged unreliable'}"
             for side, record in (("base", base), ("new", new)) if record.unreliable)
+    elif machine:
+        change.verdict = UNRELIABLE
+        change.reason = machine
     elif not significant:
         change.verdict = NOISE
     else:
@@ -131,6 +167,7 @@ def compare(
             changes.append(change)
     changes.sort(key=lambda c: (c.base.config, c.base.model_label))
     ratios = [c.ratio for c in changes if c.ratio is not None]
+    unreliable = sum(c.verdict == UNRELIABLE for c in changes)
     comparison = Comparison(
         changes=changes,
         only_base=[r for fp, r in base_by.items() if fp not in new_by],
@@ -143,4 +180,7 @@ def compare(
     )
     if not changes:
         comparison.notes.append("BASE and NEW hold no experiment in common")
+    if unreliable:
+        comparison.notes.append(f"the geometric mean includes {unreliable} unreliable "
+                                "change(s): it may show the machine's speed, not the code's")
     return comparison

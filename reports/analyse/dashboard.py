@@ -13,6 +13,7 @@ from typing import Any, Optional
 from reports.analyse.aggregate import Report
 from reports.analyse.compare import Comparison, DEFAULT_GEOMEAN_THRESHOLD
 from reports.analyse.history import History
+from core.columns import LABELS_COLUMN, config_columns, shown_columns
 from reports.read.load import ConfigKey, RunInfo
 
 MAX_CHANGES = 50
@@ -63,11 +64,17 @@ def _run_entry(run: RunInfo) -> dict[str, Any]:
 
 
 def _config_entry(config: ConfigKey, baseline: str) -> dict[str, Any]:
-    return {
-        "label": config.label, "accelerator": config.accelerator, "stack": config.stack,
-        "test": config.test, "precision": config.precision, "mode": config.mode or "default",
-        "flags": config.xla_flags, "extras": config.extras, "baseline": config.stack == baseline,
-    }
+    """A configuration as the page shows it: its label, each column's value (core.columns),
+    and whether it is on the baseline's stack."""
+    columns = {column.name: column for column in config_columns()}
+    return {"label": config.label, **{name: columns[name].shown(value) for name, value in config},
+            "baseline": config.stack == baseline}
+
+
+def filters() -> list[str]:
+    """The configuration columns the page filters on: every one of a value (core.columns:
+    the label fields' combinations aside), as tables show them."""
+    return [column.name for column in shown_columns() if column.name != LABELS_COLUMN]
 
 
 def build_payload(
@@ -111,6 +118,7 @@ def build_payload(
         "title": title,
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "baseline": report.baseline,
+        "filters": filters(),
         "notes": list(intro) + list(report.notes),
         "runs": [_run_entry(run) for run in (runs or [])],
         "rows": rows,

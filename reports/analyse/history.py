@@ -20,13 +20,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from core.columns import config_columns
 from core.schema import VERIFICATION_FAILED, VerificationCode
 from reports.analyse.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
 from reports.read.columnar import Engine
 from reports.read.load import ConfigKey, RunInfo, VERDICT_CODES
 from reports.stats import rank_sum_p_from_u
 
-_CONFIG = "accelerator, stack, test, precision, xla_flags, extras, mode"
+def _config() -> str:
+    """The configuration's columns of the lines (core.columns), in ConfigKey's order."""
+    return ", ".join(column.name for column in config_columns())
 
 
 def _codes(codes) -> str:
@@ -103,17 +106,24 @@ def compute_history(
     # Configurations x suites, models and the baseline's groups as small integers, so that
     # the tables over every line below carry no strings. `cid` is ordered as the strings,
     # which DuckDB and Python compare alike (by code point): as (ConfigKey, suite) sort.
+    config = _config()
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE hist_dims AS
-        SELECT *, dense_rank() OVER (ORDER BY {_CONFIG}, suite) AS cid,
-               dense_rank() OVER (ORDER BY accelerator, test, precision, extras, suite) AS bgid,
-               dense_rank() OVER (ORDER BY model) AS mid,
-               stack = $1 AS baseline_stack,
-               stack = $1 AND xla_flags = '' AND mode = '' AS is_base
-        FROM (SELECT DISTINCT {_CONFIG}, suite, model FROM lines WHERE {scope})
-    """, [baseline])
-    configs = {cid: (ConfigKey(*config), suite) for cid, *config, suite in con.execute(
-        f"SELECT DISTINCT cid, {_CONFIG}, suite FROM hist_dims").fetchall()}
+        SELECT *, dense_rank() OVER (ORDER BY {config}, suite) AS cid,
+               dense_rank() OVER (ORDER BY model) AS mid
+        FROM (SELECT DISTINCT {config}, suite, model FROM lines WHERE {scope})
+    """)
+    configs = {cid: (ConfigKey(*values), suite) for cid, *values, suite in con.execute(
+        f"SELECT DISTINCT cid, {config}, suite FROM hist_dims").fetchall()}
+    # Each configuration's baseline group: its baseline's key (ConfigKey.baseline_key, as the
+    # tables match a baseline) and suite; a baseline configuration is its own.
+    groups: dict[tuple[ConfigKey, str], int] = {}
+    con.execute("CREATE OR REPLACE TEMP TABLE hist_base(cid BIGINT, bgid INTEGER, "
+                "baseline_stack BOOLEAN, is_base BOOLEAN)")
+    con.executemany("INSERT INTO hist_base VALUES (?, ?, ?, ?)", [
+        (cid, groups.setdefault((key.baseline_key(baseline), suite), len(groups)),
+         key.stack == baseline, key.is_baseline(baseline))
+        for cid, (key, suite) in configs.items()])
     # The latest line of each experiment in each run (a retry within a run wins); where no
     # experiment has two lines in a run (the usual case), that is every line.
     retried = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM lines WHERE {scope} "
@@ -128,7 +138,8 @@ def compute_history(
                status = 'ok' AND code = '{VerificationCode.PASS.value}' AS accurate,
                med, compile, ran, peak_dev, eager_peak_dev, paired,
                ran AND code NOT IN ({failed_codes}) AS passed
-        FROM lines JOIN run_index USING (run) JOIN hist_dims USING ({_CONFIG}, suite, model)
+        FROM lines JOIN run_index USING (run) JOIN hist_dims USING ({config}, suite, model)
+             JOIN hist_base USING (cid)
         WHERE {picked}
     """)
     for idx, cid, *figures in con.execute("""

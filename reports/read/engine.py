@@ -25,6 +25,7 @@ parses what was appended since; `reports.read.columnar.Engine` holds the connect
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -34,15 +35,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from core.fields import EXPERIMENT, MODEL, REPORTED, SCHEMA_VERSION as LINE_SCHEMA_VERSION, Field, identity_fields
+from core.columns import LABELS_COLUMN, STACK_COLUMN, ConfigColumn, config_columns
+from core.fields import EXPERIMENT, MODEL, SCHEMA_VERSION as LINE_SCHEMA_VERSION, Field, identity_fields
 from core.results_file import BadLine
 from core.schema import VerificationCode
 from reports.errors import ReportError
 
 log = logging.getLogger(__name__)
 
-#: Bumped whenever the normalised columns change: older caches are rebuilt.
-SCHEMA_VERSION = 5
+#: Bumped whenever the normalised columns change meaning: older caches are rebuilt (and so
+#: are those of another field table: `SCHEMA_VERSION` holds a digest of the columns' SQL).
+_COLUMNS_VERSION = 6
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
@@ -249,6 +252,39 @@ def _label_part(spec: Field) -> str:
             f"THEN {_sql_text(spec.name + '=')} || {text} END")
 
 
+def _text(spec: Field, expression: str) -> str:
+    """A field's value as text, as core.columns.text writes it (NULL stays NULL)."""
+    if spec.kind is bool:
+        return f"(CASE WHEN {expression} THEN 'True' WHEN NOT {expression} THEN 'False' END)"
+    if spec.kind is int and _field_type(spec) == _D:
+        return f"CAST(CAST({expression} AS BIGINT) AS VARCHAR)"
+    if spec.kind is dict or _field_type(spec) != _V:
+        return f"CAST({expression} AS VARCHAR)"
+    return expression
+
+
+#: The stack's label: the line's own, else its parts joined (eager without any).
+_STACK = """CASE WHEN stack_label IS NOT NULL AND stack_label <> '' THEN stack_label
+         WHEN experiment IS NULL THEN '?'
+         ELSE COALESCE(NULLIF(concat_ws('+', NULLIF(experiment.xla, ''), NULLIF(experiment.dynamo, ''),
+                                        NULLIF(experiment.torch_xla2, '')), ''), 'eager') END"""
+
+
+def _config_column(column: ConfigColumn) -> str:
+    """The SQL of one configuration column (core.columns): the stack's label, the label
+    fields' parts, or a field's value as text (blank at its default where shown only when set)."""
+    if column.name == STACK_COLUMN:
+        return _STACK
+    if column.name == LABELS_COLUMN:
+        return f"""concat_ws(' ', {', '.join(_label_part(spec) for spec in column.fields)})"""
+    (spec,) = column.fields
+    if column.bare:
+        return f"COALESCE({_text(spec, _value(spec))}, {_sql_text(column.missing)})"
+    value = _text(spec, _resolved(spec))
+    blanks = ", ".join(_sql_text(blank) for blank in column.blanks)
+    return f"CASE WHEN {value} IS NULL OR {value} IN ({blanks}) THEN '' ELSE {value} END"
+
+
 #: Every identity field: the experiment's key in the reports (lines of any version).
 _IDENTITY = (*identity_fields(MODEL), *identity_fields(EXPERIMENT))
 
@@ -270,16 +306,8 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("fin", f"""COALESCE({_finite('finished_at')}, {_finite('"timestamp"')}, 0.0)"""),
     ("suite", """COALESCE(model.suite_name, '')"""),
     ("model", """model.model_name"""),
-    ("accelerator", """COALESCE(experiment.accelerator, '?')"""),
-    ("stack", """CASE WHEN stack_label IS NOT NULL AND stack_label <> '' THEN stack_label
-         WHEN experiment IS NULL THEN '?'
-         ELSE COALESCE(NULLIF(concat_ws('+', NULLIF(experiment.xla, ''), NULLIF(experiment.dynamo, ''),
-                                        NULLIF(experiment.torch_xla2, '')), ''), 'eager') END"""),
-    ("test", """COALESCE(experiment.test, '?')"""),
-    ("precision", """COALESCE(experiment.precision, 'fp32')"""),
-    ("xla_flags", """COALESCE(experiment.xla_flags, '')"""),
-    ("mode", """CASE WHEN experiment.mode IS NULL OR experiment.mode IN ('', 'default') THEN '' ELSE experiment.mode END"""),
-    ("extras", f"""concat_ws(' ', {', '.join(_label_part(spec) for spec in REPORTED)})"""),
+    # The configuration's columns (core.columns).
+    *((column.name, _config_column(column)) for column in config_columns()),
     ("bs", f"""TRY_CAST(COALESCE({_positive('batch_size_used')}, {_positive('experiment.batch_size')}) AS BIGINT)"""),
     ("key", f"""hash({', '.join(f"COALESCE(CAST({_resolved(spec)} AS VARCHAR), '<null>')" for spec in _IDENTITY)})"""),
     ("fp", """COALESCE(NULLIF(left(fingerprint, 12), ''), 'h' || left(printf('%016x', key), 11))"""),
@@ -334,6 +362,8 @@ NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
 #: The columns of every line (`kind` aside, which only sets lines aside).
 LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name != "kind")
 _LINE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS)
+#: What a cache of normalised rows must have been written with to be read.
+SCHEMA_VERSION = f"{_COLUMNS_VERSION}-{hashlib.sha256(NORMALISED.encode()).hexdigest()[:16]}"
 
 
 #: Columns every reader of the `lines` view can rely on, besides fi, ord and id.

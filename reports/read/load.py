@@ -11,10 +11,11 @@ from __future__ import annotations
 import datetime
 import logging
 from dataclasses import dataclass, field
+from functools import lru_cache, total_ordering
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
-from core.fields import REPORTED
+from core.columns import baseline_values, config_columns, label_of
 from core.results_file import BadLine
 from core.schema import VERIFICATION_FAILED, Status, VerificationCode
 from reports.read.columnar import Engine
@@ -24,46 +25,117 @@ from reports.stats import Interval, median_interval
 
 log = logging.getLogger(__name__)
 
-#: Label parts (core.fields) that the eager baseline of a configuration does not share.
-_NOT_SHARED_WITH_BASELINE = frozenset(spec.name for spec in REPORTED if not spec.baseline_shares)
 #: Codes with a verdict on the stack's output (the others: not verified).
 VERDICT_CODES = frozenset({VerificationCode.PASS.value, *VERIFICATION_FAILED})
 
 
-@dataclass(frozen=True, order=True)
+@total_ordering
 class ConfigKey:
-    """What groups experiments into one configuration (a column of the dashboard).
+    """What groups experiments into one configuration (a column of the dashboard): the
+    value of every configuration column (core.columns.config_columns), as named pairs in
+    the columns' order, which is also how configurations sort.
+
+    Made from values in the columns' order and/or by name (`ConfigKey("cpu", "inductor",
+    "eval", "fp32", mode="cudagraphs")`); a column not given holds its default. Each
+    column's value reads as an attribute (`key.stack`, `key.mode`).
 
     The batch size is not part of it: it is the model's (the line's batch size used), shown
     per experiment and matched against the baseline's.
     """
 
-    accelerator: str
-    stack: str
-    test: str
-    precision: str
-    xla_flags: str = ""
-    extras: str = ""
-    mode: str = ""
+    __slots__ = ("values", "_label")
+
+    def __init__(self, *values: str, **named: str) -> None:
+        columns = config_columns()
+        if len(values) == len(columns) and not named:
+            found = tuple(values)
+        else:
+            if len(values) > len(columns):
+                raise TypeError(f"ConfigKey takes at most {len(columns)} values, not {len(values)}")
+            given = dict(zip((column.name for column in columns), values))
+            unknown = set(named) - set(_column_index())
+            if unknown or set(named) & set(given):
+                raise TypeError(f"ConfigKey: unknown or repeated column(s) "
+                                f"{sorted(unknown or set(named) & set(given))}")
+            given.update(named)
+            found = tuple(str(given.get(column.name, column.default)) for column in columns)
+        object.__setattr__(self, "values", found)
+        object.__setattr__(self, "_label", None)
+
+    def __getattr__(self, name: str) -> str:
+        index = _column_index().get(name)
+        if index is None:
+            raise AttributeError(f"ConfigKey has no column {name!r}")
+        return self.values[index]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("ConfigKey is immutable")
+
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """(column, value) in the columns' order."""
+        return tuple(zip(_column_index(), self.values))
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self.pairs)
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(zip(_column_index(), self.values))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConfigKey) and self.values == other.values
+
+    def __lt__(self, other: "ConfigKey") -> bool:
+        if not isinstance(other, ConfigKey):
+            return NotImplemented
+        return self.values < other.values
+
+    def __hash__(self) -> int:
+        return hash(self.values)
+
+    def __repr__(self) -> str:
+        return "ConfigKey(" + ", ".join(f"{name}={value!r}" for name, value in self.pairs) + ")"
+
+    def __reduce__(self):
+        return (_config_key, (self.pairs,))
 
     @property
     def label(self) -> str:
         """Readable name, e.g. 'cpu inductor eval fp32' (+ mode, flags, extras)."""
-        parts = [self.accelerator, self.stack, self.test, self.precision]
-        if self.mode:
-            parts.append(f"mode={self.mode}")
-        if self.xla_flags:
-            parts.append(f"flags={self.xla_flags}")
-        if self.extras:
-            parts.append(self.extras)
-        return " ".join(parts)
+        if self._label is None:
+            object.__setattr__(self, "_label", label_of(self.as_dict()))
+        return self._label
 
     def baseline_key(self, baseline_stack: str) -> "ConfigKey":
-        """The key of the configuration this one is compared against: the label's parts the
-        baseline does not share (a compiler's own switches, core.fields) left out."""
-        shared = " ".join(part for part in self.extras.split(" ")
-                          if part.split("=", 1)[0] not in _NOT_SHARED_WITH_BASELINE)
-        return ConfigKey(self.accelerator, baseline_stack, self.test, self.precision, "", shared, "")
+        """The key of the configuration this one is compared against (core.columns): the
+        baseline's stack, and what of this one the baseline shares."""
+        return _baseline_key(self, baseline_stack)
+
+    def is_baseline(self, baseline_stack: str) -> bool:
+        """Whether this is a baseline configuration (its own baseline)."""
+        return self == self.baseline_key(baseline_stack)
+
+
+@lru_cache(maxsize=None)
+def _column_index() -> dict[str, int]:
+    """Each configuration column's place in ConfigKey.values."""
+    return {column.name: index for index, column in enumerate(config_columns())}
+
+
+# Each column reads as an attribute (a name ConfigKey already has reads through __getattr__).
+for _name, _index in _column_index().items():
+    if not hasattr(ConfigKey, _name):
+        setattr(ConfigKey, _name, property(lambda self, at=_index: self.values[at],
+                                           doc=f"The {_name} column's value."))
+
+
+@lru_cache(maxsize=4096)
+def _baseline_key(key: ConfigKey, baseline_stack: str) -> ConfigKey:
+    return ConfigKey(**baseline_values(key.as_dict(), baseline_stack))
+
+
+def _config_key(pairs: tuple[tuple[str, str], ...]) -> ConfigKey:
+    return ConfigKey(**dict(pairs))
 
 
 @dataclass
@@ -188,13 +260,30 @@ def format_time(timestamp: float) -> str:
     return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-_RECORD_COLUMNS = (
-    "suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status, "
-    "code, run, fin, times, med, cold, compile, peak_dev, peak_host, eager_peak_dev, error, "
-    "skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks, "
-    "calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, process_spread, "
-    "host_bound, host_bound_fraction, slow_ratio, tflops, peak_fraction, peak_note, flops, id, n_times"
+#: The columns of a record after its configuration's: (column of the lines, Record field).
+_RECORD_FIELDS = (
+    ("suite", "suite"), ("model", "model"), ("fp", "fingerprint"), ("key", "key"),
+    ("status", "status"), ("code", "verification_code"), ("run", "run_id"), ("fin", "timestamp"),
+    ("times", "per_iter_times"), ("med", "median_time"), ("cold", "cold_start_time"),
+    ("compile", "compile_time"), ("peak_dev", None), ("peak_host", None),
+    ("eager_peak_dev", "eager_peak_device_memory"), ("error", "error"),
+    ("skip_reason", "skip_reason"), ("accel_model", "accelerator_model"), ("bs", "batch_size"),
+    ("graph_count", "graph_count"), ("unique_graphs", "unique_graphs"),
+    ("graph_breaks", "graph_breaks"), ("unique_graph_breaks", "unique_graph_breaks"),
+    ("calls_captured", "calls_captured"), ("paired", "paired_speedup"),
+    ("paired_p", "paired_p_value"), ("paired_method", "paired_method"),
+    ("unreliable", "unreliable"), ("unreliable_reason", "unreliable_reason"),
+    ("process_spread", "process_spread"), ("host_bound", "host_bound"),
+    ("host_bound_fraction", "host_bound_fraction"), ("slow_ratio", "slow_ratio"),
+    ("tflops", "tflops"), ("peak_fraction", "peak_fraction"), ("peak_note", "peak_note"),
+    ("flops", "flops_per_iteration"), ("id", None), ("n_times", None),
 )
+
+
+def record_columns() -> list[str]:
+    """The columns of the lines a record is made from, in `record_from_row`'s order: the
+    configuration's (core.columns), then the record's own."""
+    return [column.name for column in config_columns()] + [name for name, _ in _RECORD_FIELDS]
 
 
 def _int(value: Optional[float]) -> Optional[int]:
@@ -202,35 +291,24 @@ def _int(value: Optional[float]) -> Optional[int]:
 
 
 def record_from_row(row: tuple) -> Record:
-    (suite, model, accelerator, stack, test, precision, xla_flags, extras, mode, fp, key, status,
-     code, run, fin, times, med, cold, compile_time, peak_dev, peak_host, eager_peak_dev, error,
-     skip_reason, accel_model, bs, graph_count, unique_graphs, graph_breaks, unique_graph_breaks,
-     calls_captured, paired, paired_p, paired_method, unreliable, unreliable_reason, process_spread,
-     host_bound, host_bound_fraction, slow_ratio, tflops, peak_fraction, peak_note, flops, _id, _n) = row
-    times = list(times or [])
-    if peak_dev is not None:
-        peak, kind = int(peak_dev), "device"
-    elif peak_host is not None:
-        peak, kind = int(peak_host), "host"
+    """A record from a row of `record_columns()`."""
+    width = len(row) - len(_RECORD_FIELDS)
+    config = ConfigKey(*row[:width])
+    values = dict(zip((name for name, _ in _RECORD_FIELDS), row[width:]))
+    given = {attribute: values[name] for name, attribute in _RECORD_FIELDS if attribute is not None}
+    times = list(values["times"] or [])
+    if values["peak_dev"] is not None:
+        peak, kind = int(values["peak_dev"]), "device"
+    elif values["peak_host"] is not None:
+        peak, kind = int(values["peak_host"]), "host"
     else:
         peak, kind = None, None
-    return Record(
-        suite=suite, model=model,
-        config=ConfigKey(accelerator, stack, test, precision, xla_flags, extras, mode),
-        fingerprint=fp, status=status, verification_code=code, run_id=run, timestamp=fin,
-        per_iter_times=times, median_time=med, interval=median_interval(times),
-        cold_start_time=cold, compile_time=compile_time, peak_memory=peak, memory_kind=kind,
-        error=error, skip_reason=skip_reason, accelerator_model=accel_model, batch_size=bs,
-        key=key, eager_peak_device_memory=_int(eager_peak_dev), graph_count=graph_count,
-        unique_graphs=unique_graphs, graph_breaks=graph_breaks,
-        unique_graph_breaks=unique_graph_breaks, calls_captured=calls_captured,
-        paired_speedup=paired, paired_p_value=paired_p, paired_method=paired_method,
-        unreliable=bool(unreliable), unreliable_reason=unreliable_reason,
-        process_spread=process_spread, host_bound=bool(host_bound),
-        host_bound_fraction=host_bound_fraction, slow_ratio=slow_ratio, tflops=tflops,
-        peak_fraction=peak_fraction, peak_note=peak_note or "",
-        flops_per_iteration=flops,
-    )
+    given.update(
+        config=config, per_iter_times=times, interval=median_interval(times), peak_memory=peak,
+        memory_kind=kind, eager_peak_device_memory=_int(values["eager_peak_dev"]),
+        unreliable=bool(values["unreliable"]), host_bound=bool(values["host_bound"]),
+        peak_note=values["peak_note"] or "")
+    return Record(**given)
 
 
 def _scope(files: Sequence[int], run: Optional[str]) -> tuple[str, list[Any]]:
@@ -300,14 +378,16 @@ def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = No
         params)
     usable = con.execute("SELECT COALESCE(sum(n), 0) FROM picks").fetchone()[0]
     engine.ensure_details(i for pair in con.execute("SELECT pick, timed FROM picks").fetchall() for i in pair)
+    columns = record_columns()
     rows = con.execute(
-        f"SELECT {_RECORD_COLUMNS}, picks.timed FROM lines JOIN details USING (id) "
+        f"SELECT {', '.join(columns)}, picks.timed FROM lines JOIN details USING (id) "
         f"JOIN (SELECT pick, timed FROM picks) AS picks ON id = picks.pick").fetchall()
     records: list[Record] = []
     lend: dict[int, str] = {}
     for row in rows:
         *line, timed = row
-        identifier, n_times, status, code = line[-2], line[-1], line[11], line[12]
+        at = dict(zip(columns, line))
+        identifier, n_times, status, code = at["id"], at["n_times"], at["status"], at["code"]
         if n_times == 0 and status == Status.OK and timed is not None and timed != identifier:
             lend[timed] = code
             continue
@@ -316,7 +396,7 @@ def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = No
         con.execute("CREATE OR REPLACE TEMP TABLE lent(id BIGINT, lent_code VARCHAR)")
         con.executemany("INSERT INTO lent VALUES (?, ?)", list(lend.items()))
         for row in con.execute(
-                f"SELECT {_RECORD_COLUMNS}, lent_code FROM lines JOIN details USING (id) JOIN lent USING (id)").fetchall():
+                f"SELECT {', '.join(columns)}, lent_code FROM lines JOIN details USING (id) JOIN lent USING (id)").fetchall():
             *line, code = row
             record = record_from_row(tuple(line))
             record.verification_code = code

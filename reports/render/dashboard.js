@@ -9,7 +9,8 @@
     "#7f7f7f", "#bcbd22", "#17becf"];
   const MAX_TABLE_ROWS = 500;
   const state = {
-    suite: "", test: "", stack: "", mode: "", precision: "", model: "",
+    /* suite and model, and per configuration column of D.filters its chosen value (null: all) */
+    suite: "", model: "", columns: {},
     pivotSort: { key: "model", dir: 1 }, tableSort: { key: "model", dir: 1 }, allRuns: false,
   };
 
@@ -80,8 +81,8 @@
   const history = D.history;
   function configVisible(ci) {
     const c = configs[ci];
-    return (!state.test || c.test === state.test) && (!state.stack || c.stack === state.stack) &&
-      (!state.mode || c.mode === state.mode) && (!state.precision || c.precision === state.precision);
+    return D.filters.every((name) => state.columns[name] === undefined || state.columns[name] === null ||
+      c[name] === state.columns[name]);
   }
   function modelVisible(label, suite) {
     if (state.suite && suite !== state.suite) return false;
@@ -97,18 +98,18 @@
   function buildFilters() {
     const bar = clear("filters");
     const suites = uniqueSorted(rows.map((r) => r.s).concat(history ? history.points.map((p) => p[2]) : []));
-    const choices = {
-      suite: suites,
-      test: uniqueSorted(configs.map((c) => c.test)),
-      stack: uniqueSorted(configs.map((c) => c.stack)),
-      mode: uniqueSorted(configs.map((c) => c.mode)),
-      precision: uniqueSorted(configs.map((c) => c.precision)),
-    };
-    for (const [name, values] of Object.entries(choices)) {
-      const select = el("select", { id: "filter-" + name, "aria-label": name,
-        onchange: (e) => { state[name] = e.target.value; renderAll(); } },
-      [el("option", { value: "" }, "all " + name + "s")].concat(
-        values.map((v) => el("option", { value: v }, v))));
+    /* The suite, then every configuration column the data names (D.filters, from the field table). */
+    const choices = [["suite", suites]].concat(D.filters.map((name) => [name, uniqueSorted(configs.map((c) => c[name]))]));
+    for (const [name, values] of choices) {
+      const choose = (e) => {
+        const value = e.target.selectedIndex > 0 ? values[e.target.selectedIndex - 1] : null;
+        if (name === "suite") state.suite = value === null ? "" : value;
+        else state.columns[name] = value;
+        renderAll();
+      };
+      const select = el("select", { id: "filter-" + name, "aria-label": name, onchange: choose },
+        [el("option", { value: "" }, "all " + name + (name.endsWith("s") ? "" : "s"))].concat(
+          values.map((v) => el("option", { value: v }, v === "" ? "(none)" : v))));
       bar.appendChild(el("label", {}, [name + " ", select]));
     }
     const input = el("input", { id: "filter-model", type: "search", placeholder: "model contains...",

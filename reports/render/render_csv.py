@@ -6,11 +6,25 @@ import csv
 import io
 from typing import Optional
 
+from core.columns import ConfigColumn, shown_columns
 from reports.analyse.aggregate import Report
 
+
+def _config_headers() -> list[str]:
+    """The configuration's columns as tables show them (core.columns), the batch size (of
+    each experiment) after those with a closed set of values."""
+    headers = []
+    for column in shown_columns():
+        if "batch_size" not in headers and not (column.bare or column.closed):
+            headers.append("batch_size")
+        headers.append(column.name)
+    return headers if "batch_size" in headers else headers + ["batch_size"]
+
+
+_CONFIG_COLUMNS: dict[str, ConfigColumn] = {column.name: column for column in shown_columns()}
+
 CSV_FIELDS = [
-    "suite", "model", "configuration", "accelerator", "stack", "test", "precision", "mode", "batch_size",
-    "xla_flags", "extras", "status", "verification_code", "repeats", "median_time_s",
+    "suite", "model", "configuration", *_config_headers(), "status", "verification_code", "repeats", "median_time_s",
     "interval_low_s", "interval_high_s", "interval_coverage", "baseline", "baseline_median_time_s",
     "speedup", "speedup_method", "cold_start_time_s", "compile_time_s", "peak_memory_bytes", "memory_kind",
     "compression_ratio", "flops_per_iteration", "unreliable", "host_bound_fraction", "slow_ratio",
@@ -31,10 +45,8 @@ def render_csv(report: Report) -> str:
         c = r.config
         writer.writerow({
             "suite": r.suite, "model": r.model, "configuration": c.label,
-            "accelerator": c.accelerator, "stack": c.stack, "test": c.test,
-            "precision": c.precision, "mode": c.mode or "default",
-            "batch_size": "" if r.batch_size is None else str(r.batch_size), "xla_flags": c.xla_flags,
-            "extras": c.extras, "status": r.status, "verification_code": r.verification_code,
+            **{name: _CONFIG_COLUMNS[name].shown(value) for name, value in c},
+            "batch_size": "" if r.batch_size is None else str(r.batch_size), "status": r.status, "verification_code": r.verification_code,
             "repeats": len(r.per_iter_times), "median_time_s": _num(r.median_time),
             "interval_low_s": _num(r.interval.low if r.interval else None),
             "interval_high_s": _num(r.interval.high if r.interval else None),

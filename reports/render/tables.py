@@ -11,6 +11,7 @@ from reports.analyse.compare import DEFAULT_GEOMEAN_THRESHOLD, Comparison
 from reports.analyse.history import History, geomean_change
 from reports.read.load import ConfigKey, RunInfo, format_time
 from reports.analyse.score import Score
+from reports.analyse.settings_diff import SettingDifference
 
 
 @dataclass
@@ -170,6 +171,15 @@ def comparison_tables(comparison: Comparison) -> list[Table]:
         headers=["model", "configuration", "base median", "new median", "change", "p", "verdict", "note"],
         rows=rows,
     )]
+
+
+def settings_table(differences: list[SettingDifference]) -> Table:
+    """The settings whose recorded values differ between BASE and NEW (docs/settings.md)."""
+    return Table(
+        title=f"Settings that differ ({len(differences)})",
+        headers=["setting", "base", "new"],
+        rows=[[d.name, ", ".join(d.base), ", ".join(d.new)] for d in differences],
+    )
 
 
 def score_tables(result: Score) -> list[Table]:

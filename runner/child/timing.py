@@ -247,6 +247,164 @@ def timed_run(prepared: PreparedModel, inputs: list[Any], iterations: int,
     return times, result
 
 
+@dataclass
+class Timed:
+    """One model as the timing loop runs it: the prepared model, its inputs on its device
+    (one set per input seed) and, where it offers one and it is used, its device timer."""
+
+    prepared: PreparedModel
+    inputs: list[Any]
+    timer: Optional[DeviceTimer] = None
+
+    @classmethod
+    def of(cls, prepared: PreparedModel, bench: BenchmarkModel, seeds: list[int],
+           use_timer: bool) -> "Timed":
+        inputs = [prepared.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
+        return cls(prepared, inputs, prepared.device_timer() if use_timer else None)
+
+    def run(self, iterations: int) -> tuple[RunTimes, Any]:
+        """One timed run (`timed_run`)."""
+        return timed_run(self.prepared, self.inputs, iterations, self.timer)
+
+
+def warm_up_reference(reference: Timed, settings: RunSettings, timing: TimingResult) -> None:
+    """The reference's warm-up (at least one iteration) and its peak device memory."""
+    reference.prepared.reset_peak_device_memory()
+    timing.reference_warmup_times, _ = warm_up(reference.prepared, reference.inputs,
+                                               max(settings.warmup, 1))
+    timing.reference_peak_device_memory = reference.prepared.peak_device_memory_bytes()
+
+
+def cold_start(stack: Timed, settings: RunSettings, timing: TimingResult,
+               core_picker: Optional[CorePicker]) -> None:
+    """The stack's warm-up, its first iterations the cold-start run, then its peak device
+    memory; with a core picker, on a fast core once the stack's background work started."""
+    prepared = stack.prepared
+    prepared.reset_peak_device_memory()
+    if core_picker is not None:
+        # Inductor tunes each kernel at its first call by timing its configurations with the
+        # host's launching inside the timing; on a core running at half speed it keeps slower
+        # ones (docs/timing.md, "The cold start on the fastest core too").
+        prepared.start_background_work()
+        core_picker.pick()
+    timing.warmup_times, timing.cold_run = warm_up(
+        prepared, stack.inputs, settings.warmup, min(settings.iterations_per_run, settings.warmup))
+    timing.peak_device_memory = prepared.peak_device_memory_bytes()
+    prepared.settle()
+
+
+@dataclass
+class Watches:
+    """What spans the timed runs: the cores (`cpu`), the card (`device`), the host's speed
+    read after each run of the stack (`pulse`), and the core picker of the timing thread."""
+
+    cpu: Optional[CpuWatch] = None
+    device: Optional[GpuWatch] = None
+    pulse: Optional[Callable[[], float]] = None
+    core_picker: Optional[CorePicker] = None
+
+    def start(self, timing: TimingResult) -> None:
+        if self.cpu is not None:
+            self.cpu.start()
+        if self.device is not None:
+            self.device.start()
+        if self.core_picker is not None:
+            timing.timing_core = "fastest"
+            self.core_picker.pick()
+
+    def stop(self) -> None:
+        if self.core_picker is not None:
+            self.core_picker.release()
+        if self.device is not None:
+            self.device.stop()
+        if self.cpu is not None:
+            self.cpu.stop()
+
+
+@dataclass
+class RunOutcome:
+    """One timed run of the stack (and the reference's run before it): what it measured."""
+
+    times: RunTimes
+    clocked: float
+    metrics: dict[str, Any]
+    result: Any
+    pulse_ms: Optional[float] = None
+    #: The reference's run before it (paired timing), by the reference's clock.
+    reference_clocked: Optional[float] = None
+
+
+def run_once(stack: Timed, reference: Optional[Timed], iterations: int, clock: str,
+             pulse: Optional[Callable[[], float]], before: Callable[[], None],
+             previous: Optional[RunOutcome] = None) -> RunOutcome:
+    """The reference's run (paired timing), `before` (the hooks), then the stack's run,
+    timed by `clock`, its per-run metrics, then the pulse, outside the timing. The
+    previous run's outputs are let go just before the stack's run, so that they do not
+    count in its memory."""
+    reference_clocked = None
+    if reference is not None:
+        reference_times, _ = reference.run(iterations)
+        reference_clocked = (reference_times.device if reference.timer is not None
+                             else reference_times.host)
+    before()
+    stack.prepared.begin_timed_run()
+    if previous is not None:
+        previous.result = None
+    times, result = stack.run(iterations)
+    clocked = times.device if clock == CUDA_EVENTS_CLOCK else times.host
+    metrics = stack.prepared.end_timed_run()
+    return RunOutcome(times, clocked, metrics, result, pulse() if pulse is not None else None,
+                      reference_clocked)
+
+
+def record_run(timing: TimingResult, outcome: RunOutcome, iterations: int) -> None:
+    """One timed run's figures into the result."""
+    if outcome.reference_clocked is not None:
+        timing.reference_total_time.append(outcome.reference_clocked)
+    timing.total_time.append(outcome.clocked)
+    times = outcome.times
+    if times.device is not None:
+        timing.device_time.append(times.device / iterations)
+        timing.enqueue_time.append(sum(times.enqueues) / iterations)
+        if times.spans is not None:
+            timing.iteration_spans.extend(times.spans)
+            timing.iteration_enqueues.extend(times.enqueues)
+    for name, value in outcome.metrics.items():
+        timing.run_metrics.setdefault(name, []).append(value)
+    if outcome.pulse_ms is not None:
+        timing.host_pulses.append(outcome.pulse_ms)
+
+
+def timed_runs(stack: Timed, reference: Optional[Timed], settings: RunSettings,
+               timing: TimingResult, hooks: RunHooks, watches: Watches) -> Any:
+    """`repeat` timed runs, each recorded and shown to the hooks; the last run's output.
+
+    With a core picker and a pulse, a run after which the pulse says the core slowed down
+    is run again on a newly picked core, up to `repeat` times in all (the discarded runs are
+    kept in `redone_per_iter_time`); the hooks see each run index once."""
+    iterations = settings.iterations_per_run
+    picker = watches.core_picker
+    redos_left = settings.repeat if picker is not None and watches.pulse is not None else 0
+    outcome: Optional[RunOutcome] = None
+    for run_index in range(settings.repeat):
+        for attempt in itertools.count():
+            # The hooks see each run index once, however often it is run.
+            before = (lambda: hooks.before_timed_run(run_index)) if attempt == 0 else (lambda: None)
+            outcome = run_once(stack, reference, iterations, timing.clock, watches.pulse, before,
+                               outcome)
+            if not (redos_left and picker.slowed(outcome.pulse_ms)):
+                break
+            redos_left -= 1
+            timing.redone_per_iter_time.append(outcome.clocked / iterations)
+            picker.pick()
+        record_run(timing, outcome, iterations)
+        if outcome.pulse_ms is not None and picker is not None:
+            picker.follow(outcome.pulse_ms)
+        hooks.after_timed_run(run_index)
+        hooks.timed_run_output(run_index, outcome.result)
+    return outcome.result if outcome is not None else None
+
+
 def measure(
     prepared: PreparedModel,
     bench: BenchmarkModel,
@@ -276,91 +434,29 @@ def measure(
     discarded and run again on a newly picked core (at most `repeat` such runs;
     `summary.redone_runs` keeps them), and once none may be, the next run starts on a newly
     picked core.
+
+    The parts, each with one job: `Timed.of` (inputs and timer), `warm_up_reference`,
+    `cold_start`, `Watches` (what spans the timed runs), `timed_runs` (`run_once`,
+    `record_run`).
     """
     hooks = hooks or RunHooks()
     seeds = input_seeds(settings, seed)
-    inputs = [prepared.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
-    iterations = settings.iterations_per_run
-    timing = TimingResult(iterations_per_run=iterations)
     # Where the stack offers a device timer (CUDA), every timed iteration is bracketed by
     # its events: the device time and host-bound iterations are recorded; the device's
     # clock times the runs only with --pure-wall-time.
-    timer = prepared.device_timer()
-    reference_timer = None
-    if timer is not None and settings.pure_wall_time:
+    stack = Timed.of(prepared, bench, seeds, use_timer=True)
+    timing = TimingResult(iterations_per_run=settings.iterations_per_run)
+    if stack.timer is not None and settings.pure_wall_time:
         timing.clock = CUDA_EVENTS_CLOCK
+    paired = None
     if reference is not None:
-        reference_inputs = [reference.inputs_to_device(bench.make_inputs(seed)) for seed in seeds]
-        reference_timer = reference.device_timer() if settings.pure_wall_time else None
-        reference.reset_peak_device_memory()
-        timing.reference_warmup_times, _ = warm_up(reference, reference_inputs,
-                                                   max(settings.warmup, 1))
-        timing.reference_peak_device_memory = reference.peak_device_memory_bytes()
-    prepared.reset_peak_device_memory()
-    if core_picker is not None:
-        # Inductor tunes each kernel at its first call by timing its configurations with the
-        # host's launching inside the timing; on a core running at half speed it keeps slower
-        # ones (docs/timing.md, "The cold start on the fastest core too").
-        prepared.start_background_work()
-        core_picker.pick()
-    timing.warmup_times, timing.cold_run = warm_up(
-        prepared, inputs, settings.warmup, min(iterations, settings.warmup))
-    timing.peak_device_memory = prepared.peak_device_memory_bytes()
-    prepared.settle()
-    if watch is not None:
-        watch.start()
-    if device_watch is not None:
-        device_watch.start()
-    if core_picker is not None:
-        timing.timing_core = "fastest"
-        core_picker.pick()
-    result = None
-    # With a core picker, a run after which the pulse says the core slowed down is run again
-    # on a newly picked core, up to `repeat` times in all (the discarded runs are kept).
-    redos_left = settings.repeat if core_picker is not None and pulse is not None else 0
-    for run_index in range(settings.repeat):
-        for attempt in itertools.count():
-            if reference is not None:
-                reference_times, _ = timed_run(reference, reference_inputs, iterations,
-                                               reference_timer)
-            if attempt == 0:  # the hooks see each run index once, however often it is run
-                hooks.before_timed_run(run_index)
-            prepared.begin_timed_run()
-            result = None  # the last run's outputs must not count in this one's memory
-            times, result = timed_run(prepared, inputs, iterations, timer)
-            clocked = times.device if timing.clock == CUDA_EVENTS_CLOCK else times.host
-            run_metrics = prepared.end_timed_run()
-            pulse_ms = pulse() if pulse is not None else None
-            if not (redos_left and core_picker.slowed(pulse_ms)):
-                break
-            redos_left -= 1
-            timing.redone_per_iter_time.append(clocked / iterations)
-            core_picker.pick()
-        if reference is not None:
-            timing.reference_total_time.append(reference_times.device
-                                               if reference_timer is not None
-                                               else reference_times.host)
-        timing.total_time.append(clocked)
-        if times.device is not None:
-            timing.device_time.append(times.device / iterations)
-            timing.enqueue_time.append(sum(times.enqueues) / iterations)
-            if times.spans is not None:
-                timing.iteration_spans.extend(times.spans)
-                timing.iteration_enqueues.extend(times.enqueues)
-        for name, value in run_metrics.items():
-            timing.run_metrics.setdefault(name, []).append(value)
-        if pulse_ms is not None:
-            timing.host_pulses.append(pulse_ms)
-            if core_picker is not None:
-                core_picker.follow(pulse_ms)
-        hooks.after_timed_run(run_index)
-        hooks.timed_run_output(run_index, result)
-    if core_picker is not None:
-        core_picker.release()
-    if device_watch is not None:
-        device_watch.stop()
-    if watch is not None:
-        watch.stop()
-    timing.last_result = result
-    hooks.after_timed_runs(lambda: _run(prepared, inputs, iterations), inputs)
+        paired = Timed.of(reference, bench, seeds, use_timer=settings.pure_wall_time)
+        warm_up_reference(paired, settings, timing)
+    cold_start(stack, settings, timing, core_picker)
+    watches = Watches(watch, device_watch, pulse, core_picker)
+    watches.start(timing)
+    timing.last_result = timed_runs(stack, paired, settings, timing, hooks, watches)
+    watches.stop()
+    hooks.after_timed_runs(lambda: _run(prepared, stack.inputs, settings.iterations_per_run),
+                           stack.inputs)
     return timing

@@ -36,6 +36,8 @@ import torch
 from torch.utils._pytree import tree_map_only
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from core.columns import work_fields
+from core.fields import MODEL
 from core.host import cache_root
 
 log = logging.getLogger(__name__)
@@ -390,15 +392,15 @@ def versions() -> dict[str, Optional[str]]:
 
 
 def experiment_key(model: Any, experiment: Any, batch_size: Optional[int]) -> dict[str, Any]:
-    """What an experiment's signature depends on: the model, test, precision, batch size,
-    seed, optimizer, accelerator (the harness's optimizer depends on it), whether inductor
+    """What an experiment's signature depends on: every field that changes the work
+    (`changes_work` in core.fields: the model, test, precision, seed, optimizer, accelerator,
+    as the harness's optimizer depends on it, ...), the batch size used, whether inductor
     compiles it (the model's inductor settings apply then), and versions."""
     return {
         "signature_version": SIGNATURE_VERSION,
-        "suite": model.suite_name, "model": model.model_name, "reduced": model.reduced,
-        "test": experiment.test, "precision": experiment.precision,
-        "amp_dtype": experiment.amp_dtype, "batch_size": batch_size, "seed": experiment.seed,
-        "optimizer": experiment.optimizer, "accelerator": experiment.accelerator,
+        **{spec.name: getattr(model if spec.scope == MODEL else experiment, spec.name)
+           for spec in work_fields()},
+        "batch_size": batch_size,
         "inductor": experiment.dynamo == "inductor",
         "versions": versions(),
     }

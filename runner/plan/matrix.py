@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
@@ -126,6 +125,42 @@ class DroppedCombination:
 
     experiment: ExperimentConfig
     reason: str
+    #: The values it holds of the dimensions the user named (flag order), as asked for.
+    asked: tuple[tuple[str, Any], ...] = ()
+    #: True when no valid configuration holds those values: something the user asked for
+    #: cannot run. False for a combination that only the expansion of unset dimensions made.
+    refused: bool = False
+    #: How many dimensions the user left unset are away from their first value (eager, eval):
+    #: the fewer, the closer the combination is to what was asked, and the more its reason
+    #: says why the request cannot run.
+    detour: int = 0
+
+    def asked_text(self) -> str:
+        """The named values, e.g. 'accelerator=cuda dynamo=inductor' ('' when none)."""
+        return " ".join(f"{name}={value}" for name, value in self.asked)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Values the user asked for that no valid configuration holds, with the reason of the
+    combination closest to them and how many combinations were left out for them."""
+
+    asked: str
+    reason: str
+    combinations: int
+
+    def describe(self) -> str:
+        return f"{self.asked}: {self.reason}" if self.asked else self.reason
+
+
+def refusals(dropped: Sequence[DroppedCombination]) -> list[Refusal]:
+    """One Refusal per distinct request that cannot run, in the order they first appear."""
+    groups: dict[str, list[DroppedCombination]] = {}
+    for combination in dropped:
+        if combination.refused:
+            groups.setdefault(combination.asked_text(), []).append(combination)
+    return [Refusal(asked, min(members, key=lambda d: d.detour).reason, len(members))
+            for asked, members in groups.items()]
 
 
 @dataclass
@@ -138,6 +173,9 @@ class Plan:
     model_names: list[str] = field(default_factory=list)
     #: How many valid configurations each model runs.
     configuration_count: int = 0
+    #: Every experiment the request names, to run or already recorded, in the plan's order
+    #: (model by model, configurations in the matrix's order): the same from run to run.
+    requested: list[PlannedExperiment] = field(default_factory=list)
 
     def asks_for(self, accelerator: str) -> bool:
         """Whether the sweep asks for an experiment on `accelerator`, to run or already
@@ -145,10 +183,9 @@ class Plan:
         return any(planned.experiment.accelerator == accelerator
                    for planned in (*self.experiments, *self.already_recorded))
 
-    def dropped_summary(self) -> list[str]:
-        """One line per distinct reason, with how many configurations it left out."""
-        counts = Counter(d.reason for d in self.dropped)
-        return [f"{count} configuration(s): {reason}" for reason, count in counts.items()]
+    def refusals(self) -> list["Refusal"]:
+        """What the user asked for that cannot run here (see `refusals`)."""
+        return refusals(self.dropped)
 
 
 def compile_patterns(patterns: Sequence[str], flag: str) -> list[re.Pattern]:
@@ -272,10 +309,12 @@ def expand_configurations(
         spec.name: tuple(request.dimensions.get(spec.name) or unset_dimension(spec, host))
         for spec in fields_of(EXPERIMENT) if spec.dimension
     }
+    named = [name for name in dimensions if request.dimensions.get(name)]
     valid, dropped = [], []
     for values in itertools.product(*dimensions.values()):
+        given = dict(zip(dimensions, values))
         try:
-            experiment = ExperimentConfig(**dict(zip(dimensions, values)), **request.values)
+            experiment = ExperimentConfig(**given, **request.values)
         except FieldError as error:
             raise MatrixError(str(error)) from None
         experiment = where_it_applies(experiment)
@@ -284,14 +323,21 @@ def expand_configurations(
             continue
         stack = backends.stack_for(experiment)
         if stack is None:
-            dropped.append(DroppedCombination(experiment, backends.no_stack_reason(experiment)))
-            continue
-        experiment = stack.planned(experiment, environ)
-        reason = stack.mode_reason(experiment) or stack.invalid_reason(experiment, host)
+            reason = backends.no_stack_reason(experiment)
+        else:
+            experiment = stack.planned(experiment, environ)
+            reason = stack.mode_reason(experiment) or stack.invalid_reason(experiment, host)
         if reason:
-            dropped.append(DroppedCombination(experiment, reason))
+            detour = sum(given[name] != dimensions[name][0]
+                         for name in dimensions if name not in named)
+            dropped.append(DroppedCombination(
+                experiment, reason, tuple((name, given[name]) for name in named), detour=detour))
         else:
             valid.append(PlannedConfiguration(experiment, stack.label(experiment)))
+    # A combination is refused (the user asked for it) when no valid configuration holds the
+    # values the user named; the others only come from expanding the unset dimensions.
+    met = {tuple((name, getattr(each.experiment, name)) for name in named) for each in valid}
+    dropped = [dataclasses.replace(each, refused=each.asked not in met) for each in dropped]
     return list(dict.fromkeys(valid)), dropped
 
 
@@ -322,8 +368,15 @@ def build_plan(
     configurations, dropped = expand_configurations(request, host, environ)
     plan = Plan(dropped=dropped, model_names=names, configuration_count=len(configurations))
     if not configurations:
-        reasons = "; ".join(sorted({d.reason for d in dropped})) or "the matrix is empty"
-        raise MatrixError(f"no requested combination can run here: {reasons}")
+        for each in dropped:
+            log.debug("left out %s: %s", each.experiment.describe(), each.reason)
+        found = plan.refusals()
+        shown = (found[0].reason if len(found) == 1
+                 else "; ".join(refusal.describe() for refusal in found))
+        more = (f" (--log-level=debug lists the {len(dropped)} combinations left out)"
+                if len(dropped) > len(found) else "")
+        raise MatrixError(f"no requested combination can run here: "
+                          f"{shown or 'the matrix is empty'}{more}")
     mine = [
         PlannedExperiment(
             ModelConfig(suite.name, name, reduced=request.reduced,
@@ -332,6 +385,7 @@ def build_plan(
         for name in names
         for configuration in configurations
     ]
+    plan.requested = mine
     for planned in mine:
         if planned.fingerprint in recorded:
             plan.already_recorded.append(planned)
@@ -339,6 +393,20 @@ def build_plan(
             plan.experiments.append(planned)
     return plan
 
+
+
+def eager_baseline(planned: PlannedExperiment) -> Optional[PlannedExperiment]:
+    """The eager experiment `planned` is compared against: the same model and configuration
+    on the eager stack, planned as a sweep would plan it (a compiler's own switches at their
+    defaults); None when no eager stack runs it."""
+    experiment = where_it_applies(dataclasses.replace(
+        planned.experiment, xla=None, dynamo=None, torch_xla2=None, xla_flags=None,
+        stack_options=(), stack=None))
+    stack = backends.stack_for(experiment)
+    if stack is None:
+        return None
+    experiment = stack.planned(experiment, {})
+    return PlannedExperiment(planned.model, experiment, stack.label(experiment))
 
 
 #: Keys of PyTorch/XLA's --experiment-config that have no field here, and what they may hold.
@@ -443,5 +511,6 @@ def single_plan(suite: Suite, model_text: str, experiment_text: str, request: Ma
         raise MatrixError(f"--experiment-config cannot run here: {reason}")
     model = ModelConfig(suite.name, name, reduced=model_values.get("reduced", request.reduced),
                         torchbench_dir=request.torchbench_dir)
-    return Plan(experiments=[PlannedExperiment(model, experiment, stack.label(experiment))],
-                model_names=[name], configuration_count=1)
+    planned = PlannedExperiment(model, experiment, stack.label(experiment))
+    return Plan(experiments=[planned], model_names=[name], configuration_count=1,
+                requested=[planned])

@@ -58,6 +58,31 @@ def output_paths(dirname: str, basename: str) -> OutputPaths:
     return OutputPaths(folder, results)
 
 
+def _missing_folders(paths: OutputPaths) -> list[Path]:
+    """The folders on the way to the results file that do not exist yet, deepest first."""
+    missing = []
+    for folder in (paths.results.parent, *paths.results.parent.parents):
+        if folder.exists() or folder.is_symlink():
+            break
+        missing.append(folder)
+    return missing
+
+
+def check_output(paths: OutputPaths, dirname: str) -> None:
+    """Check that the output folder can be made and written, as `prepare_output` does, but
+    leave nothing behind: the folders it had to make are removed again (a request refused
+    after this check leaves no empty output folder)."""
+    made = _missing_folders(paths)
+    try:
+        prepare_output(paths, dirname)
+    finally:
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:  # not made here after all, or something was put in it
+                break
+
+
 def prepare_output(paths: OutputPaths, dirname: str) -> None:
     """Create the output folder and check that results can be written there."""
     for folder in dict.fromkeys((paths.folder, paths.results.parent)):

@@ -16,12 +16,13 @@ from typing import Any, Callable, Optional
 
 import psutil
 
-from core.config import TIMING_CORES, RunSettings
+from core.config import RunSettings, knobs
 from core.fields import Field, FieldError, flagged_fields, none_if_none_string
 from models import suite_names
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
 from runner import observers
 from runner.plan.matrix import MatrixRequest
+from runner.plan.options import OutputOptions, ScaleOptions, SingleExperiment, WhatToRun
 
 #: --start-method: children forked from a preloaded server (runner/run/forkserver_client.py),
 #: or fresh interpreters.
@@ -93,8 +94,19 @@ def xla_mode(text: str) -> Optional[str]:
     return text
 
 
+def folded_choice(value: Any, choices: tuple) -> Any:
+    """The one choice that `value` spells in another case (pjrt: PJRT, EVAL: eval), else
+    `value` as it is (the field's check then refuses it, listing the choices)."""
+    if not isinstance(value, str) or value in choices:
+        return value
+    same = [choice for choice in choices
+            if isinstance(choice, str) and choice.casefold() == value.strip().casefold()]
+    return same[0] if len(same) == 1 else value
+
+
 def value_parser(spec: Field, parse: Optional[Callable[[str], Any]] = None) -> Callable[[str], Any]:
-    """An argparse `type` for one value of the field's flag: text to the checked value."""
+    """An argparse `type` for one value of the field's flag: text to the checked value (a
+    choice in any case, where only one choice is spelled that way)."""
     def convert(text: str) -> Any:
         if parse is not None:
             value = parse(text)
@@ -108,6 +120,8 @@ def value_parser(spec: Field, parse: Optional[Callable[[str], Any]] = None) -> C
                     raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
         else:
             value = text
+        if spec.choices is not None:
+            value = folded_choice(value, spec.choices)
         try:
             return spec.check(value)  # argparse names the flag
         except FieldError as error:
@@ -140,6 +154,23 @@ def add_field_flags(group) -> None:
             else:
                 options["default"] = spec.default
         group.add_argument(*spec.flags, **options)
+
+
+def add_setting_flags(group) -> None:
+    """One flag per how-to-measure setting (core.config.RunSettings: `knobs`), with the
+    setting's type and default: a number at least its minimum, a choice, or a switch."""
+    for spec, knob in knobs():
+        options: dict = {"dest": knob.dest, "help": knob.help}
+        if spec.type in (bool, "bool"):
+            options.update(action="store_true", default=False)
+        elif knob.choices is not None:
+            options.update(choices=knob.choices, default=spec.default)
+        else:
+            options.update(type=number_parser(int, "an integer", knob.minimum or 0),
+                           default=spec.default)
+        if knob.metavar:
+            options["metavar"] = knob.metavar
+        group.add_argument(knob.flag, **options)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -188,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with --model-config: the configuration of the one experiment; "
                            "PyTorch/XLA's keys (accelerator, xla, dynamo, torch_xla2, test, ...) "
                            "or ours")
+    what.add_argument("--small-models", action="store_true",
+                      help="reduced models: fewer layers, smaller inputs, default batch sizes of "
+                           "at most 4, each built and run in about a second on a CPU (a quick "
+                           "try, tests, CI); recorded as the line's model.reduced. "
+                           f"{SMALL_MODELS_ENV}=1 does the same")
     what.add_argument("--no-skip", action="store_true",
                       help="run models the suite marks as unable to run a test, instead of "
                            "recording them as skipped")
@@ -196,44 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="PyTorch/XLA's flag; refused here: " + KEEP_ON_CUDA_REASON.split(": ", 1)[1])
 
     how = parser.add_argument_group("how to measure")
-    how.add_argument("--repeat", type=positive_int, default=10, help="timed runs per experiment")
-    how.add_argument("--iterations-per-run", type=positive_int, default=1,
-                     help="iterations in each timed run")
-    how.add_argument("--warmup", type=non_negative_int, default=3,
-                     help="warm-up iterations before timing; the first is the cold start")
-    how.add_argument("--randomize-input", action="store_true",
-                     help="a different seeded input for each iteration of a run")
-    how.add_argument("--threads", type=positive_int,
-                     help="threads of the child's torch (default: one per core the child is "
-                          "pinned to)")
-    how.add_argument("--no-paired-timing", action="store_true",
-                     help="time compiled stacks in a child of their own instead of "
-                          "interleaved with eager in the same child (docs/timing.md)")
-    how.add_argument("--verify", action="store_true",
-                     help="check each experiment's result against eager (and fp64) and record "
-                          "a verification code")
-    how.add_argument("--verify-only", action="store_true",
-                     help="verify without timing")
-    how.add_argument("--verify-iterations", type=positive_int, default=1,
-                     help="iterations run before the results are compared")
-    how.add_argument("--no-reference-workload", action="store_true",
-                     help="do not time the short reference workload before and after each "
-                          "timing process (it detects slow periods of the machine: "
-                          "docs/timing.md)")
-    how.add_argument("--remeasure-slow", type=non_negative_int, default=0, metavar="N",
-                     help="re-measure an experiment whose line is flagged as measured in a "
-                          "slow period, later in the sweep, up to N times; the line kept is "
-                          "the first not flagged, else the least slow (default 0: never)")
-    how.add_argument("--timing-core", choices=TIMING_CORES, default="fastest",
-                     help="on CUDA, where the thread that times the runs (and launches their "
-                          "work) runs: 'fastest' pins it, just before the timed runs, to the "
-                          "core of the child's set where a short Python loop ran fastest, and "
-                          "moves it when that core slows down; 'any' leaves it to the "
-                          "scheduler (docs/timing.md)")
-    how.add_argument("--pure-wall-time", action="store_true",
-                     help="time each iteration of the timed runs between CUDA events, not by "
-                          "the host clock (stacks whose work runs on CUDA streams: eager and "
-                          "dynamo on cuda; elsewhere a note says the host clock timed it)")
+    add_setting_flags(how)
 
     observe = parser.add_argument_group(
         "observability",
@@ -260,10 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: 90%% of this machine's memory, shared by the --jobs)")
     output.add_argument("--print-subprocess", action="store_true",
                         help="show the children's output as they run")
-    output.add_argument("--no-progress", action="store_true", help="no progress bar")
+    output.add_argument("--no-progress", action="store_true",
+                        help="no progress: neither the bar nor the line per experiment")
     output.add_argument("--progress-bar", action="store_true",
                         help="PyTorch/XLA's switch for the progress bar, shown here by default "
-                             "(--no-progress hides it, even with this flag)")
+                             "on a terminal; elsewhere (a log file, CI) a log line per finished "
+                             "experiment instead (--no-progress hides both, even with this "
+                             "flag)")
     output.add_argument("--timestamp", type=timestamp_float,
                         help="seconds since the epoch recorded as every line's timestamp "
                              "(default: when the sweep starts)")
@@ -320,12 +322,14 @@ def device_list(text: str) -> list[str]:
     return devices
 
 
-def reduced_models() -> bool:
-    """EXPERIMENT_RUNNER_SMALL_MODELS, read once by the parent (children get it in their spec)."""
+def reduced_models(args: Optional[argparse.Namespace] = None) -> bool:
+    """--small-models, else EXPERIMENT_RUNNER_SMALL_MODELS, read once by the parent (children
+    get it in their spec)."""
     try:
-        return parse_reduced_setting(os.environ.get(SMALL_MODELS_ENV, ""))
+        from_environment = parse_reduced_setting(os.environ.get(SMALL_MODELS_ENV, ""))
     except ValueError as error:
         raise UsageError(f"{SMALL_MODELS_ENV}: {error}") from None
+    return bool(getattr(args, "small_models", False)) or from_environment
 
 
 def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -> MatrixRequest:
@@ -348,28 +352,21 @@ def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -
         exclude_tiers=tuple(args.exclude_by_tier),
         total_partitions=args.total_partitions,
         partition_id=args.partition_id,
-        reduced=reduced_models(),
+        reduced=reduced_models(args),
         torchbench_dir=torchbench,
     )
 
 
 def run_settings(args: argparse.Namespace) -> RunSettings:
-    return RunSettings(
-        repeat=args.repeat,
-        iterations_per_run=args.iterations_per_run,
-        warmup=args.warmup,
-        randomize_input=args.randomize_input,
-        verify=args.verify or args.verify_only,
-        verify_only=args.verify_only,
-        verify_iterations=args.verify_iterations,
-        threads=args.threads,
-        paired=not args.no_paired_timing,
-        pure_wall_time=args.pure_wall_time,
-        reference_workload=not args.no_reference_workload,
-        remeasure_slow=args.remeasure_slow,
-        timing_core=args.timing_core,
-        observe=observers.options_from(args),
-    )
+    """The how-to-measure settings the flags ask for (`add_setting_flags`)."""
+    values = {}
+    for spec, knob in knobs():
+        given = getattr(args, knob.dest)
+        values[spec.name] = not given if knob.negated else given
+    for spec, knob in knobs():
+        if knob.implied_by is not None:
+            values[spec.name] = values[spec.name] or values[knob.implied_by]
+    return RunSettings(**values, observe=observers.options_from(args))
 
 
 def default_memory_limit(jobs: int = 1) -> int:
@@ -377,17 +374,17 @@ def default_memory_limit(jobs: int = 1) -> int:
     return int(psutil.virtual_memory().total * 0.9 / jobs)
 
 
-def memory_limit_bytes(args: argparse.Namespace, jobs: int = 1) -> int:
+def memory_limit_bytes(memory_limit_mb: Optional[int], jobs: int = 1) -> int:
     """--memory-limit-mb in bytes (default: 90% of the machine over the jobs); UsageError
     below what any child needs."""
-    if not args.memory_limit_mb:
+    if not memory_limit_mb:
         return default_memory_limit(jobs)
-    if args.memory_limit_mb < MIN_MEMORY_LIMIT_MB:
+    if memory_limit_mb < MIN_MEMORY_LIMIT_MB:
         raise UsageError(
-            f"--memory-limit-mb {args.memory_limit_mb} is below the {MIN_MEMORY_LIMIT_MB} MiB "
+            f"--memory-limit-mb {memory_limit_mb} is below the {MIN_MEMORY_LIMIT_MB} MiB "
             "a child needs (Python with torch alone holds about 700 MiB): every child would "
             "be killed")
-    return args.memory_limit_mb * 2**20
+    return memory_limit_mb * 2**20
 
 
 def torchbench_dir(args: argparse.Namespace) -> Optional[str]:
@@ -401,3 +398,69 @@ def torchbench_dir(args: argparse.Namespace) -> Optional[str]:
     if not path.is_dir():
         raise UsageError(f"{source} {given!r} is not a folder")
     return str(path)
+
+
+def what_to_run(args: argparse.Namespace) -> WhatToRun:
+    """The suite and the matrix the flags ask for, or the one experiment they name."""
+    if args.keep_model_data_on_cuda:
+        raise UsageError(KEEP_ON_CUDA_REASON)
+    single = None
+    if args.model_config is not None or args.experiment_config is not None:
+        if args.model_config is None or args.experiment_config is None:
+            raise UsageError("--model-config and --experiment-config go together: they name "
+                             "exactly one experiment")
+        single = SingleExperiment(args.model_config, args.experiment_config)
+    return WhatToRun(args.suite_name, matrix_request(args, torchbench_dir(args)), single,
+                     no_skip=args.no_skip)
+
+
+RAY_FLAGS = ("ray_address", "ray_cpus_per_task", "ray_tasks")
+
+
+def flag_text(name: str, value) -> str:
+    """How a flag was given, e.g. --ray-cpus-per-task=2."""
+    shown = f"{value:g}" if isinstance(value, float) else value
+    return f"--{name.replace('_', '-')}={shown}"
+
+
+def check_executor_flags(args: argparse.Namespace) -> None:
+    """--executor and the flags that go with it agree."""
+    if args.executor == "local":
+        given = [flag_text(name, getattr(args, name)) for name in RAY_FLAGS
+                 if getattr(args, name) is not None]
+        if args.retries:
+            given.append(flag_text("retries", args.retries))
+        if given:
+            raise UsageError(f"{' '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to "
+                             "--executor=ray only")
+        return
+    if args.devices or args.jobs != 1:
+        flag = f"--devices={','.join(args.devices)}" if args.devices else f"--jobs={args.jobs}"
+        raise UsageError(f"{flag} does not apply to --executor=ray: Ray places each "
+                         "experiment on the cluster (--ray-tasks sets how many run at a time)")
+
+
+def scale_options(args: argparse.Namespace) -> ScaleOptions:
+    """How many experiments run at a time and where (--executor and the flags with it)."""
+    check_executor_flags(args)
+    return ScaleOptions(jobs=args.jobs, devices=tuple(args.devices), start_method=args.start_method,
+                        executor=args.executor, ray_address=args.ray_address,
+                        ray_cpus_per_task=args.ray_cpus_per_task, ray_tasks=args.ray_tasks,
+                        retries=args.retries)
+
+
+def output_options(args: argparse.Namespace, scale: ScaleOptions) -> OutputOptions:
+    return OutputOptions(
+        dirname=args.output_dirname, basename=args.output_basename, resume=not args.no_resume,
+        dry_run=args.dry_run, progress=not args.no_progress, timestamp=args.timestamp,
+        log_level=args.log_level, probe_cache=not args.no_probe_cache,
+        print_subprocess=args.print_subprocess, subprocess_timeout=args.subprocess_timeout,
+        memory_limit_bytes=memory_limit_bytes(args.memory_limit_mb, scale.at_a_time))
+
+
+def sweep_flags(args: argparse.Namespace) -> tuple[WhatToRun, RunSettings, OutputOptions, ScaleOptions]:
+    """Everything the parsed flags ask of a sweep, typed and checked (UsageError naming the
+    flag otherwise); nothing after this reads the flags."""
+    scale = scale_options(args)
+    what = what_to_run(args)
+    return what, run_settings(args), output_options(args, scale), scale

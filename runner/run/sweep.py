@@ -1,4 +1,5 @@
-"""Run a plan: one child per experiment, one line per experiment, a progress bar.
+"""Run a plan: one child per experiment, one line per experiment, its progress shown
+(runner/run/progress.py: a bar on a terminal, a log line per experiment elsewhere).
 
 Several runners may share the results file: each experiment is claimed first
 (runner/run/claims.py), skipped when the results hold it already, waited for when another
@@ -14,12 +15,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional
 
-from tqdm import tqdm
-
-from core.schema import Status, median_time, stack_label_of
+from core.schema import Status, stack_label_of
 from models.base import Suite
 from runner.run.claims import Claims, ClaimStatus
 from runner.run.dispatch import Dispatcher
+from runner.run.progress import Progress
 from runner.plan.matrix import Plan, PlannedExperiment
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ def run_plan(
     earlier runs; see `expected_durations`), those never timed before the others.
     `report` is filled as lines are written, so a caller that catches KeyboardInterrupt
     still knows what was finished.
+    `show_progress` False shows no progress at all (--no-progress).
 
     With `remeasure_slow`, an experiment whose line says it was measured in a slow period
     (`summary.slow_period.flagged`) goes to the end of the queue, its claim kept, and runs
@@ -65,9 +66,7 @@ def run_plan(
     in_flight: dict[Future, PlannedExperiment] = {}
     remeasures = Remeasures(remeasure_slow)
     waiting_told = False
-    with claims, tqdm(
-        total=len(pending), unit="exp", disable=not show_progress, dynamic_ncols=True
-    ) as bar:
+    with claims, Progress(len(pending), enabled=show_progress) as progress:
         try:
             while pending or in_flight:
                 busy = []
@@ -80,13 +79,15 @@ def run_plan(
                     if status is ClaimStatus.BUSY:
                         busy.append(planned)
                         continue
+                    written = len(report.lines)
                     if status is ClaimStatus.CLAIMED:
                         future = _start(planned, suite, dispatcher, claims, report, no_skip)
                         if future is not None:
                             in_flight[future] = planned
-                            bar.set_postfix_str(describe(planned), refresh=True)
+                            progress.started(describe(planned))
                             continue
-                    bar.update(1)
+                    progress.finished(describe(planned), report.lines[-1]
+                                      if len(report.lines) > written else None)
                 if in_flight:
                     done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                     for future in done:
@@ -95,8 +96,10 @@ def run_plan(
                         if line is None:
                             pending.append(planned)
                             continue
+                        written = len(report.lines)
                         _record(planned, line, claims, report)
-                        bar.update(1)
+                        progress.finished(describe(planned),
+                                          line if len(report.lines) > written else None)
                 if busy and not waiting_told:
                     log.info("%d experiment(s) are being run by other runners; waiting for "
                              "them", len(busy))
@@ -267,26 +270,3 @@ def describe(planned: PlannedExperiment) -> str:
     if experiment.precision != "fp32":
         text += f" {experiment.precision}"
     return text
-
-
-def format_summary(lines: list[dict[str, Any]]) -> str:
-    """A short table: every experiment's status and median time per iteration."""
-    rows = [("model", "accelerator", "stack", "test", "precision", "status", "median/iter", "verification")]
-    for line in lines:
-        experiment = line.get("experiment", {})
-        median = median_time(line)
-        label = stack_label_of(line)
-        rows.append((
-            line.get("model", {}).get("model_name", "?"),
-            str(experiment.get("accelerator")),
-            label,
-            str(experiment.get("test")),
-            str(experiment.get("precision")),
-            line.get("status", "?"),
-            f"{median * 1e3:.3f} ms" if median is not None else "-",
-            line.get("verification_code", "?"),
-        ))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
-    )

@@ -132,3 +132,19 @@ def test_the_parent_never_imports_torch_xla_torchax_or_jax(tmp_path):
     assert answer == {"code": 0, "loaded": []}
     # The plan held every stack, so all five backends were asked.
     assert "torch_xla2=torch_export" in completed.stdout and "xla=PJRT dynamo=openxla" in completed.stdout
+
+
+def test_an_unknown_backend_gets_the_closest_name_and_the_backends_a_user_picks():
+    from backends.availability import unregistered_dynamo_reason
+
+    known = HostCapabilities(torch_version="2.9.0", dynamo_backends=(
+        "aot_eager", "inductor", "relu_compile_error_TESTING_ONLY", "dynamo_minifier_backend",
+        "openxla"))
+    assert unregistered_dynamo_reason("Inductor", known) is not None  # names are exact
+    assert unregistered_dynamo_reason("inducter", known) == (
+        "dynamo backend 'inducter' is not registered in torch 2.9.0; did you mean 'inductor'? "
+        "backends: aot_eager, inductor, openxla")
+    assert unregistered_dynamo_reason("xyz", known) == (
+        "dynamo backend 'xyz' is not registered in torch 2.9.0; backends: aot_eager, inductor, "
+        "openxla")
+    assert unregistered_dynamo_reason("relu_compile_error_TESTING_ONLY", known) is None

@@ -149,3 +149,15 @@ def test_inference_compiles_the_forward_under_autocast_as_one_frame(precision, a
     assert bool(entered) is autocast_inside
     assert isinstance(prepared.callable, torch.nn.Module)
     assert not isinstance(prepared.callable, torch._dynamo.eval_frame.OptimizedModule)
+
+
+@pytest.mark.parametrize("mode, options", [
+    ("default", {}), ("cudagraphs", {"triton.cudagraphs": True}), ("dynamic", {})])
+def test_the_inductor_options_a_compile_applies_are_its_modes(mode, options):
+    from backends.stacks.dynamo import inductor_options
+
+    assert inductor_options(compile_arguments(compiled(mode=mode))) == options
+    autotuned = inductor_options(compile_arguments(compiled(mode="max-autotune")))
+    assert autotuned["max_autotune"] is True and "triton.cudagraphs" not in autotuned
+    assert inductor_options(compile_arguments(compiled("aot_eager", None),
+                                              {"freezing": True})) == {}

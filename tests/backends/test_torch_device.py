@@ -100,3 +100,20 @@ def test_the_compiled_training_graph_returns_the_loss_alone(precision):
     entered = [node for node in graph.graph.nodes if "_enter_autocast" in str(node.target)]
     assert len(entered) == 1
     assert entered[0].args[2] is (precision == "amp"), entered[0].args
+
+
+@pytest.mark.parametrize("test, precision, grad, autocast", [
+    ("eval", "fp32", False, False), ("eval", "amp", False, True),
+    ("train", "amp", True, True), ("train", "bf16", True, False)])
+def test_the_forward_context_is_the_grad_mode_and_autocast_of_the_iteration(test, precision,
+                                                                            grad, autocast):
+    bench = BenchmarkModel("linear", torch.nn.Linear(4, 4),
+                           lambda seed: ModelInputs((torch.randn(2, 4),), {}), None, 2)
+    experiment = ExperimentConfig("cpu", None, None, None, test, precision=precision)
+    prepared = TorchPreparedModel(bench, experiment, torch.device("cpu"))
+    with prepared.forward_context():
+        assert torch.is_grad_enabled() is grad
+        assert torch.is_autocast_enabled("cpu") is autocast
+        if autocast:
+            assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+    assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")

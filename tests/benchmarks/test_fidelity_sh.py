@@ -22,7 +22,8 @@ output = sys.argv[sys.argv.index("--output") + 1]
 cores = ",".join(str(core) for core in sorted(os.sched_getaffinity(0)))
 wrapped = hasattr(common.timed, "__wrapped__")
 with open(output, "w") as file:
-    file.write(f"{os.environ.get('CUDA_VISIBLE_DEVICES')};{cores};{wrapped}\\n")
+    file.write(f"{os.environ.get('CUDA_VISIBLE_DEVICES')};{cores};{wrapped};"
+               f"{' '.join(sys.argv[1:])}\\n")
 '''
 
 
@@ -53,7 +54,7 @@ def test_harness_streams_run_on_their_gpus_and_disjoint_cores(fake_harness, tmp_
     run_fake_harness(harness, out, cases, HARNESS_GPUS="4,6")
     ran = {}
     for model in ("ModelA", "ModelB"):
-        device, cores, _ = (out / f"peer-huggingface-{model}-bf16-default-eval.csv") \
+        device, cores, _, _ = (out / f"peer-huggingface-{model}-bs8-bf16-default-eval.csv") \
             .read_text().strip().split(";")
         ran[model] = (device, set(cores.split(",")))
     assert ran["ModelA"][0] == "4" and ran["ModelB"][0] == "6"
@@ -61,21 +62,21 @@ def test_harness_streams_run_on_their_gpus_and_disjoint_cores(fake_harness, tmp_
     assert not ran["ModelA"][1] & ran["ModelB"][1]
     # Each case's start and end, for benchmarks/sweep_cost.py.
     for model in ("ModelA", "ModelB"):
-        start, end = map(float, (out / f"peer-huggingface-{model}-bf16-default-eval.wall")
+        start, end = map(float, (out / f"peer-huggingface-{model}-bs8-bf16-default-eval.wall")
                          .read_text().split())
         assert 0 <= end - start < 120
 
 
-@pytest.mark.parametrize("timing_core, wrapped", [(None, "True"), ("fastest", "True"),
+@pytest.mark.parametrize("timing_core, wrapped", [(None, "False"), ("fastest", "True"),
                                                    ("any", "False")])
-def test_the_harness_times_on_the_fastest_core_unless_told_any(fake_harness, tmp_path,
+def test_the_harness_runs_plainly_unless_told_fastest(fake_harness, tmp_path,
                                                                timing_core, wrapped):
     cases = tmp_path / "cases.txt"
     cases.write_text("huggingface ModelA 8 bf16 default eval\n")
     out = tmp_path / "out"
     variables = {"TIMING_CORE": timing_core} if timing_core else {}
     completed = run_fake_harness(fake_harness, out, cases, **variables)
-    written = (out / "peer-huggingface-ModelA-bf16-default-eval.csv").read_text()
+    written = (out / "peer-huggingface-ModelA-bs8-bf16-default-eval.csv").read_text()
     assert written.strip().split(";")[2] == wrapped, completed.stderr[-2000:]
 
 
@@ -84,6 +85,25 @@ def test_an_unknown_timing_core_is_named_with_a_non_zero_exit(fake_harness, tmp_
     cases.write_text("huggingface ModelA 8 bf16 default eval\n")
     completed = run_fake_harness(fake_harness, tmp_path / "out", cases, TIMING_CORE="slowest")
     assert completed.returncode == 2 and "'slowest'" in completed.stderr
+
+
+def test_each_case_reaches_the_harness_with_its_precision_test_batch_and_mode(fake_harness,
+                                                                              tmp_path):
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 4 fp32 default train\n"
+                     "huggingface ModelA 1 fp16 cudagraphs eval\n"
+                     "huggingface ModelB 2 fp64 default eval\n")
+    out = tmp_path / "out"
+    completed = run_fake_harness(fake_harness, out, cases, TIMING_CORE="any")
+    first = (out / "peer-huggingface-ModelA-bs4-fp32-default-train.csv").read_text()
+    second = (out / "peer-huggingface-ModelA-bs1-fp16-cudagraphs-eval.csv").read_text()
+    first_flags, second_flags = (text.strip().split(";")[3].split() for text in (first, second))
+    assert first_flags[first_flags.index("--batch-size") + 1] == "4"
+    assert {"--float32", "--training", "--disable-cudagraphs"} <= set(first_flags)
+    assert {"--float16", "--inference"} <= set(second_flags)
+    assert "--disable-cudagraphs" not in second_flags
+    assert "not a case: huggingface ModelB 2 fp64" in completed.stderr
+    assert not list(out.glob("peer-huggingface-ModelB-*"))
 
 
 # Stands in for the Python that runs our runner: records a sweep's arguments instead of running
@@ -116,6 +136,6 @@ def test_our_flags_reach_our_runner_after_its_own(tmp_path):
     assert "--batch-size=8" in arguments and "-k" in arguments
     start, end, gpus = (tmp_path / "out" / "ours-timm-bs8-amp-default-eval.wall").read_text().split()
     assert 0 <= float(end) - float(start) < 120 and gpus == "1"
-    # The launching thread on the fastest core, as the harness's (TIMING_CORE), unless
+    # The launching thread where TIMING_CORE puts the harness's (the scheduler by default), unless
     # OUR_FLAGS says otherwise (given after, so it wins).
-    assert arguments.index("--timing-core=fastest") < arguments.index("--processes=5")
+    assert arguments.index("--timing-core=any") < arguments.index("--processes=5")

@@ -239,3 +239,37 @@ def test_a_row_that_disagrees_says_how_many_harness_runs_compiled_afresh(tmp_pat
         (folder / f"{name}_compilation_metrics.csv").unlink()
     assert fidelity_table.main(tmp_path, cases, folders[1:]) == 0
     assert "compiled afresh" not in capsys.readouterr().out
+
+
+def test_cases_of_one_model_at_two_batch_sizes_read_their_own_csvs(tmp_path, capsys):
+    small = our_line("eval", 0.004, 1.0, 10**10)
+    small["experiment"]["requested_batch_size"] = 8
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "results.jsonl").write_text(
+        json.dumps(our_line("eval", 0.010, 2.0, 10**11)) + "\n" + json.dumps(small) + "\n")
+    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    (tmp_path / "peer-timm-mobilenetv2_100-bs128-amp-default-eval.csv").write_text(
+        header + "cuda,mobilenetv2_100,128,2.0,5.0,1,0\n")
+    (tmp_path / "peer-timm-mobilenetv2_100-bs8-amp-default-eval.csv").write_text(
+        header + "cuda,mobilenetv2_100,8,1.0,4.0,1,0\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 128 amp default eval\n"
+                     "timm mobilenetv2_100 8 amp default eval\n")
+    assert fidelity_table.main(tmp_path, cases) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| mobilenetv2_100")]
+    assert "| 128 |" in rows[0] and "| 5.00 ms |" in rows[0]
+    assert "| 8 |" in rows[1] and "| 4.00 ms |" in rows[1]
+    assert "2 of 2 rows with both figures agree within 5%" in out
+
+
+def test_a_table_of_drawn_cases_names_their_seed(tmp_path, capsys):
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "results.jsonl").write_text(
+        json.dumps(our_line("eval", 0.010, 2.0, 10**11)) + "\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("# seed 4711: 1 cases drawn over both whole lists (53 models) by ...\n"
+                     "# suite model batch precision mode test\n"
+                     "timm mobilenetv2_100 128 amp default eval\n")
+    assert fidelity_table.main(tmp_path, cases) == 0
+    assert "Cases: seed 4711: 1 cases drawn" in capsys.readouterr().out

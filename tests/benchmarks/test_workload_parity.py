@@ -124,7 +124,7 @@ def test_different_inductor_settings_are_a_difference():
 
 def test_dropping_with_other_probabilities_is_a_difference():
     """As many masks, drawn at other probabilities: fused attention's kernel time depends on
-    them (docs/fidelity.md, eighth session)."""
+    them (docs/fidelity.md, "1. The same work")."""
     base = {"parameters": {}, "buffers": {}, "inputs": [], "flops_per_iteration": 4,
             "random_operators": 19, "active_dropout": 0}
     theirs = {**base, "dropout_probabilities": {"0.1": 19}}

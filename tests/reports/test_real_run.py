@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from reports.analyse.compare import IMPROVED, UNCHANGED, UNRELIABLE, compare
 from reports.cli import compare_main, report_main, score_main
+from reports.read.load import load
 from core.results_file import append_line
 from core.schema import timed_values
 from tests.conftest import TEST_RUN_FLAGS, cli_environment
@@ -75,3 +77,60 @@ def test_score_and_compare_on_a_real_run(real_results, tmp_path, capsys):
     assert "regressed" in capsys.readouterr().out
     assert score_main([str(slower), "--reference", str(real_results)]) == 0
     assert "score: 666.7" in capsys.readouterr().out
+
+
+def _steady(line: dict) -> dict:
+    """The line as a run on a quiet core gives it: each timed run within 1% of the median
+    (the eager runs interleaved with it too), not flagged."""
+    line = json.loads(json.dumps(line))
+    metrics, summary = line["metrics"], line["summary"]
+    for name in ("per_iter_time", "total_time", "eager_per_iter_time"):
+        if name in metrics:
+            cold, timed = metrics[name][:1], metrics[name][1:]
+            middle = statistics.median(timed)
+            metrics[name] = cold + [middle * (1 + 0.01 * i) for i in range(len(timed))]
+    summary.update(unreliable=False, unreliable_reasons=[])
+    summary.pop("slow_period", None)
+    return line
+
+
+def _scaled(line: dict, compiled: float, eager: float) -> dict:
+    """The line of a later run in which the experiment's runs took `compiled` times as long
+    and the eager runs interleaved with it `eager` times."""
+    line = json.loads(json.dumps(line))
+    metrics, paired = line["metrics"], line["summary"]["paired_speedup"]
+    for name in ("per_iter_time", "total_time"):
+        metrics[name] = [t * compiled for t in metrics[name]]
+    metrics["eager_per_iter_time"] = [t * eager for t in metrics["eager_per_iter_time"]]
+    for name in ("speedup", "median_of_pairs"):
+        paired[name] *= eager / compiled
+    paired["eager_median_per_iter_time"] *= eager
+    line["run_id"], line["timestamp"] = "later", line["timestamp"] + 1000
+    return line
+
+
+def test_compare_calls_a_change_the_whole_machine_made_unreliable(real_results, write_results,
+                                                                   capsys):
+    """Two runs of the same code on a shared CPU: every run of the later one 44.5% faster,
+    inductor's and the eager runs interleaved with it alike, and neither line flagged. The
+    paired speedup is the same on both sides: the machine changed, not the code."""
+    lines = [_steady(line) for line in _lines(real_results)]
+    inductor = next(line for line in lines if line["experiment"]["dynamo"])
+    eager = next(line for line in lines if not line["experiment"]["dynamo"])
+    base = write_results(lines)
+    machine = write_results([_scaled(inductor, 0.555, 0.555), eager])
+    result = compare(load([base]).records, load([machine]).records)
+    change = next(c for c in result.changes if c.base.config.stack == "inductor")
+    assert change.change == pytest.approx(-0.445)
+    assert change.verdict == UNRELIABLE and not result.improvements
+    assert change.reason == "the machine changed speed: eager timed in the same child -44.5% too"
+    assert {c.verdict for c in result.changes if c is not change} == {UNCHANGED}
+    assert compare_main([str(base), str(machine)]) == 0
+    printed = capsys.readouterr().out
+    assert "unreliable" in printed and "geometric mean includes 1 unreliable change" in printed
+    # The code made faster: inductor's runs 44.5% faster, the eager runs beside them as
+    # before (the paired speedup grew): an improvement.
+    code = write_results([_scaled(inductor, 0.555, 1.0), eager])
+    result = compare(load([base]).records, load([code]).records)
+    change = next(c for c in result.changes if c.base.config.stack == "inductor")
+    assert change.verdict == IMPROVED and change.p_value <= 0.05

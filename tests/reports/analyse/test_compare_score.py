@@ -112,3 +112,22 @@ def test_a_change_between_flagged_lines_is_unreliable_not_a_regression(write_res
     assert {c.verdict for c in result.changes if c.base.model != "mlp"} == {UNCHANGED}
     compare_main([str(base), str(new)])
     assert "unreliable" in capsys.readouterr().out
+
+
+def test_a_change_the_reference_workload_made_too_is_unreliable(write_results):
+    """Eager lines have no paired speedup: the reference workload, timed in each child
+    (summary.slow_period.ratio against this host's usual figure), says the machine ran 30%
+    slower in NEW, as the experiment did; an experiment slower on its own is a regression."""
+    def lines(scale, reference):
+        made = _lines(_scaled({"mlp": scale}), stack="eager")
+        for line in made:
+            line["summary"]["slow_period"] = {"ratio": reference, "flagged": False}
+        return made
+
+    base = write_results(lines(1.0, 1.0))
+    result = compare(load([base]).records, load([write_results(lines(1.3, 1.3))]).records)
+    mlp = next(c for c in result.changes if c.base.model == "mlp")
+    assert mlp.verdict == UNRELIABLE and not result.regressions
+    assert mlp.reason == "the machine changed speed: the reference workload +30.0% too"
+    result = compare(load([base]).records, load([write_results(lines(1.3, 1.0))]).records)
+    assert next(c for c in result.changes if c.base.model == "mlp").verdict == REGRESSED

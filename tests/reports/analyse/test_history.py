@@ -132,3 +132,28 @@ def test_points_and_transitions_come_by_run_configuration_and_suite(write_result
     assert len(history.points) == 2 * len(STACKS) * 2 * 2 and len(history.transitions) == len(history.points) // 2
     for items in (history.points, history.transitions):
         assert items == sorted(items, key=lambda item: (item.run, item.config, item.suite))
+
+
+def test_a_compiler_switch_has_the_same_speedup_in_the_dashboard_and_the_history(write_results):
+    """An inductor line at fullgraph=True without a paired speedup, beside its eager
+    baseline: fullgraph is not shared with the baseline (core.fields), so both the
+    dashboard's row and the history compare it against eager at 2.0."""
+    from reports.analyse.aggregate import build_report
+    from reports.analyse.dashboard import build_payload
+
+    fullgraph = craft_line("mlp", "inductor", times=[0.5, 0.5, 0.5], code="PASS", run_id="r", timestamp=1.0)
+    fullgraph["experiment"]["fullgraph"] = True
+    assert "paired_speedup" not in fullgraph.get("summary", {})
+    path = write_results([craft_line("mlp", "eager", times=[1.0, 1.0, 1.0], code="PASS", run_id="r",
+                                     timestamp=1.0), fullgraph])
+    engine, loaded, history = _history(path)
+    with engine:
+        report = build_report(loaded.records, "eager")
+        payload = build_payload("t", [], report, history)
+        configs = payload["configs"]
+        (row,) = [r for r in payload["rows"] if configs[r["c"]]["stack"] == "inductor"]
+        assert configs[row["c"]]["label"] == "cpu inductor eval fp32 fullgraph=True"
+        assert row["sp"] == pytest.approx(2.0)
+        point = _point(history, 0, "inductor")
+        assert point.config == report.rows[1].record.config
+        assert point.speedups == 1 and math.exp(point.log_speedup) == pytest.approx(row["sp"])

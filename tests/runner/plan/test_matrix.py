@@ -243,3 +243,49 @@ def test_peer_configs_run_one_experiment_and_bad_ones_say_why():
             single_plan(suite, '{"model_name": "dummy"}', text, MatrixRequest.of(), HOST)
     with pytest.raises(MatrixError, match="not in suite 'dummy'"):
         single_plan(suite, '{"model_name": "llama"}', peer_experiment, MatrixRequest.of(), HOST)
+
+
+def test_only_values_the_user_named_that_cannot_run_are_refusals():
+    """Unset dimensions expand to combinations that cannot run (openxla without PJRT): those
+    are no refusal; a named value no valid configuration holds is one, with the reason of
+    the combination closest to the defaults (eager, eval)."""
+    unset = build_plan(get_suite("builtin"), MatrixRequest.of(accelerator=("cpu",)), HOST)
+    assert unset.dropped and not unset.refusals()
+    named = build_plan(get_suite("builtin"), MatrixRequest.of(accelerator=("cpu", "cuda")), HOST)
+    (refusal,) = named.refusals()
+    assert refusal.asked == "accelerator=cuda"
+    assert refusal.reason == "eager on cuda needs a CUDA device, and torch 2.9.0 sees none"
+    assert refusal.combinations == len([d for d in named.dropped if d.experiment.accelerator == "cuda"])
+
+
+def test_with_nothing_to_run_the_error_gives_the_reason_that_matters_first():
+    request = MatrixRequest.of(accelerator=("cuda",), filters=("^mlp$",))
+    with pytest.raises(MatrixError) as refused:
+        build_plan(get_suite("builtin"), request, HOST)
+    assert str(refused.value).startswith(
+        "no requested combination can run here: eager on cuda needs a CUDA device")
+    assert ";" not in str(refused.value)
+    request = MatrixRequest.of(accelerator=("cpu",), dynamo=("inducter",), filters=("^mlp$",))
+    with pytest.raises(MatrixError, match=r"here: dynamo backend 'inducter' is not registered in "
+                                          r"torch 2.9.0; did you mean 'inductor'\? backends: "):
+        build_plan(get_suite("builtin"), request, HOST)
+
+
+def test_requested_holds_every_experiment_in_plan_order_resumed_or_not():
+    request = MatrixRequest.of(accelerator=("cpu",), xla=(None,), dynamo=(None, "inductor"))
+    first = build_plan(get_suite("builtin"), request, HOST)
+    recorded = frozenset(p.fingerprint for p in first.experiments[1::2])
+    second = build_plan(get_suite("builtin"), request, HOST, recorded)
+    assert second.requested == first.requested == first.experiments
+    assert [p.model.model_name for p in second.requested[:4]] == ["mlp"] * 4
+
+
+def test_the_eager_baseline_is_the_eager_experiment_a_sweep_plans():
+    from runner.plan.matrix import eager_baseline
+
+    request = MatrixRequest.of(accelerator=("cpu",), xla=(None,), dynamo=(None, "inductor"),
+                               test=("eval",), filters=("^mlp$",), fullgraph=True)
+    eager, inductor = build_plan(get_suite("builtin"), request, HOST).requested
+    assert inductor.experiment.fullgraph and not eager.experiment.fullgraph
+    baseline = eager_baseline(inductor)
+    assert baseline.fingerprint == eager.fingerprint and baseline.label == "eager"

@@ -200,3 +200,18 @@ def test_a_child_that_cannot_write_its_result_says_so_and_exits_74(tmp_path):
     assert child.returncode == 74, child.stderr
     assert f"cannot write {folder / 'result.json'}: File too large" in child.stderr
     assert sorted(p.name for p in folder.iterdir()) == ["spec.json"]
+
+
+def test_the_early_check_leaves_no_folder_behind(tmp_path):
+    """Checked before planning, made once there is something to run: a refused request
+    leaves no empty output folder."""
+    from runner.plan.output import check_output, prepare_output
+
+    paths = output_paths(str(tmp_path / "out" / "deeper"), "results.jsonl")
+    check_output(paths, str(tmp_path / "out" / "deeper"))
+    assert list(tmp_path.iterdir()) == []
+    prepare_output(paths, str(tmp_path / "out" / "deeper"))
+    assert (tmp_path / "out" / "deeper").is_dir()
+    (tmp_path / "out" / "deeper" / "results.jsonl").write_text("")
+    check_output(paths, str(tmp_path / "out" / "deeper"))  # an existing folder stays
+    assert (tmp_path / "out" / "deeper" / "results.jsonl").exists()

@@ -1,0 +1,62 @@
+"""`experiment-runner compare` names the settings that differ between two results files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.results_file import append_line
+from reports.analyse.settings_diff import settings_differences
+from reports.cli import compare_main
+from tests.conftest import TEST_RUN_FLAGS, cli_environment
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def lines_with(path: Path, *settings: dict) -> Path:
+    for index, value in enumerate(settings):
+        append_line(path, {"model": {"model_name": f"m{index}"},
+                           "environment": {"torch_settings": value}})
+    return path
+
+
+def test_values_over_all_lines_of_each_side(tmp_path):
+    base = lines_with(tmp_path / "base.jsonl", {"a": 1, "cpu_affinity": [0]}, {"a": 2, "b": "x"})
+    new = lines_with(tmp_path / "new.jsonl", {"a": 2, "cpu_affinity": [1]}, {"a": 1, "b": "y"})
+    (difference,) = settings_differences([base], [new])
+    assert (difference.name, difference.base, difference.new) == ("b", ('"x"',), ('"y"',))
+    older = tmp_path / "older.jsonl"
+    append_line(older, {"model": {"model_name": "m"}, "environment": {}})
+    assert settings_differences([older], [new]) is None  # lines from before the record
+    assert settings_differences([base], [base]) == []
+
+
+@pytest.mark.e2e
+def test_compare_names_the_settings_two_real_runs_differ_in(tmp_path, capsys):
+    def run(name: str, *flags: str) -> Path:
+        out = tmp_path / name
+        command = [sys.executable, "experiment_runner.py", "--suite-name=builtin",
+                   "--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval",
+                   "--repeat=2", "-k", "^mlp$", "--output-dirname", str(out), *TEST_RUN_FLAGS,
+                   *flags]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                              env=cli_environment())
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return out / "results.jsonl"
+
+    base = run("base")
+    new = run("new", "--matmul-precision=highest", "--threads=2")
+    (line,) = [json.loads(text) for text in new.read_text().splitlines()]
+    assert line["environment"]["torch_settings"]["float32_matmul_precision"] == "highest"
+    assert compare_main([str(base), str(new)]) == 0
+    out = capsys.readouterr().out
+    named = out.split("settings differ between BASE and NEW: ")[1].splitlines()[0].split(", ")
+    assert {"float32_matmul_precision", "cudnn_allow_tf32", "num_threads"} <= set(named)
+    assert "cpu_affinity" not in named
+    assert "Settings that differ" in out
+    assert compare_main([str(base), str(base)]) == 0
+    assert "0 settings differ between BASE and NEW" in capsys.readouterr().out

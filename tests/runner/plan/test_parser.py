@@ -1,0 +1,69 @@
+"""runner/plan/parser.py: the how-to-measure flags from RunSettings, and the typed sweep."""
+
+import dataclasses
+
+import pytest
+
+from core.config import RunSettings, knobs
+from runner.plan.options import OutputOptions, ScaleOptions
+from runner.plan.parser import UsageError, build_parser, run_settings, sweep_flags
+
+
+def _parse(*flags):
+    return build_parser().parse_args(["--accelerator=cpu", *flags])
+
+
+def test_no_flag_gives_the_settings_declared_defaults():
+    assert run_settings(_parse()) == RunSettings()
+
+
+def test_every_setting_with_a_flag_is_set_by_it():
+    settings = run_settings(_parse("--repeat=4", "--iterations-per-run=2", "--warmup=0",
+                                   "--randomize-input", "--verify-iterations=3", "--threads=2",
+                                   "--no-paired-timing", "--pure-wall-time",
+                                   "--no-reference-workload", "--remeasure-slow=1",
+                                   "--timing-core=any", "--verify"))
+    assert {spec.name for spec, _ in knobs()} == {
+        f.name for f in dataclasses.fields(RunSettings)} - {"observe"}
+    assert dataclasses.replace(settings, observe={}) == RunSettings(
+        repeat=4, iterations_per_run=2, warmup=0, randomize_input=True, verify=True,
+        verify_iterations=3, threads=2, paired=False, pure_wall_time=True,
+        reference_workload=False, remeasure_slow=1, timing_core="any")
+
+
+def test_verify_only_implies_verify():
+    settings = run_settings(_parse("--verify-only"))
+    assert settings.verify and settings.verify_only
+
+
+@pytest.mark.parametrize("flag, message", [("--repeat=0", "must be at least 1"),
+                                           ("--warmup=-1", "must be at least 0"),
+                                           ("--timing-core=slowest", "invalid choice")])
+def test_a_bad_setting_is_refused_naming_the_flag(flag, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        _parse(flag)
+    assert stop.value.code == 2
+    error = capsys.readouterr().err
+    assert flag.split("=")[0] in error and message in error
+
+
+def test_the_sweep_gets_typed_values_not_the_flags(tmp_path):
+    what, settings, output, scale = sweep_flags(_parse(
+        "--repeat=2", f"--output-dirname={tmp_path}", "--no-resume", "--jobs=2",
+        "--memory-limit-mb=1024", "-k", "mlp"))
+    assert what.suite_name == "builtin" and what.single is None and what.request.filters == ("mlp",)
+    assert settings.repeat == 2
+    assert output == OutputOptions(dirname=str(tmp_path), resume=False,
+                                   memory_limit_bytes=1024 * 2**20)
+    assert scale == ScaleOptions(jobs=2, start_method=scale.start_method)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--model-config={}",), "go together"),
+    (("--ray-tasks=2",), "--ray-tasks=2 applies to --executor=ray only"),
+    (("--executor=ray", "--jobs=2"), "--jobs=2 does not apply to --executor=ray"),
+    (("--memory-limit-mb=10",), "below the 768 MiB"),
+])
+def test_flags_that_do_not_go_together_are_refused(flags, message):
+    with pytest.raises(UsageError, match=message):
+        sweep_flags(_parse(*flags))
