@@ -26,7 +26,9 @@
 # sibling threads, another one is timing on. Ours runs one invocation per suite, precision, mode and
 # test where every case's batch size is the suite's default (the lists' own), so that --jobs
 # keeps every GPU busy; else one per batch size. Every raw output stays under OUT_DIR: the harness's CSV
-# and log per case (peer-*), our results file (ours/results.jsonl) and logs (ours-*.log).
+# and log per case (peer-*), our results file (ours/results.jsonl) and logs (ours-*.log), and
+# each harness case's and each of our invocations' start and end (peer-*.wall, ours-*.wall:
+# benchmarks/sweep_cost.py compares the two tools' cost with them).
 # TOOLS=harness or TOOLS=ours runs one tool only (default both), so that two invocations, each
 # pinned to its own GPUs and cores, can run different cases files side by side into one OUT_DIR.
 # OUR_FLAGS: more flags for our runner, words split on spaces (say "--processes=5
@@ -91,11 +93,15 @@ run_harness() {
     read -r -a peer_flags <<< "$flags_text"
     name="$suite-$model-bs$batch-$precision-$mode-$test"
     echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
-    [ -s "$out/peer-$name.csv" ] || (cd "$harness" && "${harness_launcher[@]}" "$script" --performance \
+    [ -s "$out/peer-$name.csv" ] && continue
+    started=$(date +%s.%N)
+    (cd "$harness" && "${harness_launcher[@]}" "$script" --performance \
         "${peer_flags[@]}" --backend inductor --device cuda --only "$peer_model" \
         --cold-start-latency --repeat "$repeat" \
         --output "$out/peer-$name.csv" >"$out/peer-$name.log" 2>&1) \
       || echo "harness failed on $name: see peer-$name.log" >&2
+    # The case's wall, start and end (benchmarks/sweep_cost.py reads it).
+    echo "$started $(date +%s.%N)" > "$out/peer-$name.wall"
   done
 }
 
@@ -135,6 +141,7 @@ run_ours() {
     [ "$batch" = default ] || batch_flag=(--batch-size="$batch")
     group="$suite-bs$batch-$precision-$mode-$test"
     echo "== ours: $group ($(( ${#filters[@]} / 2 )) models)" >&2
+    started=$(date +%s.%N)
     (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" "${filters[@]}" \
         --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" --test="$test" \
         --precision="$precision" "${batch_flag[@]}" --repeat="$repeat" --warmup=3 \
@@ -142,6 +149,8 @@ run_ours() {
         --output-dirname="$out/ours" \
         >>"$out/ours-$group.log" 2>&1) \
       || echo "ours failed in $group: see ours-$group.log" >&2
+    # The invocation's start, end and GPU count (benchmarks/sweep_cost.py reads them).
+    echo "$started $(date +%s.%N) $jobs" > "$out/ours-$group.wall"
   done
 }
 

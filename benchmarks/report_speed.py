@@ -1,25 +1,26 @@
 """How long `report`, `compare` and `score` take on a large results file, and their memory.
 
-The file is a year of nightly runs of the dashboard's models: 200
-models x 10 configurations (eval and train; eager, inductor, inductor with cudagraphs,
-aot_eager, PJRT+openxla) per run, as many runs as the line count asks (50 for 100,000
-lines, 500 for 1,000,000). Lines are made by the runner's own builder
-(core.schema.ResultLine) with a realistic environment, command, verification details and
-dynamo counters; the older half of the runs has the old layout (figures in `metrics`), the
-newer half the current one (figures in `summary`, `finished_at`, `experiment.mode`, paired
-speedups, a contention flag). About 3% of the lines failed, 2% were skipped, 0.5% are cut
-short (corrupted), and a run in five was not verified.
+The file is a year of nightly runs of the dashboard's models, made of lines copied from a
+real sweep: `--sample FILE` (a results file), else the benchmark first runs one with the runner
+(`SAMPLE_SWEEP`: the builtin suite on the CPU, eager, aot_eager and PJRT, eval and train;
+not timed). Each run of the year holds `MODELS` models x `CONFIGURATIONS` lines (2,000 a
+night), each a copy of a sample line (round the sample) with its identity varied: the
+model (the sample's name with a number), the run id,
+the fingerprint and experiment id, the timestamps, and its per-run times scaled per model
+and run (a small night-to-night drift); everything else is the real line's text. About
+0.5% of the lines are cut short (corrupted).
 
 Each command runs in a fresh Python process (its peak RSS is the process's own), twice:
 cold (--no-cache: every line parsed) and warm (the cache filled by the first cold report:
 nothing parsed again). Generating the file is not timed.
 
-    python benchmarks/report_speed.py [--lines 100000 1000000] [--keep DIR]
+    python benchmarks/report_speed.py [--lines 200000 1000000] [--sample FILE] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -33,111 +34,96 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.config import ExperimentConfig, ModelConfig, RunSettings  # noqa: E402
-from core.schema import ResultLine, Status, VerificationCode  # noqa: E402
-
 MODELS = 200
-STACKS = [
-    ("eager", dict(xla=None, dynamo=None, torch_xla2=None), None),
-    ("inductor", dict(xla=None, dynamo="inductor", torch_xla2=None), "default"),
-    ("inductor", dict(xla=None, dynamo="inductor", torch_xla2=None), "cudagraphs"),
-    ("aot_eager", dict(xla=None, dynamo="aot_eager", torch_xla2=None), None),
-    ("PJRT+openxla", dict(xla="PJRT", dynamo="openxla", torch_xla2=None), None),
-]
-CONFIGS = [(label, ExperimentConfig(accelerator="cuda", test=test, precision="bf16", **stack), mode)
-           for test in ("eval", "train") for label, stack, mode in STACKS]
-SUITES = ("torchbench", "huggingface", "timm")
-ENVIRONMENT = {
-    "python": "3.11.7", "platform": "Linux-6.8.0-x86_64-with-glibc2.36", "host": "gpu-node-07",
-    "cpu_count": 12,
-    "packages": {"torch": "2.9.0", "torchvision": "0.24.0", "torch_xla": "2.9.0", "triton": "3.5.0",
-                 "timm": "1.0.31", "transformers": "5.24.0", "numpy": "2.4.6"},
-    "torch_settings": {"float32_matmul_precision": "high", "cuda_matmul_allow_tf32": True,
-                       "cudnn_allow_tf32": True, "num_threads": 12},
-}
-COMMAND = ("experiment-runner --suite-name=torchbench --accelerator=cuda --xla=None --xla=PJRT "
-           "--dynamo=None --dynamo=inductor --dynamo=aot_eager --dynamo=openxla --test=eval "
-           "--test=train --precision=bf16 --repeat=10 --verify --collect-dynamo-counters")
+#: Experiments per model and run (2,000 lines a night, as the dashboard's nightly runs).
+CONFIGURATIONS = 10
+#: The sweep whose lines are copied when no --sample is given (runner flags).
+SAMPLE_SWEEP = ["--suite-name=builtin", "--accelerator=cpu", "--xla=None", "--xla=PJRT",
+                "--dynamo=None", "--dynamo=aot_eager", "--dynamo=openxla", "--test=eval",
+                "--test=train", "--repeat=10", "--no-progress", "--log-level=warning"]
+#: Placeholders put into a sample line's text where each copy differs.
+_MODEL, _RUN, _FINGERPRINT, _START, _END, _TIMES = (
+    "@@model@@", "@@run@@", "@@fingerprint@@", "@@start@@", "@@end@@", "@@times@@")
 
 
-def _line(rng: random.Random, run: int, runs: int, m: int, c: int) -> dict:
-    label, experiment, mode = CONFIGS[c]
-    suite = SUITES[m % len(SUITES)]
-    model = ModelConfig(suite, f"model_{m:03d}")
-    new_layout = run >= runs // 2
-    verified = run % 5 != 3  # the latest run is verified
-    base = random.Random(m).uniform(0.002, 0.2) * (1.0 if experiment.test == "eval" else 3.0)
-    factor = {"eager": 1.0, "inductor": 0.55 if mode == "default" else 0.45, "aot_eager": 0.95,
-              "PJRT+openxla": 0.7}[label]
-    drift = 1.0 + 0.02 * ((run * 7 + m) % 5 - 2) / 2  # small night-to-night drift
-    roll = rng.random()
-    status = Status.OK
-    if label != "eager" and roll < 0.03:
-        status = Status.FAILED
-    elif roll > 0.98:
-        status = Status.SKIPPED
-    times = [base * factor * drift * rng.uniform(0.97, 1.03) for _ in range(10)]
-    figures = {"cold_start_time": base * 5 + (8.0 if label != "eager" else 0.0),
-               "peak_device_memory_bytes": int(2**30 * random.Random(m * 31 + c).uniform(0.5, 4)),
-               "peak_host_memory_bytes": int(2**30 * rng.uniform(2, 3)), "wall_time": 40.0}
-    if label not in ("eager", "PJRT+openxla"):
-        figures.update({"dynamo_graph_count": 1, "dynamo_unique_graphs": 1 + m % 3,
-                        "dynamo_graph_breaks": m % 3, "dynamo_graph_break_reasons": {f"reason {i}": 1 for i in range(m % 3)}})
-    if status is Status.FAILED:
-        metrics, figures = {"error": "Traceback (most recent call last):\n...\nRuntimeError: synthetic failure"}, {}
-    elif status is Status.SKIPPED:
-        metrics, figures = {"error": "SKIP"} if new_layout else {}, {}
-    else:
-        metrics = {"total_time": times, "per_iter_time": times}
-    code = VerificationCode.VERIFIER_SKIPPED
-    if verified and status is Status.OK:
-        code = VerificationCode.FAIL if rng.random() < 0.01 else VerificationCode.PASS
-    elif verified and status is Status.FAILED:
-        code = VerificationCode.VERIFIER_DIDNT_RUN
-    line = ResultLine(
-        model, experiment, RunSettings(repeat=10, verify=verified), status, code, metrics=metrics,
-        stack_label=label, accelerator_model="NVIDIA A100-SXM4-40GB", run_id=f"night-{run:04d}",
-        experiment_id=f"{suite}-{model.model_name}-cuda-{label}-{experiment.test}-bf16",
-        command=COMMAND, environment=ENVIRONMENT, batch_size_used=8 + m % 4 * 8,
-        skip_reason="not supported on this stack" if status is Status.SKIPPED else None,
-        verification_details={"method": "fp64", "worst_ratio": 0.01, "error": 1e-7} if code is VerificationCode.PASS else None,
-        artifacts={"time": f"{model.model_name}/night-{run:04d}/time"},
-    ).to_dict()
-    start = 1.7e9 + run * 86400
-    if new_layout:
-        line["summary"] = figures
-        if mode:
-            line["experiment"]["mode"] = mode
-        line["experiment"]["batch_size"] = line.pop("batch_size_used", None)
-        line["timestamp"], line["finished_at"] = start, start + m * 60 + c
-        if label != "eager" and status is Status.OK:
-            line["summary"]["paired_speedup"] = {"method": "paired", "speedup": 1 / factor, "p_value": 0.001}
-            line["summary"]["unreliable"] = rng.random() < 0.01
-    else:
-        line["metrics"].update(figures)
-        if mode and mode != "default":
-            line["experiment"]["mode"] = mode
-        line["timestamp"] = start + m * 60 + c
-    return line
+def sample_lines(path: Path) -> list[dict]:
+    """The usable lines of a real results file (one per experiment: the latest)."""
+    latest: dict[str, dict] = {}
+    with open(path, encoding="utf-8") as lines:
+        for text in lines:
+            try:
+                line = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(line, dict) and isinstance(line.get("model"), dict):
+                latest[line.get("fingerprint") or str(len(latest))] = line
+    if not latest:
+        raise SystemExit(f"no results line in {path}")
+    return list(latest.values())
 
 
-def generate(path: Path, lines: int, seed: int = 0) -> int:
-    """`lines` lines (whole runs of 2,000 lines); returns the number of runs."""
+def run_sample_sweep(folder: Path) -> Path:
+    """A real sweep's results file, made by the runner (`SAMPLE_SWEEP`)."""
+    out = folder / "sample"
+    done = subprocess.run([sys.executable, str(ROOT / "experiment_runner.py"), *SAMPLE_SWEEP,
+                           f"--output-dirname={out}"], capture_output=True, text=True, cwd=ROOT)
+    if done.returncode not in (0, 1) or not (out / "results.jsonl").exists():
+        raise SystemExit(f"the sample sweep failed:\n{done.stderr[-2000:]}")
+    return out / "results.jsonl"
+
+
+def template(line: dict) -> tuple[str, list]:
+    """The line's compact text with placeholders where copies differ, and its per-run times."""
+    line = json.loads(json.dumps(line))
+    model = line["model"]
+    name = model.get("model_name", "model")
+    model["model_name"] = f"{name}_{_MODEL}"
+    if isinstance(line.get("experiment_id"), str):
+        line["experiment_id"] = line["experiment_id"].replace(name, f"{name}_{_MODEL}", 1)
+    line["fingerprint"], line["run_id"] = _FINGERPRINT, _RUN
+    line["timestamp"], line["finished_at"] = _START, _END
+    metrics = line.get("metrics") if isinstance(line.get("metrics"), dict) else {}
+    times = metrics.get("per_iter_time") if isinstance(metrics.get("per_iter_time"), list) else []
+    for key in ("per_iter_time", "total_time"):
+        if isinstance(metrics.get(key), list) and metrics[key] == times:
+            metrics[key] = _TIMES
+    text = json.dumps(line, separators=(",", ":"))
+    for placeholder in (_START, _END, _TIMES):
+        text = text.replace(f'"{placeholder}"', placeholder)
+    return text, times
+
+
+def copy_of(text: str, times: list, model: int, run: int, rng: random.Random) -> str:
+    factor = random.Random(model).uniform(0.3, 3.0) * (1.0 + 0.02 * ((run * 7 + model) % 5 - 2) / 2)
+    scaled = ",".join(repr(t * factor * rng.uniform(0.97, 1.03)) if isinstance(t, (int, float))
+                      else "null" for t in times)
+    start = 1.7e9 + run * 86400 + model * 60
+    fingerprint = hashlib.sha256(f"{text[:200]}{model}".encode()).hexdigest()
+    return (text.replace(_MODEL, f"{model:03d}").replace(_RUN, f"night-{run:04d}")
+            .replace(_FINGERPRINT, fingerprint).replace(_START, repr(start))
+            .replace(_END, repr(start + 40.0)).replace(_TIMES, f"[{scaled}]"))
+
+
+def generate(path: Path, lines: int, sample: list[dict], seed: int = 0) -> int:
+    """`lines` lines (whole runs of MODELS x CONFIGURATIONS lines: model m's configuration c
+    is a copy of sample line m * CONFIGURATIONS + c, round the sample); returns the number of
+    runs."""
     rng = random.Random(seed)
-    per_run = MODELS * len(CONFIGS)
-    runs = max(2, lines // per_run)
+    templates = [template(line) for line in sample]
+    runs = max(2, -(-lines // (MODELS * CONFIGURATIONS)))
     written = 0
     with open(path, "w", encoding="utf-8") as out:
         for run in range(runs):
-            for m in range(MODELS):
-                for c in range(len(CONFIGS)):
+            for model in range(MODELS):
+                for configuration in range(CONFIGURATIONS):
                     if written >= lines:
                         return runs
                     written += 1
+                    text, times = templates[(model * CONFIGURATIONS + configuration) % len(templates)]
+                    copy = copy_of(text, times, model, run, rng)
                     if rng.random() < 0.005:
-                        out.write('{"model": {"suite_name": "timm", "model_name": "model_0\n')
-                        continue
-                    out.write(json.dumps(_line(rng, run, runs, m, c), separators=(",", ":")) + "\n")
+                        copy = copy[:len(copy) // 3]
+                    out.write(copy + "\n")
     return runs
 
 
@@ -194,19 +180,20 @@ def machine_state() -> str:
             + (f"; busy: {', '.join(busy)}" if busy else ""))
 
 
-def bench(lines: int, folder: Path, reuse: bool = False) -> None:
+def bench(lines: int, folder: Path, sample: list[dict], reuse: bool = False) -> None:
     path = folder / f"results-{lines}.jsonl"
     cache = folder / f"cache-{lines}"
     shutil.rmtree(cache, ignore_errors=True)
     start = time.perf_counter()
+    runs = max(2, -(-lines // (MODELS * CONFIGURATIONS)))
     if reuse and path.exists():
-        runs = max(2, lines // (MODELS * len(CONFIGS)))
         made = "reused"
     else:
-        runs = generate(path, lines)
+        runs = generate(path, lines, sample)
         made = f"generated in {time.perf_counter() - start:.0f} s, not timed"
-    print(f"\n== {lines:,} lines: {runs} runs x {MODELS} models x {len(CONFIGS)} configurations "
-          f"({path.stat().st_size / 2**20:.0f} MiB; {made})")
+    size = path.stat().st_size
+    print(f"\n== {lines:,} lines: {runs} runs x {MODELS} models x {CONFIGURATIONS} configurations "
+          f"({size / 2**20:.0f} MiB, {size / lines / 1000:.1f} KB a line; {made})")
     print(f"machine: {machine_state()}")
     first, last = "night-0000", f"night-{runs - 1:04d}"
     out = folder / f"report-{lines}"
@@ -240,15 +227,21 @@ def bench(lines: int, folder: Path, reuse: bool = False) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lines", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--lines", type=int, nargs="+", default=[200_000, 1_000_000])
+    parser.add_argument("--sample", type=Path, default=None,
+                        help="a real results file whose lines are copied (default: run SAMPLE_SWEEP)")
     parser.add_argument("--keep", type=Path, default=None, help="write files here instead of a temporary folder")
     parser.add_argument("--reuse", action="store_true", help="with --keep: reuse results files generated before")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temp:
         folder = args.keep or Path(temp)
         folder.mkdir(parents=True, exist_ok=True)
+        source = args.sample or run_sample_sweep(folder)
+        sample = sample_lines(source)
+        print(f"sample: {len(sample)} lines of a real sweep, "
+              f"{sum(len(json.dumps(line, separators=(',', ':'))) for line in sample) / len(sample) / 1000:.1f} KB each")
         for lines in args.lines:
-            bench(lines, folder, args.reuse)
+            bench(lines, folder, sample, args.reuse)
     return 0
 
 

@@ -40,6 +40,10 @@ def get_suite(
 
 
 def suite_preload(name: str) -> tuple[str, ...]:
-    """The libraries suite `name`'s models import (Suite.preload); () for an unknown suite."""
+    """The libraries suite `name`'s models import (Suite.preload), and its builder module
+    where it has one; () for an unknown suite."""
     found = _suite_classes().get(name)
-    return found.preload if found is not None else ()
+    if found is None:
+        return ()
+    builder = getattr(found, "builder", "")  # a builder suite's models come from one module
+    return (*found.preload, *((f"models.builders.{builder}",) if builder else ()))

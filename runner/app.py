@@ -176,6 +176,7 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
                  "; ".join(slot.describe() for slot in slots))
     try:
         executor.start()
+        executor.prestart_servers(plan.experiments)
         dispatcher = sweep_dispatcher(scale, executor, slots, plan)
         run_plan(plan, suite, dispatcher, claims, report,
                  show_progress=output.progress, no_skip=what.no_skip,

@@ -574,16 +574,14 @@ class NewlineIndex:
 def index_newlines(path: Path, stop: Optional[threading.Event] = None) -> NewlineIndex:
     """The file's newlines (and the starts of lines that may be blank).
 
-    numpy finds the newlines of each block (one block in memory, never mapping the file):
-    first the 8-byte words holding one, then the bytes within them. `stop` ends it early.
+    One block at a time in memory (never mapping the file), the newlines are found by the
+    byte search of `bytearray.find` (memchr), whose cost follows the lines rather than the
+    bytes: a third of numpy's comparison of every byte over lines of a few kilobytes, in
+    this thread that runs beside DuckDB's parse. `stop` ends it early.
     """
     import numpy as np
 
-    block_size = max(8, _BLOCK - _BLOCK % 8)
-    buffer = bytearray(block_size)
-    view = np.frombuffer(buffer, dtype=np.uint8)
-    is_newline = np.zeros(block_size, dtype=bool)
-    word_has_newline = np.zeros(block_size // 8, dtype=bool)
+    buffer = bytearray(_BLOCK)
     opens_blank = np.zeros(256, dtype=bool)
     opens_blank[list(_BLANK_BYTES)] = True
     found: list[Any] = []
@@ -594,20 +592,21 @@ def index_newlines(path: Path, stop: Optional[threading.Event] = None) -> Newlin
             size = raw.readinto(buffer)
             if not size:
                 break
-            block = view[:size]
-            words = -(-size // 8)
-            np.equal(block, 10, out=is_newline[:size])
-            is_newline[size:words * 8] = False
-            np.not_equal(is_newline[:words * 8].view(np.uint64), 0, out=word_has_newline[:words])
-            hits = np.flatnonzero(word_has_newline[:words])
-            rows, columns = np.nonzero(is_newline[:words * 8].reshape(-1, 8)[hits])
-            newlines = hits[rows] * 8 + columns
+            ends = []
+            find, append = buffer.find, ends.append
+            position = find(b"\n", 0, size)
+            while position >= 0:
+                append(position)
+                position = find(b"\n", position + 1, size)
+            newlines = np.array(ends, dtype=np.int64)
             starts = newlines[newlines < size - 1] + 1
             if at_line_start:
-                starts = np.concatenate((np.zeros(1, dtype=starts.dtype), starts))
+                starts = np.concatenate((np.zeros(1, dtype=np.int64), starts))
+            block = np.frombuffer(buffer, dtype=np.uint8, count=size)
             suspects.extend((starts[opens_blank[block[starts]]] + base).tolist())
+            del block  # the buffer is read into again
             found.append(newlines + base)
-            at_line_start = bool(block[size - 1] == 10)
+            at_line_start = buffer[size - 1] == 10
             base += size
     return NewlineIndex(np.concatenate(found) if found else np.zeros(0, dtype=np.int64), suspects)
 

@@ -13,10 +13,14 @@ import re
 from reports.render.tables import Table
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]|])")
+#: Any character `escape` changes: most cells (names, figures) hold none.
+_CHANGED = re.compile(r"[\\`*\[\]|&<>\r\n]")
 
 
 def escape(text: str) -> str:
     """Text safe anywhere in a Markdown line: no HTML, no table cell break, no markup."""
+    if not _CHANGED.search(text):
+        return text
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
     return text.replace("\r", " ").replace("\n", " ")

@@ -10,11 +10,16 @@ experiment's device, every time, whatever the model:
   milliseconds per product (on the CPU with the experiment's threads; the usual figures
   are kept per thread count).
 
-Each is the median of `REPEATS` tries of about 10 ms on a quiet CPU: longer than the
+Each is the median of a few tries of about 10 ms on a quiet CPU: longer than the
 scheduler's time slices, so that other processes' load on the cores slows a try (a try of a
-millisecond or two fits in one slice and does not see it). A reading costs about 60 ms on a
-quiet CPU, and is taken twice per process. The parent compares them with this host's usual figures
-(runner/run/slow_periods.py).
+millisecond or two fits in one slice and does not see it). The reading's cost scales with
+the timed runs it guards: the one before them makes one try of each (after a single call of
+each operation, which pays the one-time costs); the one after makes as many as
+`REFERENCE_SHARE` of the process's timed runs (its warm-up and compiling left out) pays
+for, from one to `REPEATS` (a try of both pieces costs about 20 ms on a quiet CPU, and
+many times that on loaded cores, where a thread pool waits at each barrier). Each reading says how many tries it took
+(`tries`). The parent compares them with this host's usual figures
+(runner/run/slow_periods.py), taking for each figure the lesser of the two readings.
 
 A third figure is read *during* the timed runs, not around them: after each timed run, the
 host pulse, a fixed pure-Python loop on the process's main thread (`PULSE_LOOPS` additions,
@@ -41,6 +46,8 @@ from typing import Any, Callable, Optional, Sequence
 LAUNCHES = 2000
 PRODUCTS = 16
 REPEATS = 3
+#: The share of a process's timed runs (warm-up left out) that the reading after them may take.
+REFERENCE_SHARE = 0.1
 #: The matrix product's size per device type (and its dtype): a fraction of a millisecond.
 KERNEL_SIZES = {"cpu": (256, "float32"), "cuda": (4096, "float16")}
 #: The host pulse's additions: about a millisecond on a current server core.
@@ -63,10 +70,21 @@ def _median_seconds(work: Callable[[], None], sync: Callable[[], None], repeats:
     return statistics.median(times)
 
 
-def measure_reference(device_type: str, repeats: int = REPEATS) -> Optional[dict[str, Any]]:
-    """The reference figures on `device_type` ('cpu' or 'cuda'), or None where there is no
-    reference (another device type, or CUDA that this process has not started: an XLA or
-    JAX stack owns the card)."""
+def tries_for(guarded_seconds: float, try_seconds: Optional[float]) -> int:
+    """The tries a reading after `guarded_seconds` of measuring may take: as many as
+    REFERENCE_SHARE of that time pays for at `try_seconds` a try (one without it), from 1 to
+    REPEATS."""
+    if not try_seconds or try_seconds <= 0:
+        return 1
+    return max(1, min(REPEATS, int(REFERENCE_SHARE * guarded_seconds / try_seconds)))
+
+
+def measure_reference(device_type: str, repeats: int = REPEATS,
+                      warm: bool = True) -> Optional[dict[str, Any]]:
+    """The reference figures on `device_type` ('cpu' or 'cuda') over `repeats` tries, or
+    None where there is no reference (another device type, or CUDA that this process has not
+    started: an XLA or JAX stack owns the card). `warm`: call each operation once first, to
+    pay its one-time costs (not needed again in the same process)."""
     import torch
 
     if device_type not in KERNEL_SIZES:
@@ -79,13 +97,14 @@ def measure_reference(device_type: str, repeats: int = REPEATS) -> Optional[dict
     # The experiment's own threads (the child set them): a multi-threaded product suffers
     # from load on its cores far more than one thread does (a thread pool waits at each
     # barrier for a thread another process holds off its core), as the experiment does.
-    figures = _measure(torch, device, sync, size, dtype, repeats)
+    figures = _measure(torch, device, sync, size, dtype, repeats, warm)
     if device_type == "cpu":
         figures["threads"] = torch.get_num_threads()
     return figures
 
 
-def _measure(torch, device, sync, size: int, dtype: str, repeats: int) -> dict[str, Any]:
+def _measure(torch, device, sync, size: int, dtype: str, repeats: int,
+             warm: bool = True) -> dict[str, Any]:
     with torch.no_grad():
         small = torch.zeros(16, device=device)
         left = torch.randn(size, size, device=device, dtype=getattr(torch, dtype))
@@ -100,11 +119,14 @@ def _measure(torch, device, sync, size: int, dtype: str, repeats: int) -> dict[s
             for _ in range(PRODUCTS):
                 torch.mm(left, right)
 
-        launches(), kernel()  # first calls pay one-time costs
+        if warm:  # a first call of each pays its one-time costs (allocation, thread pool)
+            small.add(1.0), torch.mm(left, right)
+            sync()
         launch = _median_seconds(launches, sync, repeats) / LAUNCHES
         product = _median_seconds(kernel, sync, repeats) / PRODUCTS
     return {"launch_us": launch * 1e6, "kernel_ms": product * 1e3, "device": device.type,
-            "kernel": f"mm {size}x{size} {dtype}", "launches": LAUNCHES, "products": PRODUCTS}
+            "kernel": f"mm {size}x{size} {dtype}", "launches": LAUNCHES, "products": PRODUCTS,
+            "tries": repeats, "try_s": launch * LAUNCHES + product * PRODUCTS}
 
 
 def host_pulse(loops: int = PULSE_LOOPS) -> float:

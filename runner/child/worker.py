@@ -30,9 +30,10 @@ from core.contract import (
 )
 from core.schema import Status, Verdict
 from runner.child.gpu_state import GpuWatch
-from runner.child.reference import CorePicker, host_pulse, pulse_reading
+from runner.child.reference import CorePicker, host_pulse, pulse_reading, tries_for
 from runner.common.lifetime import die_with_parent
 from runner.common.packages import installed_packages
+from runner.common.phases import Phases
 from runner.observers.base import RunHooks
 
 log = logging.getLogger("runner.child.worker")
@@ -68,8 +69,10 @@ def environment_record() -> dict[str, Any]:
     return record
 
 
-def run_child(spec: ChildSpec, result: ChildResult) -> None:
-    """Load and prepare, then time or verify as the spec's role says, filling `result`."""
+def run_child(spec: ChildSpec, result: ChildResult, phases: Optional[Phases] = None) -> None:
+    """Load and prepare, then time or verify as the spec's role says, filling `result`
+    (and `phases` with the seconds of each step)."""
+    phases = phases or Phases()
     import torch
 
     import backends
@@ -85,6 +88,7 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
     # Before any backward of this process (counting a training iteration's FLOPs runs one):
     # the autograd engine sizes its device queues at the first, so XLA's device must exist.
     stack.initialize_process(experiment)
+    phases.mark("setup_s")
     try:
         with build_device(stack, experiment, spec.role):
             bench = suite.load(model.model_name, experiment.test, experiment.batch_size,
@@ -93,15 +97,18 @@ def run_child(spec: ChildSpec, result: ChildResult) -> None:
         raise ModelCannotRun(f"{model.model_name} does not implement {experiment.test}: "
                              f"{error}") from error
     result.batch_size_used = bench.batch_size
+    phases.mark("build_s")
     if spec.role is Role.TIME or spec.settings.verify_only:  # the children whose line it is
         result.workload = workload_of(suite, spec, bench.batch_size)
+        phases.mark("workload_s")
     result.environment["torch_settings"] = torch_settings(device_type=experiment.accelerator)
     if spec.role is Role.VERIFY:
         # Verification runs in a child of its own (see executor), never after timing: a
         # stack like torchax changes the process so that eager references would break.
         result.verdict = verification_verdict(spec, suite, stack, bench.nondeterministic_reason)
+        phases.mark("verify_s")
         return
-    time_experiment(spec, stack, bench, result)
+    time_experiment(spec, stack, bench, result, phases)
 
 
 def build_device(stack, experiment, role: Role = Role.TIME) -> ContextManager[Any]:
@@ -147,7 +154,9 @@ def pairs_with_eager(spec: ChildSpec, stack) -> bool:
             and reference.stack != stack.name)
 
 
-def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
+def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
+                    phases: Optional[Phases] = None) -> None:
+    phases = phases or Phases()
     import backends
     from runner.observers.session import ExperimentObservers
     from runner.child.timing import HOST_CLOCK, measure
@@ -166,15 +175,23 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult) -> None:
     observers.attach(prepared)
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
     card = card_watch(spec)
-    before = reference_reading(spec)
     picker = core_picker(spec)
+    phases.mark("prepare_s")
+    before = reference_reading(spec, tries=1)
+    phases.mark("reference_s")
     hooks = SettingsAtTimedCall(
         observers, lambda: torch_settings(prepared, spec.experiment.accelerator))
     timing = measure(prepared, bench, spec.settings, hooks, reference=reference, watch=watch,
                      seed=spec.experiment.seed, device_watch=card,
                      pulse=host_pulse if spec.settings.reference_workload else None,
                      core_picker=picker)
-    after = reference_reading(spec)
+    phases.mark("measure_s")
+    # What the reading guards: the timed runs, the warm-up (with its compiling) left out.
+    guarded = phases.seconds["measure_s"] - sum(timing.warmup_times) - sum(
+        timing.reference_warmup_times)
+    after = reference_reading(spec, tries=tries_for(guarded, (before or {}).get("try_s")),
+                              warm=before is None)
+    phases.mark("reference_s")
     during = pulse_reading(timing.host_pulses, before or after, spec.experiment.accelerator)
     if picker is not None:
         during = {**(during or {"device": spec.experiment.accelerator}),
@@ -234,15 +251,15 @@ def card_watch(spec: ChildSpec) -> Optional[GpuWatch]:
     return GpuWatch.for_cuda_device(uuid)
 
 
-def reference_reading(spec: ChildSpec) -> Optional[dict[str, Any]]:
-    """The reference workload's figures on the experiment's device (runner/child/reference.py),
-    or None where it has none or could not run (logged)."""
+def reference_reading(spec: ChildSpec, tries: int, warm: bool = True) -> Optional[dict[str, Any]]:
+    """The reference workload's figures on the experiment's device over `tries` tries
+    (runner/child/reference.py), or None where it has none or could not run (logged)."""
     from runner.child.reference import measure_reference
 
     if not spec.settings.reference_workload:
         return None
     try:
-        return measure_reference(spec.experiment.accelerator)
+        return measure_reference(spec.experiment.accelerator, tries, warm)
     except Exception as error:  # the experiment's line matters more than its reference
         log.warning("the reference workload could not run: %s: %s", type(error).__name__, error)
         return None
@@ -325,6 +342,7 @@ def size_compile_workers(warm_caches: bool) -> None:
 
 
 def main(argv: list[str]) -> int:
+    phases = Phases()
     die_with_parent()
     folder = Path(argv[0])
     spec = read_message(folder / SPEC_FILE, ChildSpec)
@@ -334,7 +352,7 @@ def main(argv: list[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     result = ChildResult(environment=environment_record())
     try:
-        run_child(spec, result)
+        run_child(spec, result, phases)
         result.status = Status.OK
     except ModelCannotRun as skip:
         result.status = Status.SKIPPED
@@ -343,6 +361,8 @@ def main(argv: list[str]) -> int:
         result.status = Status.FAILED
         result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc())
     result.summary["child_max_rss_bytes"] = max_rss_bytes()
+    phases.mark("finish_s")
+    result.summary["phases"] = phases.to_dict()
     try:
         write_message(folder / RESULT_FILE, result)
     except OSError as error:  # a full disk: the parent stops the sweep with this line

@@ -179,16 +179,20 @@ class ForkServer:
 
     def close(self) -> None:
         """End the server; it kills the children it still has."""
-        try:
-            self._socket.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._socket.close()
+        self.ask_to_end()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+    def ask_to_end(self) -> None:
+        """Tell the server to end (it kills its children and exits), without waiting."""
+        try:
+            self._socket.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._socket.close()
 
     def _send(self, message: dict[str, Any], fds: list[int]) -> None:
         data = json.dumps(message).encode("utf-8")
@@ -285,8 +289,46 @@ class ForkServers:
                                   "CUDA driver, so its children could not use CUDA")
         return server
 
+    def prestart(self, wanted: Sequence[tuple[Sequence[str], Mapping[str, str]]]) -> None:
+        """Start the servers of these (modules, environment) pairs that are not running, all
+        at once, and wait until they are ready: their imports share the cores instead of
+        coming one after the other in the sweep. A server that cannot start is left to
+        `server_for`, which tries again and reports it."""
+        with self._lock:
+            missing = {}
+            for modules, environment in wanted:
+                key = server_key(modules, environment)
+                if key not in self._servers:
+                    missing.setdefault(key, (tuple(modules), shared_environment(environment)))
+        if not missing:
+            return
+        started: dict[tuple, ForkServer] = {}
+
+        def start(key: tuple, modules: tuple[str, ...], environment: dict[str, str]) -> None:
+            try:
+                started[key] = ForkServer(modules, environment)
+            except ForkServerError as error:
+                log.debug("prestarting a fork server: %s", error)
+
+        threads = [threading.Thread(target=start, args=(key, *pair), daemon=True)
+                   for key, pair in missing.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for key, server in started.items():
+            with self._lock:
+                if key in self._servers:
+                    server.close()
+                    continue
+                if self._on_start is not None:
+                    self._on_start(server)
+                self._servers[key] = server
+
     def close(self) -> None:
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
+        for server in servers:  # all end at once
+            server.ask_to_end()
         for server in servers:
             server.close()

@@ -145,6 +145,9 @@ def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
                   if isinstance(r.summary.get("reference"), dict)]
     if references:
         summary["reference_processes"] = references
+    phases = [r.summary.get("phases") for _, r in good if isinstance(r.summary.get("phases"), dict)]
+    if phases:
+        summary["phases_processes"] = phases
     if all(name in r.summary for _, r in good for name in _HOST_BOUND_COUNTS):
         summary.update(host_bound_counts(
             sum(r.summary["host_bound_iterations"] for _, r in good),

@@ -60,6 +60,11 @@ def test_harness_streams_run_on_their_gpus_and_disjoint_cores(fake_harness, tmp_
     assert ran["ModelA"][0] == "4" and ran["ModelB"][0] == "6"
     assert ran["ModelA"][1] and ran["ModelB"][1]
     assert not ran["ModelA"][1] & ran["ModelB"][1]
+    # Each case's start and end, for benchmarks/sweep_cost.py.
+    for model in ("ModelA", "ModelB"):
+        start, end = map(float, (out / f"peer-huggingface-{model}-bs8-bf16-default-eval.wall")
+                         .read_text().split())
+        assert 0 <= end - start < 120
 
 
 @pytest.mark.parametrize("timing_core, wrapped", [(None, "False"), ("fastest", "True"),
@@ -129,6 +134,8 @@ def test_our_flags_reach_our_runner_after_its_own(tmp_path):
         completed.stderr[-2000:]
     assert arguments.index("--process-caches=fresh") > arguments.index("--repeat=30")
     assert "--batch-size=8" in arguments and "-k" in arguments
+    start, end, gpus = (tmp_path / "out" / "ours-timm-bs8-amp-default-eval.wall").read_text().split()
+    assert 0 <= float(end) - float(start) < 120 and gpus == "1"
     # The launching thread where TIMING_CORE puts the harness's (the scheduler by default), unless
     # OUR_FLAGS says otherwise (given after, so it wins).
     assert arguments.index("--timing-core=any") < arguments.index("--processes=5")

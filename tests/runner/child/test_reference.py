@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from runner.child.reference import (LAUNCHES, PULSE_LOOPS, REPICK_RATIO, CorePicker, host_pulse,
-                                    measure_reference, pulse_reading)
+from runner.child.reference import (LAUNCHES, PULSE_LOOPS, REFERENCE_SHARE, REPEATS, REPICK_RATIO,
+                                    CorePicker, host_pulse, measure_reference, pulse_reading,
+                                    tries_for)
 
 
 def test_the_reference_times_a_launch_loop_and_a_kernel_on_the_cpu():
@@ -16,6 +17,21 @@ def test_the_reference_times_a_launch_loop_and_a_kernel_on_the_cpu():
     # A launch costs microseconds, not nothing and not a millisecond; the kernel is short.
     assert 0.05 < figures["launch_us"] < 1000
     assert 0 < figures["kernel_ms"] < 1000
+
+
+def test_a_reading_says_its_tries_and_what_one_cost():
+    figures = measure_reference("cpu", repeats=1)
+    assert figures["tries"] == 1 and 0 < figures["try_s"] < 10
+    warm = measure_reference("cpu", repeats=2, warm=False)
+    assert warm["tries"] == 2 and warm["launches"] == LAUNCHES
+
+
+def test_the_reading_after_the_timed_runs_costs_a_share_of_them():
+    # A short process gets one try, a long one the most; a reading that gave no cost one.
+    assert tries_for(0.05, 0.02) == 1
+    assert tries_for(2 * 0.02 / REFERENCE_SHARE, 0.02) == 2
+    assert tries_for(600.0, 0.02) == REPEATS
+    assert tries_for(600.0, None) == 1
 
 
 def test_no_reference_where_the_device_has_none():

@@ -150,7 +150,9 @@ def test_a_childs_server_preloads_its_stack_then_its_suites_libraries():
     assert server_preload(hf, frozenset({("torch",), compiler})) == (
         *compiler, "transformers.modeling_utils")
     assert server_preload(timm, frozenset({compiler})) == (*compiler, "timm")
-    assert server_preload(builtin, frozenset({("torch",)})) == ("torch",)
+    # A builder suite's models come from its builder module, which the server imports too.
+    assert server_preload(builtin, frozenset({("torch",)})) == ("torch", "models.builders.builtin")
+    assert importlib.util.find_spec("models.builders.builtin") is not None
     # The suites' preloads name modules that exist here (a renamed one would stop the server).
     assert importlib.util.find_spec("transformers.modeling_utils") is not None
     assert importlib.util.find_spec("timm") is not None

@@ -250,6 +250,29 @@ def test_servers_are_reused_per_environment_and_restarted_when_gone(tmp_path):
         servers.close()
 
 
+@pytest.mark.e2e
+def test_prestarted_servers_run_side_by_side_and_are_the_ones_children_get(tmp_path):
+    started = []
+    servers = ForkServers(on_start=started.append)
+    try:
+        wanted = [(["torch"], environment(TORCHINDUCTOR_CACHE_DIR="/a")),
+                  (["torch"], environment(TORCHINDUCTOR_CACHE_DIR="/b")),  # the same server
+                  (["torch"], environment(PJRT_DEVICE="CPU"))]
+        servers.prestart(wanted)
+        assert len(started) == 2 and all(server.alive() for server in started)
+        # Both imported at once: each one's process began before the other was ready.
+        first, second = (psutil.Process(server.pid).create_time() for server in started)
+        assert abs(first - second) < 1.0
+        assert servers.server_for(["torch"], environment()) in started
+        assert servers.server_for(["torch"], environment(PJRT_DEVICE="CPU")) in started
+        servers.prestart(wanted)  # nothing more to start
+        assert len(started) == 2
+    finally:
+        servers.close()
+    for server in started:
+        assert server.process.poll() is not None  # ended, none left behind
+
+
 def warmup_counters(line):
     """Dynamo's counters after the warm-up (compilation, cache misses and all)."""
     return line["summary"]["dynamo_counters"][0]
