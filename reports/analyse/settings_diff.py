@@ -10,11 +10,10 @@ sides' experiments do). Where a line ran (`cpu_affinity`) is not a setting and i
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
-
-import jsonlines
 
 SETTINGS_KEY = "torch_settings"
 #: Where a line ran rather than how: not compared (runner/child/settings.py PLACEMENT_KEYS).
@@ -45,17 +44,48 @@ def settings_values(paths: Sequence[Path]) -> tuple[dict[str, set[str]], int]:
     settings. Lines that are not JSON objects are skipped (the loader reports them)."""
     values: dict[str, set[str]] = {}
     lines = 0
+    seen: set[str] = set()
     for path in results_files(paths):
-        with jsonlines.open(path) as reader:
-            for line in reader.iter(skip_invalid=True):
-                settings = _settings_of(line)
+        with open(path, encoding="utf-8", errors="replace") as text:
+            for raw in text:
+                settings = _settings_of_text(raw)
                 if settings is None:
                     continue
                 lines += 1
+                canonical = json.dumps(settings, sort_keys=True)
+                if canonical in seen:  # most lines of a run hold the same settings
+                    continue
+                seen.add(canonical)
                 for name, value in settings.items():
                     if name not in PLACEMENT_KEYS:
                         values.setdefault(name, set()).add(json.dumps(value, sort_keys=True))
     return values, lines
+
+
+_DECODER = json.JSONDecoder()
+_SETTINGS_MARK = re.compile(rf'"{SETTINGS_KEY}"\s*:\s*')
+
+
+def _settings_of_text(raw: str) -> dict[str, Any] | None:
+    """A line's `environment.torch_settings`. Where a whole object's line holds the key once,
+    only that object is decoded (a line is mostly metrics and summary, and decoding all of it
+    is most of the time over a large file); otherwise the whole line is."""
+    marks = _SETTINGS_MARK.finditer(raw)
+    first = next(marks, None)
+    if first is None:
+        return None
+    line = raw.strip()
+    if next(marks, None) is None and line.startswith("{") and line.endswith("}"):
+        try:
+            value, _ = _DECODER.raw_decode(raw, first.end())
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            return value
+    try:
+        return _settings_of(json.loads(raw))
+    except ValueError:
+        return None
 
 
 def _settings_of(line: Any) -> dict[str, Any] | None:
