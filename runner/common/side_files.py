@@ -12,7 +12,6 @@ raises but for the file's shape being the caller's bug.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -20,6 +19,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Generic, Mapping, Optional, TypeVar
+
+from core import strict_json
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,7 @@ def read_side_file(path: Path, shape: Callable[[Any], T], what: str,
     try:
         if len(data) > max_bytes:
             raise ShapeError(f"larger than {max_bytes} bytes")
-        value = shape(json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys,
-                                 parse_constant=None if constants else _no_constant))
+        value = shape(strict_json.loads(data.decode("utf-8"), constants=constants))
     except (ValueError, RecursionError) as error:  # ShapeError, JSON's and UTF-8's errors
         reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
         return SideRead(None, _set_aside(path, what, reason[:200]))
@@ -86,19 +86,6 @@ def _set_aside(path: Path, what: str, reason: str) -> str:
     warning = f"{what} {path} does not fit its shape ({reason}); {done}"
     log.warning("%s", warning)
     return warning
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ShapeError(f"the key {key[:60]!r} is given twice")
-        found[key] = value
-    return found
-
-
-def _no_constant(name: str) -> Any:
-    raise ShapeError(f"{name} is not a JSON number")
 
 
 # Small shape checks the side files' shapes are made of.

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 import backends
+from core import strict_json
 from core.config import (
     DEFAULT_DYNAMO,
     ExperimentConfig,
@@ -454,8 +455,7 @@ def config_json(planned: PlannedExperiment) -> tuple[str, str]:
 
 def _json_object(text: str, flag: str) -> dict[str, Any]:
     try:
-        value = json.loads(text, parse_constant=_refuse_constant,
-                           object_pairs_hook=_refuse_duplicates)
+        value = strict_json.loads(text)
     except json.JSONDecodeError as error:
         raise MatrixError(f"{flag} is not valid JSON: {error}") from None
     except ValueError as error:
@@ -465,19 +465,6 @@ def _json_object(text: str, flag: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise MatrixError(f"{flag} must be a JSON object, not {type(value).__name__}")
     return value
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ValueError(f"the key {shown_value(key)!r} is given twice")
-        found[key] = value
-    return found
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def experiment_from_json(text: str, base: Optional[Mapping[str, Any]] = None) -> ExperimentConfig:
