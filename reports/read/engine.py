@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 #: Bumped whenever the normalised columns change meaning: older caches are rebuilt (and so
 #: are those of another field table: `SCHEMA_VERSION` holds a digest of the columns' SQL).
-_COLUMNS_VERSION = 7
+_COLUMNS_VERSION = 8
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
@@ -83,7 +83,8 @@ def _field_type(spec: Field) -> str:
 
 
 READ_COLUMNS: dict[str, Any] = {
-    "schema_version": _D,
+    # As JSON, so that a version that is no number ("abc") is seen, not read as NULL.
+    "schema_version": "JSON",
     "model": {spec.key: _field_type(spec) for spec in identity_fields(MODEL)},
     "experiment": {
         **{spec.key: _field_type(spec) for spec in identity_fields(EXPERIMENT)},
@@ -211,7 +212,7 @@ def _sql_literal(value: Any) -> str:
 #: Whether a line holds the requested batch size in `requested_batch_size` (the batch size
 #: used in `batch_size`): lines of version 2, and lines of version 1 written since the line
 #: had `finished_at`, which came in with it; older lines held the requested one in batch_size.
-_HAS_REQUESTED = f"(schema_version >= {LINE_SCHEMA_VERSION} OR finished_at IS NOT NULL)"
+_HAS_REQUESTED = f"(TRY_CAST(schema_version AS DOUBLE) >= {LINE_SCHEMA_VERSION} OR finished_at IS NOT NULL)"
 
 
 def _value(spec: Field) -> str:
@@ -301,8 +302,9 @@ _COUNTED_TFLOPS = "workload.flops_per_iteration / list_aggregate(_times, 'median
 #: The normalised columns, computed from the typed read in the same pass: (name, SQL).
 _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("kind", f"""CASE WHEN {_ALL_NULL} THEN 2
-         WHEN schema_version IS NOT NULL AND NOT (schema_version BETWEEN 1 AND {MAX_SCHEMA_VERSION}
-              AND schema_version = floor(schema_version)) THEN 2
+         WHEN schema_version IS NOT NULL AND NOT (json_type(schema_version) IN ('UBIGINT', 'BIGINT', 'DOUBLE')
+              AND TRY_CAST(schema_version AS DOUBLE) BETWEEN 1 AND {MAX_SCHEMA_VERSION}
+              AND TRY_CAST(schema_version AS DOUBLE) = floor(TRY_CAST(schema_version AS DOUBLE))) THEN 2
          WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN 1
          ELSE 0 END"""),
     ("run", """COALESCE(run_id, '')"""),

@@ -81,7 +81,7 @@ def test_times_no_iteration_takes_are_no_samples(write_results, capsys, times):
     assert "no valid time per iteration" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("version", ["-1", str(2**80), "2.5", "0"])
+@pytest.mark.parametrize("version", ["-1", str(2**80), "2.5", "0", "\"abc\"", "[2]"])
 def test_a_schema_version_that_is_no_version_is_a_bad_line(write_results, capsys, version):
     line = json.dumps(craft_line("cnn", times=[0.01]))
     odd = line.replace('"schema_version": 2', f'"schema_version": {version}')
