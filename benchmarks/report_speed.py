@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.results_file import read_results  # noqa: E402
+
 MODELS = 200
 #: Experiments per model and run (2,000 lines a night, as the dashboard's nightly runs).
 CONFIGURATIONS = 10
@@ -49,14 +51,9 @@ _MODEL, _RUN, _FINGERPRINT, _START, _END, _TIMES = (
 def sample_lines(path: Path) -> list[dict]:
     """The usable lines of a real results file (one per experiment: the latest)."""
     latest: dict[str, dict] = {}
-    with open(path, encoding="utf-8") as lines:
-        for text in lines:
-            try:
-                line = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(line, dict) and isinstance(line.get("model"), dict):
-                latest[line.get("fingerprint") or str(len(latest))] = line
+    for line in read_results(path).lines:
+        if isinstance(line.get("model"), dict):
+            latest[line.get("fingerprint") or str(len(latest))] = line
     if not latest:
         raise SystemExit(f"no results line in {path}")
     return list(latest.values())

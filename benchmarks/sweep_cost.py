@@ -41,7 +41,6 @@ the runner record in every line (runner/common/phases.py: `summary.phases`,
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -55,6 +54,8 @@ from typing import Any, Optional
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from core.results_file import read_results  # noqa: E402
 
 #: The CPU cases: PyTorch/XLA's dummy suite, eager and PJRT (lazy tensor), eval and train in
 #: one sweep; then the builtin suite's mlp, eager, eval (ours only has the builtin suite).
@@ -165,19 +166,6 @@ def attribute(cases: list[Case], runner_start: Optional[float], runner_end: Opti
             case.parts["start"] = share
 
 
-def read_lines(path: Path) -> list[dict[str, Any]]:
-    lines = []
-    with open(path, encoding="utf-8") as text:
-        for row in text:
-            try:
-                line = json.loads(row)
-            except ValueError:
-                continue
-            if isinstance(line, dict):
-                lines.append(line)
-    return lines
-
-
 def parts_table(cases: list[Case], others: Optional[dict[str, float]] = None,
                 other_name: str = "") -> str:
     """One row per case: its wall, the other tool's and their ratio where given, its parts."""
@@ -256,7 +244,7 @@ def cpu(options: argparse.Namespace) -> int:
             print(f"\nours / theirs, pair by pair: median {statistics.median(ratios):.3f} "
                   f"(min {min(ratios):.3f}, max {max(ratios):.3f})\n")
             path, start, end = last
-            found = [c for c in map(case_of, read_lines(path)) if c is not None] if path.exists() else []
+            found = [c for c in map(case_of, read_results(path).lines) if c is not None] if path.exists() else []
             attribute(found, start, end)
             print("ours, the last round's sweep, seconds per experiment:\n")
             print(parts_table(found))
@@ -306,7 +294,7 @@ def gpu_report(outs: list[Path]) -> int:
     cases, theirs = [], {}
     for out in outs:
         walls = harness_walls(out)
-        lines = read_lines(out / "ours" / "results.jsonl") if (out / "ours" / "results.jsonl").exists() else []
+        lines = read_results(out / "ours" / "results.jsonl").lines if (out / "ours" / "results.jsonl").exists() else []
         invocations = invocation_walls(out)
         found = []
         for line in lines:
@@ -351,7 +339,7 @@ def gpu(options: argparse.Namespace) -> int:
 
 
 def parts(options: argparse.Namespace) -> int:
-    found = [c for c in map(case_of, read_lines(options.results)) if c is not None]
+    found = [c for c in map(case_of, read_results(options.results).lines) if c is not None]
     if options.runner_wall:
         for start, end, gpus in invocation_walls(options.runner_wall):
             attribute([c for c in found if start <= c.start <= end], start, end, gpus)

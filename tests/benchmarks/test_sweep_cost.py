@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.sweep_cost import PARTS, attribute, case_of, main, read_lines
+from benchmarks.sweep_cost import PARTS, attribute, case_of, main
+from core.results_file import read_results
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,7 @@ def test_the_parts_of_each_case_add_up_to_the_sweep(tmp_path, capsys):
                     "--repeat=2", "--warmup=1", "--processes=2", "--no-progress",
                     f"--output-dirname={out}"], check=True, capture_output=True, timeout=600)
     end = time.time()
-    lines = read_lines(out / "results.jsonl")
+    lines = read_results(out / "results.jsonl").lines
     cases = [case_of(line) for line in lines]
     assert len(cases) == 2 and all(cases)
     attribute(cases, start, end)
