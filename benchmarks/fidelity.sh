@@ -31,6 +31,11 @@
 # benchmarks/sweep_cost.py compares the two tools' cost with them).
 # TOOLS=harness or TOOLS=ours runs one tool only (default both), so that two invocations, each
 # pinned to its own GPUs and cores, can run different cases files side by side into one OUT_DIR.
+# LOCKSTEP=1 (with as many HARNESS_GPUS as OUR_GPUS): both tools run each case at the same
+# time, lane k on the k-th GPU of each list (each tool on its own cores), the lane's next case
+# once both have ended; ours in one invocation per case (ours-case-*). A host whose speed moves
+# over minutes then meets both tools alike on every case; without it each tool goes at its own
+# pace and a case's two figures can be minutes apart.
 # OUR_FLAGS: more flags for our runner, words split on spaces (say "--processes=5
 # --process-caches=fresh"); a flag not given keeps its default.
 # TIMING_CORE: where both tools' launching threads run while they time (default any).
@@ -53,6 +58,7 @@ harness_gpus=${HARNESS_GPUS:-${HARNESS_GPU:-}}
 our_gpus=${OUR_GPUS:-}
 tools=${TOOLS:-both}
 timing_core=${TIMING_CORE:-any}
+lockstep=${LOCKSTEP:-0}
 read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
 case "$timing_core" in
@@ -72,36 +78,42 @@ case_lines() {
   done
 }
 
+# harness_case SUITE MODEL BATCH PRECISION MODE TEST: the harness on one case, plainly (a case
+# with a CSV already in OUT_DIR is left as it is).
+harness_case() {
+  local suite=$1 model=$2 batch=$3 precision=$4 mode=$5 test=$6 peer_model=$2 script
+  case "$suite" in
+    huggingface) script=huggingface.py ;;
+    timm) script=timm_models.py
+      # The harness names some timm models with their pretrained tag (name.tag).
+      peer_model=$(awk -v m="$model" '$1 == m || index($1, m ".") == 1 {print $1; exit}' \
+        "$harness/timm_models_list.txt")
+      peer_model=${peer_model:-$model} ;;
+    *) echo "unknown suite $suite" >&2; return ;;
+  esac
+  # The case's precision, test, batch size and mode as the harness's flags.
+  flags_text=$("$python" "$root/benchmarks/fidelity_cases.py" --flags harness "$precision" \
+    "$mode" "$test" "$batch" </dev/null) || { echo "not a case: $suite $model $batch $precision $mode $test" >&2; return; }
+  read -r -a peer_flags <<< "$flags_text"
+  name="$suite-$model-bs$batch-$precision-$mode-$test"
+  echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
+  [ -s "$out/peer-$name.csv" ] && return
+  started=$(date +%s.%N)
+  (cd "$harness" && "${harness_launcher[@]}" "$script" --performance \
+      "${peer_flags[@]}" --backend inductor --device cuda --only "$peer_model" \
+      --cold-start-latency --repeat "$repeat" \
+      --output "$out/peer-$name.csv" >"$out/peer-$name.log" 2>&1) \
+    || echo "harness failed on $name: see peer-$name.log" >&2
+  # The case's wall, start and end (benchmarks/sweep_cost.py reads it).
+  echo "$started $(date +%s.%N)" > "$out/peer-$name.wall"
+}
+
 # run_harness [STREAM STREAMS]: the cases, or every STREAMS-th of them from the STREAM-th (0-based).
 run_harness() {
   local stream=${1:-0} streams=${2:-1}
   case_lines | awk -v k="$stream" -v n="$streams" '(NR - 1) % n == k' |
   while read -r suite model batch precision mode test; do
-    peer_model=$model
-    case "$suite" in
-      huggingface) script=huggingface.py ;;
-      timm) script=timm_models.py
-        # The harness names some timm models with their pretrained tag (name.tag).
-        peer_model=$(awk -v m="$model" '$1 == m || index($1, m ".") == 1 {print $1; exit}' \
-          "$harness/timm_models_list.txt")
-        peer_model=${peer_model:-$model} ;;
-      *) echo "unknown suite $suite" >&2; continue ;;
-    esac
-    # The case's precision, test, batch size and mode as the harness's flags.
-    flags_text=$("$python" "$root/benchmarks/fidelity_cases.py" --flags harness "$precision" \
-      "$mode" "$test" "$batch" </dev/null) || { echo "not a case: $suite $model $batch $precision $mode $test" >&2; continue; }
-    read -r -a peer_flags <<< "$flags_text"
-    name="$suite-$model-bs$batch-$precision-$mode-$test"
-    echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
-    [ -s "$out/peer-$name.csv" ] && continue
-    started=$(date +%s.%N)
-    (cd "$harness" && "${harness_launcher[@]}" "$script" --performance \
-        "${peer_flags[@]}" --backend inductor --device cuda --only "$peer_model" \
-        --cold-start-latency --repeat "$repeat" \
-        --output "$out/peer-$name.csv" >"$out/peer-$name.log" 2>&1) \
-      || echo "harness failed on $name: see peer-$name.log" >&2
-    # The case's wall, start and end (benchmarks/sweep_cost.py reads it).
-    echo "$started $(date +%s.%N)" > "$out/peer-$name.wall"
+    harness_case "$suite" "$model" "$batch" "$precision" "$mode" "$test"
   done
 }
 
@@ -154,6 +166,42 @@ run_ours() {
   done
 }
 
+# ours_case GPU SUITE MODEL BATCH PRECISION MODE TEST: our runner on one case, on one GPU, in an
+# invocation of its own (its start-up counted in the case's wall: ours-case-NAME.wall).
+ours_case() {
+  local gpu=$1 suite=$2 model=$3 batch=$4 precision=$5 mode=$6 test=$7
+  local name="$suite-$model-bs$batch-$precision-$mode-$test" batch_flag=()
+  echo "$(default_batches "$suite")" | grep -qx "$model $batch" || batch_flag=(--batch-size="$batch")
+  echo "== ours: $suite $model bs=$batch $precision $mode $test" >&2
+  started=$(date +%s.%N)
+  (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" -k "^$model\$" \
+      --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" --test="$test" \
+      --precision="$precision" "${batch_flag[@]}" --repeat="$repeat" --warmup=3 \
+      --jobs=1 --devices="$gpu" --timing-core="$timing_core" "${our_flags[@]}" --no-progress \
+      --output-dirname="$out/ours" >>"$out/ours-case-$name.log" 2>&1) \
+    || echo "ours failed on $name: see ours-case-$name.log" >&2
+  echo "$started $(date +%s.%N) 1" > "$out/ours-case-$name.wall"
+}
+
+# run_lockstep: lane k of the GPU pairs (HARNESS_GPUS[k], OUR_GPUS[k]) takes every n-th case
+# from the k-th; both tools start each case together, each on its GPU and cores, and the lane's
+# next case starts when both have ended. So both time a case in the same minutes of the host.
+run_lockstep() {
+  local lanes=${#harness_list[@]} lane
+  for lane in $(seq 0 $(( lanes - 1 ))); do
+    ( case_lines | awk -v k="$lane" -v n="$lanes" '(NR - 1) % n == k' |
+      while read -r suite model batch precision mode test; do
+        ( pin "${shares[$lane]:-}"
+          CUDA_VISIBLE_DEVICES=${harness_list[$lane]} \
+            harness_case "$suite" "$model" "$batch" "$precision" "$mode" "$test" ) &
+        ( pin "${shares[$(( lanes + lane ))]:-}"
+          ours_case "${our_list[$lane]}" "$suite" "$model" "$batch" "$precision" "$mode" "$test" ) &
+        wait
+      done ) &
+  done
+  wait
+}
+
 # pin LIST: this (sub)shell, and so what it starts, on the CPUs of LIST (taskset).
 pin() {
   [ -n "$1" ] && command -v taskset >/dev/null && taskset -cp "$1" "$BASHPID" >/dev/null
@@ -181,7 +229,14 @@ harness_streams() {
   done
 }
 
-if [ "$tools" = harness ]; then
+if [ "$lockstep" = 1 ]; then
+  IFS=, read -ra harness_list <<< "$harness_gpus"
+  IFS=, read -ra our_list <<< "$our_gpus"
+  [ "${#harness_list[@]}" -gt 0 ] && [ "${#harness_list[@]}" = "${#our_list[@]}" ] \
+    || { echo "LOCKSTEP=1 needs as many HARNESS_GPUS as OUR_GPUS (one pair a lane)" >&2; exit 2; }
+  mapfile -t shares < <(core_shares $(( 2 * ${#harness_list[@]} )))
+  run_lockstep
+elif [ "$tools" = harness ]; then
   # One stream per GPU of HARNESS_GPUS (the machine's first GPU without it).
   IFS=, read -ra harness_list <<< "${harness_gpus:-0}"
   mapfile -t shares < <(core_shares "${#harness_list[@]}")

@@ -139,3 +139,88 @@ def test_our_flags_reach_our_runner_after_its_own(tmp_path):
     # The launching thread where TIMING_CORE puts the harness's (the scheduler by default), unless
     # OUR_FLAGS says otherwise (given after, so it wins).
     assert arguments.index("--timing-core=any") < arguments.index("--processes=5")
+
+
+# Stands in for our runner under LOCKSTEP: python itself, except that a sweep
+# (experiment_runner.py without --list-models) records its GPU, cores, flags and start, sleeps,
+# and records its end.
+FAKE_PYTHON = '''#!/usr/bin/env bash
+if [ "$1" = experiment_runner.py ] && [[ " $* " != *" --list-models "* ]]; then
+  log="$FAKE_OURS_LOG"
+  echo "start $(date +%s.%N) $(python3 -c 'import os; print(",".join(map(str, sorted(os.sched_getaffinity(0)))))') $*" >> "$log"
+  sleep 1
+  echo "end $(date +%s.%N)" >> "$log"
+  exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+'''
+
+SLOW_HARNESS = FAKE_HARNESS + '''
+import time
+with open(output, "a") as file:
+    file.write(f"{time.time()}\\n")
+time.sleep(1)
+with open(output, "a") as file:
+    file.write(f"{time.time()}\\n")
+'''
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to split")
+def test_lockstep_starts_both_tools_on_each_case_together(tmp_path):
+    harness = tmp_path / "harness"
+    harness.mkdir()
+    (harness / "huggingface.py").write_text(SLOW_HARNESS)
+    (harness / "common.py").write_text("def timed(*args, **kwargs):\n    return 0.0\n")
+    fake_python = tmp_path / "python"
+    fake_python.write_text(FAKE_PYTHON)
+    fake_python.chmod(0o755)
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n"
+                     "huggingface ModelB 4 fp16 cudagraphs train\n")
+    out = tmp_path / "out"
+    ours_log = tmp_path / "ours.log"
+    environment = {**os.environ, "LOCKSTEP": "1", "HARNESS_GPUS": "5", "OUR_GPUS": "7",
+                   "PYTHON": str(fake_python), "REAL_PYTHON": sys.executable,
+                   "FAKE_OURS_LOG": str(ours_log), "PYTHONPATH": str(ROOT)}
+    completed = subprocess.run(["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(harness),
+                                str(out), str(cases)], env=environment, capture_output=True,
+                               text=True, timeout=120)
+    ours = ours_log.read_text().splitlines()
+    assert len(ours) == 4, (ours, completed.stderr[-2000:])
+    harness_runs = {}
+    for model in ("ModelA", "ModelB"):
+        path = next(out.glob(f"peer-huggingface-{model}-*.csv"))
+        head, start, end = path.read_text().splitlines()
+        device, cores, _, _ = head.split(";")
+        harness_runs[model] = (device, set(cores.split(",")), float(start), float(end))
+    ours_runs = [(line.split()[1], ours[index + 1].split()[1]) for index, line in
+                 enumerate(ours) if line.startswith("start ")]
+    (a_start, a_end), (b_start, b_end) = [(float(s), float(e)) for s, e in ours_runs]
+    # Each case: both tools start within a moment of each other...
+    assert abs(harness_runs["ModelA"][2] - a_start) < 0.9
+    assert abs(harness_runs["ModelB"][2] - b_start) < 0.9
+    # ...and the next case starts only once both tools ended the previous one.
+    assert b_start >= max(a_end, harness_runs["ModelA"][3]) - 0.05
+    assert harness_runs["ModelB"][2] >= max(a_end, harness_runs["ModelA"][3]) - 0.05
+    # Each tool on its own GPU and on cores the other does not use.
+    first = ours[0].split()
+    our_cores = set(first[2].split(","))
+    assert harness_runs["ModelA"][0] == "5" and "--devices=7" in first
+    assert not our_cores & harness_runs["ModelA"][1]
+    # The case's own flags, one invocation per case, and each case's wall for sweep_cost.py.
+    assert "-k ^ModelA$" in ours[0] and "--batch-size=8" in ours[0]
+    assert "--mode=cudagraphs" in ours[2] and "--test=train" in ours[2]
+    for name in ("huggingface-ModelA-bs8-bf16-default-eval",
+                 "huggingface-ModelB-bs4-fp16-cudagraphs-train"):
+        start, end, gpus = (out / f"ours-case-{name}.wall").read_text().split()
+        assert gpus == "1" and float(end) - float(start) >= 1
+        assert (out / f"peer-{name}.wall").exists()
+
+
+def test_lockstep_needs_pairs_of_gpus(fake_harness, tmp_path):
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    completed = run_fake_harness(fake_harness, tmp_path / "out", cases, TOOLS="both",
+                                 LOCKSTEP="1", HARNESS_GPUS="0,1", OUR_GPUS="2")
+    assert completed.returncode == 2
+    assert "LOCKSTEP=1 needs as many HARNESS_GPUS as OUR_GPUS" in completed.stderr

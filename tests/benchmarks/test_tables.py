@@ -21,6 +21,7 @@ FIDELITY_DOC = ROOT / "docs" / "fidelity.md"
 #: Each kept folder whose table a document publishes, with that document: the drawn cases
 #: in docs/fidelity.md, the whole lists in their folder's README (the doc gives its counts).
 PUBLISHED = {"2026-11-28-h200x4-drawn-seed7301": FIDELITY_DOC,
+             "2026-11-28-h200x4-lockstep-seed7301": FIDELITY_DOC,
              "2026-11-28-h200x4-whole-lists": TABLES / "2026-11-28-h200x4-whole-lists" / "README.md"}
 
 
@@ -68,5 +69,6 @@ def test_every_kept_folder_is_text_with_a_readme():
         assert (folder / "README.md").is_file(), folder
         for path in folder.rglob("*"):
             if path.is_file():
-                assert path.suffix in {".md", ".txt", ".csv", ".jsonl"}, path
+                # .wall: a case's start and end, two numbers (benchmarks/fidelity.sh)
+                assert path.suffix in {".md", ".txt", ".csv", ".jsonl", ".wall"}, path
                 path.read_text()  # text, not an archive
