@@ -216,10 +216,40 @@ def is_host_bound(line: Optional[dict]) -> bool:
     return bool((line or {}).get("summary", {}).get("host_bound"))
 
 
+#: Host pulses this many times apart read two states of the host (docs/timing.md: the
+#: slow-period bound, runner/run/slow_periods.py).
+HOST_STATES_APART = 1.3
+
+
+def host_states(summary: dict) -> str:
+    """Our processes' eager and compiled medians beside each one's host pulse (the median
+    of its pulses during the timed runs), when the pulses read the host in two states
+    (HOST_STATES_APART): the figures that follow the pulse are the host's speed, measured
+    process by process. Empty otherwise, or without the readings."""
+    processes = summary.get("processes") or {}
+    compiled = processes.get("medians") or []
+    eager = processes.get("eager_medians") or []
+    pulses = [((reference or {}).get("during") or {}).get("host_ms")
+              for reference in summary.get("reference_processes") or []]
+    if (len(pulses) < 2 or len(pulses) != len(compiled)
+            or not all(isinstance(p, (int, float)) and p > 0 for p in pulses)
+            or max(pulses) < HOST_STATES_APART * min(pulses)):
+        return ""
+
+    def milliseconds(values: list) -> str:
+        return "/".join(f"{value * 1e3:.2f}" for value in values)
+
+    text = f"ours' processes {milliseconds(compiled)} ms"
+    if len(eager) == len(compiled):
+        text += f" (eager {milliseconds(eager)})"
+    return text + " at host pulses " + "/".join(f"{pulse:.2f}" for pulse in pulses) + " ms"
+
+
 def evidence(line: Optional[dict], theirs: list[tuple[float, float]],
              fresh: tuple[int, int] = (0, 0)) -> str:
     """What our line and the harness's runs say about a row that disagrees: host-bound or
-    not, our processes' spread and timing variation, the range of the harness's runs and
+    not, our processes' spread and timing variation, their figures beside the host's state
+    when it changed between them (host_states), the range of the harness's runs and
     how many of them compiled afresh (`fresh`: afresh, with a compile time)."""
     summary = (line or {}).get("summary", {})
     parts = []
@@ -235,6 +265,9 @@ def evidence(line: Optional[dict], theirs: list[tuple[float, float]],
     if isinstance(variation, (int, float)):
         parts.append(f"timing variation {variation:.1%}"
                      + (" (flagged unreliable)" if summary.get("unreliable") else ""))
+    states = host_states(summary)
+    if states:
+        parts.append(states)
     if len(theirs) > 1:
         latencies = [latency for latency, _ in theirs]
         speedups = [speedup for _, speedup in theirs]

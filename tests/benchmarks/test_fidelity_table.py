@@ -273,3 +273,36 @@ def test_a_table_of_drawn_cases_names_their_seed(tmp_path, capsys):
                      "timm mobilenetv2_100 128 amp default eval\n")
     assert fidelity_table.main(tmp_path, cases) == 0
     assert "Cases: seed 4711: 1 cases drawn" in capsys.readouterr().out
+
+
+def test_a_row_that_disagrees_shows_our_processes_beside_the_host_state(tmp_path, capsys):
+    """When ours' processes' host pulses read two states of the host (1.3 times apart), the
+    row names each process's figures with its pulse: the slow-host process is the measured
+    cause; pulses in one state add nothing."""
+    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    line = our_line("eval", 0.0073, 2.04, 10**11)
+    line["summary"]["processes"].update(medians=[0.00322, 0.00369, 0.00323],
+                                        eager_medians=[0.00656, 0.01197, 0.0066])
+    line["summary"]["reference_processes"] = [{"during": {"host_ms": pulse}}
+                                              for pulse in (0.66, 1.03, 0.64)]
+    steady = our_line("train", 0.0073, 2.04, 10**11)
+    steady["summary"]["processes"].update(medians=[0.0035, 0.0036, 0.0037],
+                                          eager_medians=[0.0071, 0.0073, 0.0075])
+    steady["summary"]["reference_processes"] = [{"during": {"host_ms": pulse}}
+                                                for pulse in (0.61, 0.66, 0.70)]
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "results.jsonl").write_text(json.dumps(line) + "\n"
+                                                     + json.dumps(steady) + "\n")
+    for test in ("eval", "train"):
+        (tmp_path / f"peer-timm-mobilenetv2_100-amp-default-{test}.csv").write_text(
+            header + "cuda,mobilenetv2_100,128,3.39,3.28,1,0\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 128 amp default eval\n"
+                     "timm mobilenetv2_100 128 amp default train\n")
+    assert fidelity_table.main(tmp_path, cases) == 0
+    out = capsys.readouterr().out
+    evaluation = next(text for text in out.splitlines() if text.startswith("- mobilenetv2_100 eval"))
+    assert evaluation.endswith("; ours' processes 3.22/3.69/3.23 ms (eager 6.56/11.97/6.60) "
+                               "at host pulses 0.66/1.03/0.64 ms")
+    training = next(text for text in out.splitlines() if text.startswith("- mobilenetv2_100 train"))
+    assert "host pulses" not in training
