@@ -31,11 +31,12 @@
 # benchmarks/sweep_cost.py compares the two tools' cost with them).
 # TOOLS=harness or TOOLS=ours runs one tool only (default both), so that two invocations, each
 # pinned to its own GPUs and cores, can run different cases files side by side into one OUT_DIR.
-# LOCKSTEP=1 (with as many HARNESS_GPUS as OUR_GPUS): both tools run each case at the same
-# time, lane k on the k-th GPU of each list (each tool on its own cores), the lane's next case
-# once both have ended; ours in one invocation per case (ours-case-*). A host whose speed moves
-# over minutes then meets both tools alike on every case; without it each tool goes at its own
-# pace and a case's two figures can be minutes apart.
+# LOCKSTEP=1 (with as many HARNESS_GPUS as OUR_GPUS; the default when both tools run and the
+# lists are that long): both tools run each case at the same time, lane k on the k-th GPU of
+# each list (each tool on its own cores), the lane's next case once both have ended; ours in
+# one invocation per case (ours-case-*). A host whose speed moves over minutes then meets both
+# tools alike on every case. LOCKSTEP=0: each tool goes at its own pace (ours in one invocation
+# per group of cases, as a sweep runs), and a case's two figures can be minutes apart.
 # OUR_FLAGS: more flags for our runner, words split on spaces (say "--processes=5
 # --process-caches=fresh"); a flag not given keeps its default.
 # TIMING_CORE: where both tools' launching threads run while they time (default any).
@@ -58,7 +59,7 @@ harness_gpus=${HARNESS_GPUS:-${HARNESS_GPU:-}}
 our_gpus=${OUR_GPUS:-}
 tools=${TOOLS:-both}
 timing_core=${TIMING_CORE:-any}
-lockstep=${LOCKSTEP:-0}
+lockstep=${LOCKSTEP:-auto}
 read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
 case "$timing_core" in
@@ -229,6 +230,17 @@ harness_streams() {
   done
 }
 
+case "$lockstep" in
+  auto) # the default: lockstep where both tools run and each has as many GPUs as the other
+    lockstep=0
+    if [ "$tools" = both ] && [ -n "$harness_gpus" ] && [ -n "$our_gpus" ] \
+        && [ "$(echo "$harness_gpus" | tr ',' '\n' | grep -c .)" = \
+             "$(echo "$our_gpus" | tr ',' '\n' | grep -c .)" ]; then
+      lockstep=1
+    fi ;;
+  0|1) ;;
+  *) echo "LOCKSTEP must be 0 or 1, not '$lockstep'" >&2; exit 2 ;;
+esac
 if [ "$lockstep" = 1 ]; then
   IFS=, read -ra harness_list <<< "$harness_gpus"
   IFS=, read -ra our_list <<< "$our_gpus"

@@ -166,7 +166,9 @@ with open(output, "a") as file:
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to split")
-def test_lockstep_starts_both_tools_on_each_case_together(tmp_path):
+@pytest.mark.parametrize("lockstep", ["1", None])
+def test_lockstep_starts_both_tools_on_each_case_together(tmp_path, lockstep):
+    """LOCKSTEP=1, and the default when both tools run with as many GPUs each."""
     harness = tmp_path / "harness"
     harness.mkdir()
     (harness / "huggingface.py").write_text(SLOW_HARNESS)
@@ -179,9 +181,11 @@ def test_lockstep_starts_both_tools_on_each_case_together(tmp_path):
                      "huggingface ModelB 4 fp16 cudagraphs train\n")
     out = tmp_path / "out"
     ours_log = tmp_path / "ours.log"
-    environment = {**os.environ, "LOCKSTEP": "1", "HARNESS_GPUS": "5", "OUR_GPUS": "7",
+    environment = {**{k: v for k, v in os.environ.items() if k not in ("LOCKSTEP", "TOOLS")},
+                   "HARNESS_GPUS": "5", "OUR_GPUS": "7",
                    "PYTHON": str(fake_python), "REAL_PYTHON": sys.executable,
-                   "FAKE_OURS_LOG": str(ours_log), "PYTHONPATH": str(ROOT)}
+                   "FAKE_OURS_LOG": str(ours_log), "PYTHONPATH": str(ROOT),
+                   **({"LOCKSTEP": lockstep} if lockstep else {})}
     completed = subprocess.run(["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(harness),
                                 str(out), str(cases)], env=environment, capture_output=True,
                                text=True, timeout=120)
@@ -224,3 +228,12 @@ def test_lockstep_needs_pairs_of_gpus(fake_harness, tmp_path):
                                  LOCKSTEP="1", HARNESS_GPUS="0,1", OUR_GPUS="2")
     assert completed.returncode == 2
     assert "LOCKSTEP=1 needs as many HARNESS_GPUS as OUR_GPUS" in completed.stderr
+
+
+@pytest.mark.parametrize("value", ["yes", "2"])
+def test_a_lockstep_value_that_is_not_0_or_1_is_named(fake_harness, tmp_path, value):
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    completed = run_fake_harness(fake_harness, tmp_path / "out", cases, LOCKSTEP=value)
+    assert completed.returncode == 2
+    assert f"LOCKSTEP must be 0 or 1, not '{value}'" in completed.stderr
