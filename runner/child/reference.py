@@ -159,28 +159,68 @@ def _pin_this_thread(cores: Sequence[int]) -> None:
     os.sched_setaffinity(0, set(cores))
 
 
+#: The name torch gives autograd's device threads ("pt_autograd_<device>"): on CUDA a
+#: backward pass's kernels are launched from them, not from the thread that calls backward.
+AUTOGRAD_THREAD_PREFIX = "pt_autograd_"
+
+
+def autograd_threads() -> list[int]:
+    """The thread ids of this process's autograd device threads (Linux: /proc/self/task;
+    none elsewhere, or before a first backward pass on a device made them)."""
+    found = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as file:
+                name = file.read().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        if name.startswith(AUTOGRAD_THREAD_PREFIX):
+            found.append(int(task))
+    return found
+
+
+def _pin_thread(thread: int, cores: Sequence[int]) -> None:
+    try:
+        os.sched_setaffinity(thread, set(cores))
+    except OSError:  # the thread ended meanwhile
+        pass
+
+
 @dataclass
 class CorePicker:
     """Pins the calling thread to the core of `cores` where the host pulse runs fastest, and
     moves it when a later pulse says that core slowed down; `release` gives it `cores` back.
-    `picks` records each pick: the core, its pulse and the scan's median pulse (ms)."""
+    The threads that launch work on the calling thread's behalf (`companions`: autograd's
+    device threads, which launch a backward pass's kernels while the calling thread waits)
+    go with it to each pick and back at `release`. `picks` records each pick: the core, its
+    pulse, the scan's median pulse (ms) and how many companions went with it."""
 
     cores: tuple[int, ...]
     pulse: Callable[[], float] = host_pulse
     pin: Callable[[Sequence[int]], None] = _pin_this_thread
     rounds: int = PICK_ROUNDS
     picks: list[dict[str, Any]] = field(default_factory=list)
+    companions: Callable[[], list[int]] = autograd_threads
+    pin_companion: Callable[[int, Sequence[int]], None] = _pin_thread
 
     def pick(self) -> int:
-        """Scan the cores, stay on the fastest; returns it."""
+        """Scan the cores, stay on the fastest (with the companions); returns it."""
         readings = {}
         for core in self.cores:
             self.pin((core,))
             readings[core] = min(self.pulse() for _ in range(self.rounds))
         core = min(readings, key=readings.__getitem__)
         self.pin((core,))
+        companions = self.companions()
+        for thread in companions:
+            self.pin_companion(thread, (core,))
         self.picks.append({"core": core, "pulse_ms": readings[core],
-                           "scan_median_ms": statistics.median(readings.values())})
+                           "scan_median_ms": statistics.median(readings.values()),
+                           "companions": len(companions)})
         return core
 
     def slowed(self, pulse_ms: float) -> bool:
@@ -194,6 +234,8 @@ class CorePicker:
 
     def release(self) -> None:
         self.pin(self.cores)
+        for thread in self.companions():
+            self.pin_companion(thread, self.cores)
 
     def record(self) -> dict[str, Any]:
         """What the line keeps: the picks, in order."""

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from runner.child.reference import (LAUNCHES, PULSE_LOOPS, REFERENCE_SHARE, REPEATS, REPICK_RATIO,
-                                    CorePicker, host_pulse, measure_reference, pulse_reading,
-                                    tries_for)
+                                    CorePicker, autograd_threads, host_pulse, measure_reference,
+                                    pulse_reading, tries_for)
 
 
 def test_the_reference_times_a_launch_loop_and_a_kernel_on_the_cpu():
@@ -74,9 +74,10 @@ class FakeHost:
 
 def test_the_picker_stays_on_the_core_where_the_pulse_ran_fastest():
     host = FakeHost({0: 1.1, 1: 0.6, 2: 1.2, 3: 0.7})
-    picker = CorePicker((0, 1, 2, 3), pulse=host.pulse, pin=host.pin)
+    picker = CorePicker((0, 1, 2, 3), pulse=host.pulse, pin=host.pin, companions=lambda: [])
     assert picker.pick() == 1 and host.pinned == (1,)
-    assert picker.picks == [{"core": 1, "pulse_ms": 0.6, "scan_median_ms": pytest.approx(0.9)}]
+    assert picker.picks == [{"core": 1, "pulse_ms": 0.6, "scan_median_ms": pytest.approx(0.9),
+                             "companions": 0}]
     picker.release()
     assert host.pinned == (0, 1, 2, 3)
 
@@ -104,3 +105,43 @@ def test_the_picker_pins_the_calling_thread_for_real():
     finally:
         picker.release()
     assert os.sched_getaffinity(0) == set(cores)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pin apart")
+def test_the_picker_takes_autograd_device_threads_along_and_gives_them_back():
+    """A backward pass on CUDA launches its kernels from autograd's device thread
+    ("pt_autograd_<device>"), not the thread that called it: that thread goes with the
+    timing thread to each pick, and gets the child's cores back at release. A thread named
+    otherwise keeps its cores."""
+    import ctypes
+    import threading
+
+    libc = ctypes.CDLL(None)
+    started, stop, ids = threading.Barrier(3), threading.Event(), {}
+
+    def thread(name):
+        libc.prctl(15, name.encode(), 0, 0, 0)  # PR_SET_NAME, as torch names its threads
+        ids[name] = threading.get_native_id()
+        started.wait()
+        stop.wait()
+
+    workers = [threading.Thread(target=thread, args=(name,), daemon=True)
+               for name in ("pt_autograd_0", "pt_other_0")]
+    for worker in workers:
+        worker.start()
+    started.wait()
+    cores = tuple(sorted(os.sched_getaffinity(0)))
+    picker = CorePicker(cores)
+    try:
+        assert ids["pt_autograd_0"] in autograd_threads()
+        assert ids["pt_other_0"] not in autograd_threads()
+        core = picker.pick()
+        assert os.sched_getaffinity(ids["pt_autograd_0"]) == {core}
+        assert os.sched_getaffinity(ids["pt_other_0"]) == set(cores)
+        assert picker.picks[-1]["companions"] == 1
+    finally:
+        picker.release()
+        stop.set()
+    assert os.sched_getaffinity(ids["pt_autograd_0"]) == set(cores)
+    for worker in workers:
+        worker.join()
