@@ -109,8 +109,10 @@ class Engine:
             self.con.execute("CREATE OR REPLACE TEMP TABLE detail_ords AS SELECT unnest(range(len(o))) AS pos, "
                              "unnest(o) AS ord FROM (SELECT ?::BIGINT[] AS o)", [ordinals])
             if scan.details:
+                # The range lets the scan skip the parts and row groups holding none of them.
                 source = (f"SELECT {index} * {ID_STRIDE} + ord AS id, {columns} FROM {scan.relation} "
-                          f"WHERE ord IN (SELECT ord FROM detail_ords)")
+                          f"WHERE ord BETWEEN {ordinals[0]} AND {ordinals[-1]} "
+                          f"AND ord IN (SELECT ord FROM detail_ords)")
             else:
                 # The line parsed again must be the one parsed first: the same experiment key.
                 located = eng.lines_at(scan.path, scan.index, ordinals) if scan.index is not None else {}

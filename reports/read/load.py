@@ -290,24 +290,32 @@ def _int(value: Optional[float]) -> Optional[int]:
     return None if value is None else int(value)
 
 
+#: Where each column of `_RECORD_FIELDS` sits after the configuration's, and the Record
+#: fields given as they are.
+_AT = {name: index for index, (name, _) in enumerate(_RECORD_FIELDS)}
+_GIVEN = tuple((index, attribute) for index, (_, attribute) in enumerate(_RECORD_FIELDS)
+               if attribute is not None)
+
+
 def record_from_row(row: tuple) -> Record:
     """A record from a row of `record_columns()`."""
     width = len(row) - len(_RECORD_FIELDS)
     config = ConfigKey(*row[:width])
-    values = dict(zip((name for name, _ in _RECORD_FIELDS), row[width:]))
-    given = {attribute: values[name] for name, attribute in _RECORD_FIELDS if attribute is not None}
-    times = list(values["times"] or [])
-    if values["peak_dev"] is not None:
-        peak, kind = int(values["peak_dev"]), "device"
-    elif values["peak_host"] is not None:
-        peak, kind = int(values["peak_host"]), "host"
+    values = row[width:]
+    given = {attribute: values[index] for index, attribute in _GIVEN}
+    times = list(values[_AT["times"]] or [])
+    peak_dev, peak_host = values[_AT["peak_dev"]], values[_AT["peak_host"]]
+    if peak_dev is not None:
+        peak, kind = int(peak_dev), "device"
+    elif peak_host is not None:
+        peak, kind = int(peak_host), "host"
     else:
         peak, kind = None, None
     given.update(
         config=config, per_iter_times=times, interval=median_interval(times), peak_memory=peak,
-        memory_kind=kind, eager_peak_device_memory=_int(values["eager_peak_dev"]),
-        unreliable=bool(values["unreliable"]), host_bound=bool(values["host_bound"]),
-        peak_note=values["peak_note"] or "")
+        memory_kind=kind, eager_peak_device_memory=_int(values[_AT["eager_peak_dev"]]),
+        unreliable=bool(values[_AT["unreliable"]]), host_bound=bool(values[_AT["host_bound"]]),
+        peak_note=values[_AT["peak_note"]] or "")
     return Record(**given)
 
 
