@@ -27,7 +27,7 @@ from reports.render.render_hud_csv import render_hud_csv
 from reports.render.render_markdown import render_markdown
 from reports.render.render_text import render_tables
 from reports.analyse.score import score
-from reports.analyse.settings_diff import settings_differences
+from reports.analyse.settings_diff import differences
 from reports.render.tables import comparison_tables, report_tables, runs_table, score_tables, settings_table, trend_table
 
 EXIT_OK = 0
@@ -227,6 +227,7 @@ def _compare(argv: list[str]) -> int:
     with _engine(args) as engine:
         base = load([args.base], run=args.base_run, engine=engine)
         new = load([args.new], run=args.new_run, engine=engine)
+        settings = differences([engine.files[i] for i in base.files], [engine.files[i] for i in new.files])
     result = compare(base.records, new.records, threshold=args.threshold, geomean_threshold=args.geomean_threshold, alpha=args.alpha)
     intro = _load_notes(base, "BASE") + _load_notes(new, "NEW") + result.notes
     gm = "-" if result.geomean_ratio is None else f"{result.geomean_ratio - 1:+.2%}"
@@ -239,7 +240,6 @@ def _compare(argv: list[str]) -> int:
         f"alpha {result.alpha}); {len(result.only_base)} only in BASE, {len(result.only_new)} only in NEW"
     )
     tables = comparison_tables(result)
-    settings = settings_differences([args.base], [args.new])
     if settings is None:
         intro.append("settings: not recorded in the lines of BASE or NEW (older lines)")
     else:

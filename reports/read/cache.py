@@ -101,7 +101,8 @@ class _Parsed:
     """What one parse of a byte range of a file found (ordinals and lines relative to it)."""
 
     def __init__(self, rows: int, terminated_rows: int, index: eng.NewlineIndex, bad: list[BadLine],
-                 unusable: list[int], provenance: dict[str, eng.Provenance]) -> None:
+                 unusable: list[int], provenance: dict[str, eng.Provenance],
+                 settings: list[tuple[str, int]], partial_settings: list[tuple[str, int]]) -> None:
         self.rows = rows
         self.terminated_rows = terminated_rows
         self.index = index
@@ -109,6 +110,9 @@ class _Parsed:
         self.bad = bad
         self.unusable = unusable
         self.provenance = provenance
+        #: The settings of the terminated lines, and of an unterminated last one.
+        self.settings = settings
+        self.partial_settings = partial_settings
 
 
 def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
@@ -128,6 +132,8 @@ def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display
             terminated_rows = rows - 1 if partial else rows
             unreadable, nameless, runs = eng.set_aside(con, table)
             wanted = unreadable + nameless + list(runs.values())
+            settings = eng.settings_of(con, table, below=terminated_rows)
+            partial_settings = eng.settings_of(con, table, at_least=terminated_rows) if partial else []
         except BaseException:
             stop.set()
             raise
@@ -135,7 +141,7 @@ def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display
     located = eng.lines_at(source, index, wanted)
     bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
     provenance = eng.provenance_of(located, runs)
-    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance)
+    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance, settings, partial_settings)
 
 
 def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0) -> str:
@@ -144,7 +150,7 @@ def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None,
         condition += f" AND rowid < {below}"
     if at_least:
         condition += f" AND rowid >= {at_least}"
-    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE (kind) FROM {table} WHERE {condition}"
+    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE (kind, settings) FROM {table} WHERE {condition}"
 
 
 def _uncached(con: Any, path: Path, table: str) -> FileScan:
@@ -152,7 +158,18 @@ def _uncached(con: Any, path: Path, table: str) -> FileScan:
     parsed = _parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
                     line_offset=0, details=False)
     return eng.FileScan(path, f"({_rows_relation(table, 0)})", parsed.rows, parsed.bad,
-                        parsed.unusable, parsed.provenance, details=False, index=parsed.index)
+                        parsed.unusable, parsed.provenance,
+                        settings=_merged(parsed.settings, parsed.partial_settings),
+                        details=False, index=parsed.index)
+
+
+def _merged(*settings: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Settings counted over several parts of a file, counted together."""
+    counts: dict[str, int] = {}
+    for part in settings:
+        for text, count in part:
+            counts[text] = counts.get(text, 0) + int(count)
+    return sorted(counts.items())
 
 
 def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table: str) -> FileScan:
@@ -234,6 +251,8 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
         bad = [BadLine(str(path), int(n), str(r)) for n, r in meta.get("bad", [])]
         unusable = [int(n) for n in meta.get("unusable", [])]
         provenance = {k: eng.Provenance.from_dict(v) for k, v in meta.get("runs", {}).items()}
+        settings = [(str(text), int(count)) for text, count in meta.get("settings", [])]
+        partial_settings: list[tuple[str, int]] = []
         parts = list(meta.get("parts", []))
         from_cache = True
         if size > cached_size:
@@ -249,6 +268,8 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
             unusable += parsed.unusable
             for run, prov in parsed.provenance.items():
                 provenance.setdefault(run, prov)
+            settings = _merged(settings, parsed.settings)
+            partial_settings = parsed.partial_settings
             rows += parsed.terminated_rows
             lines += parsed.lines
             total = rows + (parsed.rows - parsed.terminated_rows)
@@ -269,6 +290,7 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
         # This process reads the parsed rows from memory; later ones from the Parquet part.
         relations.append(_rows_relation(table, 0))
         bad, unusable, provenance = parsed.bad, parsed.unusable, parsed.provenance
+        settings, partial_settings = parsed.settings, parsed.partial_settings
         rows, lines, total = parsed.terminated_rows, parsed.lines, parsed.rows
         from_cache = False
     cached_size = terminated
@@ -283,13 +305,15 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
         "bad": [[b.lineno, b.reason] for b in kept_bad],
         "unusable": [n for n in unusable if n <= lines],
         "runs": {k: v.to_dict() for k, v in provenance.items()},
+        "settings": [[text, count] for text, count in settings],
     }
     if new_meta != meta:
         _write_meta(folder, new_meta)
     if from_cache:
         relations.insert(0, f"SELECT * FROM read_parquet({_list(parts)})")
     relation = "(" + " UNION ALL ".join(relations) + ")"
-    return eng.FileScan(path, relation, total, bad, sorted(unusable), provenance, from_cache)
+    return eng.FileScan(path, relation, total, bad, sorted(unusable), provenance, from_cache,
+                        settings=_merged(settings, partial_settings))
 
 
 def refresh(path: Path, cache_dir: Optional[Path] = None, min_bytes: Optional[int] = None) -> bool:

@@ -120,7 +120,11 @@ READ_COLUMNS: dict[str, Any] = {
     "batch_size_used": _D,
     # The workload signature: what was run (its FLOPs per iteration, where counted).
     "workload": {"flops_per_iteration": _D},
+    # The settings in force (compare names those that differ: reports.analyse.settings_diff).
+    "environment": {"torch_settings": "JSON"},
 }
+#: Read for the settings only: a line holding no other key read is set aside as before.
+_SETTINGS_ONLY = ("environment",)
 
 
 def _duck_type(spec: Any) -> str:
@@ -291,7 +295,7 @@ def _config_column(column: ConfigColumn) -> str:
 #: Every identity field: the experiment's key in the reports (lines of any version).
 _IDENTITY = (*identity_fields(MODEL), *identity_fields(EXPERIMENT))
 
-_ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS)
+_ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS if name not in _SETTINGS_ONLY)
 
 
 _NOT_RUN_CODES = ", ".join(_sql_text(c.value) for c in (VerificationCode.VERIFIER_SKIPPED, VerificationCode.VERIFIER_DIDNT_RUN))
@@ -359,6 +363,9 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("tflops", f"""COALESCE({_positive('summary.throughput.tflops')}, {_positive(_COUNTED_TFLOPS)})"""),
     ("peak_fraction", f"""{_finite('summary.throughput.fraction_of_peak')}"""),
     ("peak_note", """COALESCE(summary.throughput.no_peak_reason, '')"""),
+    # Any valid line's settings (one naming no model too): `settings_of` counts them per file.
+    ("settings", """CASE WHEN json_type(environment.torch_settings) = 'OBJECT'
+         THEN CAST(environment.torch_settings AS VARCHAR) END"""),
 ]
 
 #: The columns only a selected line needs (a record's details); every other column is
@@ -370,7 +377,10 @@ DETAIL_COLUMNS = ("fp", "times", "peak_host", "error", "skip_reason", "graph_cou
 #: Every normalised column (a file read with its details, or cached).
 NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
 #: The columns of every line (`kind` aside, which only sets lines aside).
-LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name != "kind")
+#: Columns of the parsed table that are no line's: why it was set aside, and its settings
+#: (counted per file, never cached per line).
+FILE_COLUMNS = ("kind", "settings")
+LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name not in FILE_COLUMNS)
 _LINE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS)
 #: What a cache of normalised rows must have been written with to be read.
 SCHEMA_VERSION = f"{_COLUMNS_VERSION}-{hashlib.sha256(NORMALISED.encode()).hexdigest()[:16]}"
@@ -415,6 +425,8 @@ class FileScan:
     unusable: list[int] = field(default_factory=list)
     provenance: dict[str, Provenance] = field(default_factory=dict)
     from_cache: bool = False
+    #: The distinct settings its lines hold (JSON text) and how many lines hold each.
+    settings: list[tuple[str, int]] = field(default_factory=list)
     #: Whether `relation` holds the `DETAIL_COLUMNS` too; if not, they are read again from
     #: the lines' text, found with `index`.
     details: bool = True
@@ -544,6 +556,15 @@ def _loads(text: bytes) -> tuple[Any, Optional[str]]:
     except ValueError as error:
         reason = str(error).split(":", 1)[0] if isinstance(error, UnicodeDecodeError) else str(error)
         return None, reason[:200] or "invalid JSON"
+
+
+def settings_of(con, table: str, below: Optional[int] = None, at_least: int = 0) -> list[tuple[str, int]]:
+    """The distinct settings (`environment.torch_settings` as JSON text) of the lines of
+    `table` (rows `at_least` to `below`), and how many lines hold each."""
+    bounds = (f" AND rowid < {int(below)}" if below is not None else "") + (f" AND rowid >= {int(at_least)}" if at_least else "")
+    return [(text, int(count)) for text, count in con.execute(
+        f"SELECT settings, count(*) FROM {table} WHERE settings IS NOT NULL{bounds} "
+        f"GROUP BY settings ORDER BY settings").fetchall()]
 
 
 def set_aside(con, table: str) -> tuple[list[int], list[int], dict[str, int]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -14,8 +15,11 @@ from tests.reports.conftest import craft_line
 
 
 def night(run: str, start: float, models=("mlp", "cnn")) -> list[dict]:
-    return [craft_line(model, times=[1.0 + i, 2.0 + i], run_id=run, timestamp=start + i)
-            for i, model in enumerate(models)]
+    lines = [craft_line(model, times=[1.0 + i, 2.0 + i], run_id=run, timestamp=start + i)
+             for i, model in enumerate(models)]
+    for line in lines:  # the settings compare names (reports.analyse.settings_diff)
+        line["environment"] = {"torch_settings": {"num_threads": len(run), "run": run}}
+    return lines
 
 
 def same_as_a_full_parse(path, report_cache):
@@ -25,6 +29,9 @@ def same_as_a_full_parse(path, report_cache):
     assert cached.bad_lines == plain.bad_lines and cached.unusable == plain.unusable
     assert cached.runs == plain.runs
     assert cached.total_lines == plain.total_lines and cached.superseded == plain.superseded
+    with Engine(report_cache) as with_cache, Engine(None) as without:
+        (kept,), (parsed,) = with_cache.add([path]), without.add([path])
+        assert kept.settings == parsed.settings
     return cached
 
 
@@ -78,15 +85,19 @@ def test_each_refresh_parses_only_what_the_sweep_appended(write_results, report_
 def test_a_line_being_written_is_never_cached(write_results, report_cache):
     path = write_results(night("a", 1.0))
     with open(path, "a", encoding="utf-8") as raw:
-        raw.write('{"model": {"model_name": "half')
+        raw.write('{"environment": {"torch_settings": {"num_threads": 9}}, "model": {"model_name": "half')
     cache.refresh(path, report_cache, min_bytes=0)
     assert [b.lineno for b in load([path], cache_dir=report_cache).bad_lines] == [3]
+    same_as_a_full_parse(path, report_cache)
     with open(path, "a", encoding="utf-8") as raw:  # the writer finishes it
         raw.write('"}}\n')
     append_line(path, craft_line("cnn", times=[5.0], run_id="b", timestamp=9.0))
     cache.refresh(path, report_cache, min_bytes=0)
     loaded = same_as_a_full_parse(path, report_cache)
     assert not loaded.bad_lines and loaded.unusable and loaded.total_lines == 4
+    with Engine(report_cache) as engine:
+        (scan,) = engine.add([path])
+    assert [json.loads(text)["num_threads"] for text, _ in scan.settings] == [1, 9]  # the finished line's too
 
 
 @pytest.mark.parametrize("change", ["replaced", "truncated", "rewritten in place"])
