@@ -47,6 +47,8 @@ LOCK_TIMEOUT_S = 120
 #: about a tenth of a second, and the sweep is spared DuckDB's start (32 MiB: about 5,000
 #: lines of a few kilobytes).
 REFRESH_MIN_BYTES = 32 * 2**20
+#: How long `refresh` waits for a report that holds the cache's lock.
+REFRESH_LOCK_TIMEOUT_S = 1.0
 
 
 def default_cache_dir() -> Path:
@@ -182,11 +184,8 @@ def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table
     if cache_dir is None:
         return _uncached(con, path, table)
     real = os.path.realpath(path)
-    folder = Path(cache_dir) / hashlib.sha256(real.encode("utf-8")).hexdigest()[:24]
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(folder / "lock"), timeout=LOCK_TIMEOUT_S)
-        lock.acquire()
+        folder, lock = _locked_folder(Path(cache_dir), real, LOCK_TIMEOUT_S)
     except (OSError, Timeout) as error:
         log.warning("report cache unusable (%s): reading %s without it", error, path)
         return _uncached(con, path, table)
@@ -194,6 +193,15 @@ def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table
         return _open_cached(con, temp, path, real, folder, table)
     finally:
         lock.release()
+
+
+def _locked_folder(cache_dir: Path, real: str, timeout: float) -> tuple[Path, FileLock]:
+    """The cache's folder of the file at real path `real`, made if need be, and its lock, held."""
+    folder = cache_dir / hashlib.sha256(real.encode("utf-8")).hexdigest()[:24]
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder / "lock"), timeout=timeout)
+    lock.acquire()
+    return folder, lock
 
 
 def _meta_matches(meta: dict[str, Any], path: Path, stat: os.stat_result) -> bool:
@@ -324,14 +332,22 @@ def refresh(path: Path, cache_dir: Optional[Path] = None, min_bytes: Optional[in
     path = Path(path)
     if path.stat().st_size < (REFRESH_MIN_BYTES if min_bytes is None else min_bytes):
         return False
+    real = os.path.realpath(path)
+    try:
+        # A report holding the lock is caching the file itself: nothing to wait for.
+        folder, lock = _locked_folder(Path(cache_dir or default_cache_dir()), real, REFRESH_LOCK_TIMEOUT_S)
+    except (OSError, Timeout) as error:
+        log.info("the reports' cache of %s not refreshed: %s", path, error)
+        return False
     temp = Path(tempfile.mkdtemp(prefix="experiment-runner-reports-"))
     try:
         con = eng.connect(temp)
         try:
-            open_file(con, temp, cache_dir or default_cache_dir(), path, "refreshed")
+            _open_cached(con, temp, path, real, folder, "refreshed")
         finally:
             con.close()
     finally:
+        lock.release()
         shutil.rmtree(temp, ignore_errors=True)
     return True
 

@@ -118,3 +118,20 @@ def test_a_file_changed_otherwise_than_by_appending_is_parsed_again(write_result
         assert os.path.getsize(path) == len(text)
     cache.refresh(path, report_cache, min_bytes=0)
     same_as_a_full_parse(path, report_cache)
+
+
+def test_a_cache_held_by_a_report_or_unwritable_is_not_waited_for(write_results, report_cache, tmp_path,
+                                                                  monkeypatch):
+    from filelock import FileLock
+
+    path = write_results(night("a", 1.0))
+    monkeypatch.setattr(cache, "REFRESH_LOCK_TIMEOUT_S", 0.05)
+    cache.refresh(path, report_cache, min_bytes=0)
+    (folder,) = report_cache.iterdir()
+    append_line(path, craft_line("transformer_block", times=[1.0], run_id="b", timestamp=9.0))
+    with FileLock(str(folder / "lock")):  # a report caching the file meanwhile
+        assert not cache.refresh(path, report_cache, min_bytes=0)
+    blocker = tmp_path / "not a folder"
+    blocker.write_text("")
+    assert not cache.refresh(path, blocker / "cache", min_bytes=0)
+    same_as_a_full_parse(path, report_cache)

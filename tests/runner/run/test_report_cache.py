@@ -39,7 +39,7 @@ def test_a_small_one_is_left_to_the_report(tmp_path, monkeypatch):
 def test_a_cache_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("EXPERIMENT_RUNNER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(cache, "REFRESH_MIN_BYTES", 0)
-    monkeypatch.setattr(cache, "open_file", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
+    monkeypatch.setattr(cache, "_open_cached", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
     path = results_file(tmp_path)
     with caplog.at_level(logging.WARNING):
         refresh_report_cache(path)
