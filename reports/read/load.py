@@ -252,6 +252,9 @@ class Loaded:
     #: The engine's file indices these records came from (for further queries).
     files: list[int] = field(default_factory=list)
     run: Optional[str] = None
+    #: Whether `records` are also what selecting the newest run's lines (`run` if given,
+    #: else the last of `runs`) gives.
+    of_newest_run: bool = False
 
 
 def format_time(timestamp: float) -> str:
@@ -382,7 +385,8 @@ def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = No
     con = engine.con
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE picks AS SELECT key, count(*) AS n, max_by(id, {order}) AS pick, "
-        f"max_by(id, {order}) FILTER (WHERE n_times > 0) AS timed FROM lines WHERE {where} GROUP BY key",
+        f"max_by(id, {order}) FILTER (WHERE n_times > 0) AS timed, max_by(run, {order}) AS pick_run, "
+        f"max_by(run, {order}) FILTER (WHERE n_times > 0) AS timed_run FROM lines WHERE {where} GROUP BY key",
         params)
     usable = con.execute("SELECT COALESCE(sum(n), 0) FROM picks").fetchone()[0]
     engine.ensure_details(i for pair in con.execute("SELECT pick, timed FROM picks").fetchall() for i in pair)
@@ -413,12 +417,22 @@ def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = No
     return records, int(usable)
 
 
+def picked_in(engine: Engine, run: str) -> bool:
+    """Whether every line the last `select_records` picked (each experiment's latest line,
+    and its latest timed line) is of `run`: then the records of `run` alone are the same."""
+    return bool(engine.con.execute(
+        "SELECT COALESCE(bool_and(pick_run = ? AND (timed_run IS NULL OR timed_run = ?)), true) FROM picks",
+        [run, run]).fetchone()[0])
+
+
 def load_from(engine: Engine, scans: Sequence[FileScan], run: Optional[str] = None) -> Loaded:
     """Records of files already added to `engine`."""
     files = [engine.files.index(scan) for scan in scans]
     runs = runs_of(engine, files)
     chosen = select_run(run, runs) if run is not None else None
     records, usable = select_records(engine, files, chosen)
+    newest = chosen if chosen is not None else (runs[-1].run_id if runs else None)
+    of_newest = newest is not None and (chosen is not None or picked_in(engine, newest))
     bad = [b for scan in scans for b in scan.bad_lines]
     unusable = [f"{scan.path} line {n} names no model or experiment" for scan in scans for n in scan.unusable]
     if unusable:
@@ -432,6 +446,7 @@ def load_from(engine: Engine, scans: Sequence[FileScan], run: Optional[str] = No
         unusable=unusable,
         files=files,
         run=chosen,
+        of_newest_run=of_newest,
     )
 
 

@@ -302,3 +302,32 @@ def test_flops_per_iteration_give_the_achieved_rate(write_results):
     assert by_model["mlp"].flops_per_iteration == 6e12
     assert by_model["mlp"].tflops == pytest.approx(6e12 / 0.2 / 1e12)
     assert by_model["cnn"].flops_per_iteration is None and by_model["cnn"].tflops is None
+
+
+@pytest.mark.parametrize("case, of_newest", [
+    ("every experiment in the last run", True),
+    ("one experiment only in an earlier run", False),
+    ("the last run only verified it", False),
+    ("--run names a run", True),
+])
+def test_records_stand_for_the_newest_runs_only_when_they_are_its(write_results, case, of_newest):
+    """`Loaded.of_newest_run` lets the report skip selecting the newest run again (its latest
+    changes): only where that selection would give the same records."""
+    from reports.read.columnar import Engine
+    from reports.read.load import select_records
+
+    lines = [craft_line("mlp", times=[1.0, 2.0], run_id="a", timestamp=1.0),
+             craft_line("cnn", times=[3.0, 4.0], run_id="a", timestamp=2.0),
+             craft_line("mlp", times=[1.5, 2.5], run_id="b", timestamp=10.0)]
+    if case != "one experiment only in an earlier run":
+        lines.append(craft_line("cnn", times=[5.0, 6.0], run_id="b", timestamp=11.0))
+    if case == "the last run only verified it":
+        lines.append(craft_line("cnn", code="FAIL", run_id="c", timestamp=20.0))
+        lines.append(craft_line("mlp", times=[1.0, 1.0], run_id="c", timestamp=21.0))
+    path = write_results(lines)
+    with Engine() as engine:
+        loaded = load([path], run="a" if case.startswith("--run") else None, engine=engine)
+        assert loaded.of_newest_run is of_newest
+        newest = loaded.run or loaded.runs[-1].run_id
+        alone, _ = select_records(engine, loaded.files, newest)
+        assert (alone == loaded.records) is of_newest
