@@ -141,8 +141,10 @@ def _latest_changes(engine: Engine, loaded: Loaded) -> Optional[Comparison]:
     if newest is None or newest not in runs or runs.index(newest) == 0:
         return None
     previous = runs[runs.index(newest) - 1]
-    # Usually every experiment's latest line is of the newest run: its records are loaded's.
-    new = loaded.records if loaded.of_newest_run else select_records(engine, loaded.files, newest)[0]
+    # Usually each experiment's lines in the newest run are its latest: loaded has them.
+    new = loaded.newest_records
+    if new is None:
+        new, _ = select_records(engine, loaded.files, newest)
     base, _ = select_records(engine, loaded.files, previous)
     comparison = compare(base, new)
     return comparison if comparison.changes else None

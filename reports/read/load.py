@@ -252,9 +252,9 @@ class Loaded:
     #: The engine's file indices these records came from (for further queries).
     files: list[int] = field(default_factory=list)
     run: Optional[str] = None
-    #: Whether `records` are also what selecting the newest run's lines (`run` if given,
-    #: else the last of `runs`) gives.
-    of_newest_run: bool = False
+    #: The records of the newest run's lines alone (`run` if given, else the last of
+    #: `runs`), where they could be told from `records` without selecting them again.
+    newest_records: Optional[list["Record"]] = None
 
 
 def format_time(timestamp: float) -> str:
@@ -373,20 +373,26 @@ def select_run(run: str, runs: list[RunInfo]) -> str:
     raise ReportError(f"--run {run!r} matches no run in the results; runs there: {known}")
 
 
-def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = None) -> tuple[list[Record], int]:
+def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = None,
+                   mark: Optional[str] = None) -> tuple[list[Record], int]:
     """Each experiment's latest line (within `run` if given) as records; and how many
-    usable lines that scope holds.
+    usable lines that scope holds. With `mark`, the picks note which experiments have
+    lines in run `mark` (`newest_of`).
 
     A latest line from --verify-only (status ok, no timings) lends its verification code to
     the experiment's latest timed line instead.
     """
     where, params = _scope(files, run)
+    # Which experiments have lines in run `mark` (for `newest_of`).
+    marked = "bool_or(run = ?)" if mark is not None else "false"
+    params = ([mark] if mark is not None else []) + params
     order = "(ts, fin, fi, ord)"  # compared field by field (a row, cheaper than a list)
     con = engine.con
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE picks AS SELECT key, count(*) AS n, max_by(id, {order}) AS pick, "
         f"max_by(id, {order}) FILTER (WHERE n_times > 0) AS timed, max_by(run, {order}) AS pick_run, "
-        f"max_by(run, {order}) FILTER (WHERE n_times > 0) AS timed_run FROM lines WHERE {where} GROUP BY key",
+        f"max_by(run, {order}) FILTER (WHERE n_times > 0) AS timed_run, {marked} AS in_run "
+        f"FROM lines WHERE {where} GROUP BY key",
         params)
     usable = con.execute("SELECT COALESCE(sum(n), 0) FROM picks").fetchone()[0]
     engine.ensure_details(i for pair in con.execute("SELECT pick, timed FROM picks").fetchall() for i in pair)
@@ -417,12 +423,18 @@ def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = No
     return records, int(usable)
 
 
-def picked_in(engine: Engine, run: str) -> bool:
-    """Whether every line the last `select_records` picked (each experiment's latest line,
-    and its latest timed line) is of `run`: then the records of `run` alone are the same."""
-    return bool(engine.con.execute(
-        "SELECT COALESCE(bool_and(pick_run = ? AND (timed_run IS NULL OR timed_run = ?)), true) FROM picks",
-        [run, run]).fetchone()[0])
+def newest_of(engine: Engine, records: list[Record], run: str) -> Optional[list[Record]]:
+    """What `select_records(engine, files, run)` gives, taken from `records` (the last
+    `select_records`, over every run, told to mark the lines of `run`) where it can be: the records whose line, and latest
+    timed line, are of `run`. None where an experiment has lines in `run` that are not its
+    latest (then only selecting them again tells)."""
+    rows = engine.con.execute(
+        "SELECT key, pick_run = ? AND (timed_run IS NULL OR timed_run = ?) FROM picks WHERE in_run",
+        [run, run]).fetchall()
+    if not all(same for _, same in rows):
+        return None
+    keys = {key for key, _ in rows}
+    return [record for record in records if record.key in keys]
 
 
 def load_from(engine: Engine, scans: Sequence[FileScan], run: Optional[str] = None) -> Loaded:
@@ -430,9 +442,10 @@ def load_from(engine: Engine, scans: Sequence[FileScan], run: Optional[str] = No
     files = [engine.files.index(scan) for scan in scans]
     runs = runs_of(engine, files)
     chosen = select_run(run, runs) if run is not None else None
-    records, usable = select_records(engine, files, chosen)
-    newest = chosen if chosen is not None else (runs[-1].run_id if runs else None)
-    of_newest = newest is not None and (chosen is not None or picked_in(engine, newest))
+    # The report's latest changes: the newest run against the one before it.
+    mark = runs[-1].run_id if chosen is None and len(runs) > 1 else None
+    records, usable = select_records(engine, files, chosen, mark)
+    newest = records if chosen is not None else (newest_of(engine, records, mark) if mark is not None else None)
     bad = [b for scan in scans for b in scan.bad_lines]
     unusable = [f"{scan.path} line {n} names no model or experiment" for scan in scans for n in scan.unusable]
     if unusable:
@@ -446,7 +459,7 @@ def load_from(engine: Engine, scans: Sequence[FileScan], run: Optional[str] = No
         unusable=unusable,
         files=files,
         run=chosen,
-        of_newest_run=of_newest,
+        newest_records=newest,
     )
 
 
