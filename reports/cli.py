@@ -109,8 +109,9 @@ def _add_cache_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="parse every file in full, without the cache")
 
 
-def _engine(args: argparse.Namespace) -> Engine:
-    return Engine(None if args.no_cache else (args.cache_dir or default_cache_dir()))
+def _engine(args: argparse.Namespace, settings: bool = False) -> Engine:
+    """The engine of a command; `settings`: its files' settings are read (compare)."""
+    return Engine(None if args.no_cache else (args.cache_dir or default_cache_dir()), settings=settings)
 
 
 def report_parser() -> argparse.ArgumentParser:
@@ -227,7 +228,7 @@ def _compare(argv: list[str]) -> int:
     args = compare_parser().parse_args(argv)
     if not 0 < args.alpha <= 1:
         raise ReportError(f"--alpha {args.alpha!r} must be in (0, 1]")
-    with _engine(args) as engine:
+    with _engine(args, settings=True) as engine:
         base = load([args.base], run=args.base_run, engine=engine)
         new = load([args.new], run=args.new_run, engine=engine)
         settings = differences([engine.files[i] for i in base.files], [engine.files[i] for i in new.files])

@@ -42,6 +42,8 @@ def settings_values(scans: Iterable[FileScan]) -> tuple[dict[str, set[str]], int
     values: dict[str, set[str]] = {}
     lines = 0
     for scan in scans:
+        if scan.settings is None:
+            raise ValueError(f"{scan.path}: read without its settings (Engine(settings=True) reads them)")
         for text, count in scan.settings:
             settings = json.loads(text)
             if not isinstance(settings, dict):

@@ -118,7 +118,7 @@ class _Parsed:
 
 
 def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
-           line_offset: int, details: bool = True) -> _Parsed:
+           line_offset: int, details: bool = True, settings: bool = True) -> _Parsed:
     """Parse `source` (a file, or a copy of a byte range of one) into `table` (with the
     details, or not: `eng.scan_into`).
 
@@ -128,14 +128,14 @@ def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reports-newlines") as pool:
         indexing = pool.submit(eng.index_newlines, source, stop)
         try:
-            rows = eng.scan_into(con, source, table, details=details)
+            rows = eng.scan_into(con, source, table, details=details, settings=settings)
             size = source.stat().st_size
             partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
             terminated_rows = rows - 1 if partial else rows
             unreadable, nameless, runs = eng.set_aside(con, table)
             wanted = unreadable + nameless + list(runs.values())
-            settings = eng.settings_of(con, table, below=terminated_rows)
-            partial_settings = eng.settings_of(con, table, at_least=terminated_rows) if partial else []
+            found = eng.settings_of(con, table, below=terminated_rows) if settings else []
+            partial_settings = eng.settings_of(con, table, at_least=terminated_rows) if settings and partial else []
         except BaseException:
             stop.set()
             raise
@@ -143,25 +143,27 @@ def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display
     located = eng.lines_at(source, index, wanted)
     bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
     provenance = eng.provenance_of(located, runs)
-    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance, settings, partial_settings)
+    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance, found, partial_settings)
 
 
-def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0) -> str:
+def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0,
+                   settings: bool = True) -> str:
     condition = "kind = 0"
     if below is not None:
         condition += f" AND rowid < {below}"
     if at_least:
         condition += f" AND rowid >= {at_least}"
-    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE (kind, settings) FROM {table} WHERE {condition}"
+    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE ({'kind, settings' if settings else 'kind'}) FROM {table} WHERE {condition}"
 
 
-def _uncached(con: Any, path: Path, table: str) -> FileScan:
-    # Nothing is kept: the details are read only for the lines selected.
+def _uncached(con: Any, path: Path, table: str, settings: bool = True) -> FileScan:
+    # Nothing is kept: the details are read only for the lines selected, the settings only
+    # where asked for.
     parsed = _parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
-                    line_offset=0, details=False)
-    return eng.FileScan(path, f"({_rows_relation(table, 0)})", parsed.rows, parsed.bad,
+                    line_offset=0, details=False, settings=settings)
+    return eng.FileScan(path, f"({_rows_relation(table, 0, settings=settings)})", parsed.rows, parsed.bad,
                         parsed.unusable, parsed.provenance,
-                        settings=_merged(parsed.settings, parsed.partial_settings),
+                        settings=_merged(parsed.settings, parsed.partial_settings) if settings else None,
                         details=False, index=parsed.index)
 
 
@@ -174,21 +176,23 @@ def _merged(*settings: list[tuple[str, int]]) -> list[tuple[str, int]]:
     return sorted(counts.items())
 
 
-def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table: str) -> FileScan:
+def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table: str,
+              settings: bool = True) -> FileScan:
     """The file's usable rows as a relation (rows parsed into TEMP table `table`, and the
-    cache's Parquet parts), from the cache in `cache_dir` where it can (None: no cache)."""
+    cache's Parquet parts), from the cache in `cache_dir` where it can (None: no cache).
+    Without `settings`, a file read without the cache leaves its lines' settings unread."""
     if path.is_dir():
         from reports.errors import ReportError
 
         raise ReportError(f"results path {str(path)!r} is a folder, not a file")
     if cache_dir is None:
-        return _uncached(con, path, table)
+        return _uncached(con, path, table, settings)
     real = os.path.realpath(path)
     try:
         folder, lock = _locked_folder(Path(cache_dir), real, LOCK_TIMEOUT_S)
     except (OSError, Timeout) as error:
         log.warning("report cache unusable (%s): reading %s without it", error, path)
-        return _uncached(con, path, table)
+        return _uncached(con, path, table, settings)
     try:
         return _open_cached(con, temp, path, real, folder, table)
     finally:

@@ -27,10 +27,13 @@ log = logging.getLogger(__name__)
 class Engine:
     """A DuckDB connection holding the `lines` view over every file given."""
 
-    def __init__(self, cache_dir: Optional[Path] = None, threads: Optional[int] = None) -> None:
+    def __init__(self, cache_dir: Optional[Path] = None, threads: Optional[int] = None,
+                 settings: bool = True) -> None:
         self._temp = Path(tempfile.mkdtemp(prefix="experiment-runner-reports-"))
         self.con = connect(self._temp, threads)
         self.cache_dir = cache_dir
+        #: Whether files read without the cache have their lines' settings read (compare).
+        self.settings = settings
         self.files: list[FileScan] = []
         self._detailed: Optional[set[int]] = None  # the ids in `details`, once made
 
@@ -56,7 +59,7 @@ class Engine:
                 continue
             index = len(self.files)
             try:
-                scan = cache.open_file(self.con, self._temp, self.cache_dir, path, f"f{index}")
+                scan = cache.open_file(self.con, self._temp, self.cache_dir, path, f"f{index}", self.settings)
             except OSError as error:
                 raise ReportError(f"cannot read results file {str(path)!r}: {error.strerror or error}") from error
             if scan.bad_lines and scan.rows <= len(scan.bad_lines):  # rows count the bad ones

@@ -162,6 +162,8 @@ def _without(spec: dict[str, Any], paths: Iterable[str]) -> dict[str, Any]:
 #: What DuckDB reads of each line when the details are not kept (the same top-level keys,
 #: so a line is set aside exactly as with every column).
 LINE_READ_COLUMNS = _without(READ_COLUMNS, _DETAIL_READ)
+#: The same, less the settings (a read for `report` or `score`, which never name them).
+_BARE_READ_COLUMNS = {name: spec for name, spec in LINE_READ_COLUMNS.items() if name not in _SETTINGS_ONLY}
 
 
 def _columns_argument(columns: dict[str, Any]) -> str:
@@ -382,6 +384,8 @@ NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
 FILE_COLUMNS = ("kind", "settings")
 LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name not in FILE_COLUMNS)
 _LINE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS)
+_BARE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS
+                               if name not in DETAIL_COLUMNS and name != "settings")
 #: What a cache of normalised rows must have been written with to be read.
 SCHEMA_VERSION = f"{_COLUMNS_VERSION}-{hashlib.sha256(NORMALISED.encode()).hexdigest()[:16]}"
 
@@ -425,8 +429,9 @@ class FileScan:
     unusable: list[int] = field(default_factory=list)
     provenance: dict[str, Provenance] = field(default_factory=dict)
     from_cache: bool = False
-    #: The distinct settings its lines hold (JSON text) and how many lines hold each.
-    settings: list[tuple[str, int]] = field(default_factory=list)
+    #: The distinct settings its lines hold (JSON text) and how many lines hold each; None
+    #: where they were not read.
+    settings: Optional[list[tuple[str, int]]] = field(default_factory=list)
     #: Whether `relation` holds the `DETAIL_COLUMNS` too; if not, they are read again from
     #: the lines' text, found with `index`.
     details: bool = True
@@ -477,10 +482,11 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
     return unique
 
 
-def scan_into(con, source: Path, table: str, details: bool = True) -> int:
+def scan_into(con, source: Path, table: str, details: bool = True, settings: bool = True) -> int:
     """Parse `source` into TEMP table `table` (every non-blank line, in order); its row count.
 
-    Without `details`, the table holds `kind` and `LINE_COLUMNS` only (about a sixth less
+    Without `settings` (and without `details`), the lines' settings are not read (no
+    `settings` column). Without `details`, the table holds `kind` and `LINE_COLUMNS` only (about a sixth less
     work over every line); a selected line's details are then read again from its text
     (`reports.read.columnar.Engine.ensure_details`).
 
@@ -490,7 +496,10 @@ def scan_into(con, source: Path, table: str, details: bool = True) -> int:
     longer lines are replaced, in a copy, by a line that is no object (same line count,
     so ordinals and line numbers hold), which `classify` names as too long.
     """
-    columns, select = (READ_COLUMNS, NORMALISED) if details else (LINE_READ_COLUMNS, _LINE_NORMALISED)
+    if details:
+        columns, select = READ_COLUMNS, NORMALISED
+    else:
+        columns, select = (LINE_READ_COLUMNS, _LINE_NORMALISED) if settings else (_BARE_READ_COLUMNS, _BARE_NORMALISED)
 
     def scan(path: Path, object_size: Optional[int] = None) -> None:
         size = f", maximum_object_size={int(object_size)}" if object_size else ""
