@@ -36,7 +36,7 @@ if __name__ == "__main__":
         from runner.run import signals
 
         signals.install()
-        from runner.app import main
+        from runner.entry import main
 
         status = main()
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM while the runner starts or returns

@@ -1,4 +1,4 @@
-"""How long `report`, `compare` and `score` take on a large results file, and their memory.
+"""How long `experiment-runner report`, `compare` and `score` take on a large results file.
 
 The file is a year of nightly runs of the dashboard's models, made of lines copied from a
 real sweep: `--sample FILE` (a results file), else the benchmark first runs one with the runner
@@ -8,13 +8,23 @@ night), each a copy of a sample line (round the sample) with its identity varied
 model (the sample's name with a number), the run id,
 the fingerprint and experiment id, the timestamps, and its per-run times scaled per model
 and run (a small night-to-night drift); everything else is the real line's text. About
-0.5% of the lines are cut short (corrupted).
+0.5% of the lines are cut short (corrupted). After each night, the reports' cache is
+refreshed as the runner refreshes it at the end of a sweep (`reports.read.cache.refresh`);
+its cost per night is printed. Generating the file is not timed.
 
-Each command runs in a fresh Python process (its peak RSS is the process's own), twice:
-cold (--no-cache: every line parsed) and warm (the cache filled by the first cold report:
-nothing parsed again). Generating the file is not timed.
+Each command is timed as a whole process, from outside (`python experiment_runner.py
+report ...`: Python's start, the imports and the exit included), with its CPU time and peak
+memory, `--repeat` times (the median, and the range when repeated):
+
+- no cache (`--no-cache`): every line of the file parsed;
+- after the sweeps: the first report once the runner has written the file (its cache,
+  refreshed by the runner night after night, holds every line);
+- again: the next report;
+- and once, the first report of the file with an empty cache (a file copied from another
+  machine): it parses every line and fills the cache.
 
     python benchmarks/report_speed.py [--lines 200000 1000000] [--sample FILE] [--keep DIR]
+        [--reuse] [--repeat N]
 """
 
 from __future__ import annotations
@@ -25,16 +35,20 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.results_file import read_results  # noqa: E402
+from reports.read.cache import refresh  # noqa: E402
 
 MODELS = 200
 #: Experiments per model and run (2,000 lines a night, as the dashboard's nightly runs).
@@ -101,65 +115,68 @@ def copy_of(text: str, times: list, model: int, run: int, rng: random.Random) ->
             .replace(_END, repr(start + 40.0)).replace(_TIMES, f"[{scaled}]"))
 
 
-def generate(path: Path, lines: int, sample: list[dict], seed: int = 0) -> int:
+def generate(path: Path, lines: int, sample: list[dict], seed: int = 0,
+             after_night: Optional[Callable[[], None]] = None) -> int:
     """`lines` lines (whole runs of MODELS x CONFIGURATIONS lines: model m's configuration c
-    is a copy of sample line m * CONFIGURATIONS + c, round the sample); returns the number of
-    runs."""
+    is a copy of sample line m * CONFIGURATIONS + c, round the sample), `after_night` called
+    once each run is written (as the runner ends a sweep); returns the number of runs."""
     rng = random.Random(seed)
     templates = [template(line) for line in sample]
     runs = max(2, -(-lines // (MODELS * CONFIGURATIONS)))
     written = 0
-    with open(path, "w", encoding="utf-8") as out:
-        for run in range(runs):
+    for run in range(runs):
+        with open(path, "w" if run == 0 else "a", encoding="utf-8") as out:
             for model in range(MODELS):
                 for configuration in range(CONFIGURATIONS):
                     if written >= lines:
-                        return runs
+                        break
                     written += 1
                     text, times = templates[(model * CONFIGURATIONS + configuration) % len(templates)]
                     copy = copy_of(text, times, model, run, rng)
                     if rng.random() < 0.005:
                         copy = copy[:len(copy) // 3]
                     out.write(copy + "\n")
+        if after_night is not None:
+            after_night()
+        if written >= lines:
+            break
     return runs
 
 
-_CHILD = """
-import resource, sys, time, io, contextlib
-sys.path.insert(0, {root!r})
-from reports.cli import main
-sink = io.StringIO()
-start = time.perf_counter()
-with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-    code = main({argv!r})
-elapsed = time.perf_counter() - start
-print(elapsed, code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-"""
+@dataclass
+class Timing:
+    """One command's runs: wall seconds, CPU seconds (user + system) and peak RSS (MiB)."""
 
-_LOAD_CHILD = """
-import resource, sys, time
-sys.path.insert(0, {root!r})
-from pathlib import Path
-from reports.read.load import load
-start = time.perf_counter()
-cache = {cache!r}
-loaded = load([Path({path!r})], cache_dir=Path(cache) if cache else None)
-elapsed = time.perf_counter() - start
-print(elapsed, len(loaded.records), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-      len(loaded.bad_lines), len(loaded.runs))
-"""
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    rss: list[float] = field(default_factory=list)
+    codes: set[int] = field(default_factory=set)
+
+    def cell(self) -> str:
+        wall = statistics.median(self.wall)
+        spread = f" ({min(self.wall):.2f}-{max(self.wall):.2f})" if len(self.wall) > 1 else ""
+        codes = "" if self.codes <= {0, 1} else f" exit {sorted(self.codes)}"
+        return (f"{wall:.2f} s{spread}, cpu {statistics.median(self.cpu):.2f} s, "
+                f"{max(self.rss):.0f} MiB{codes}")
 
 
-def _child(code: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    if done.returncode != 0:
-        raise RuntimeError(done.stdout + done.stderr)
-    return done.stdout.split("\n")[-2].split()
-
-
-def _command(argv: list[str]) -> tuple[float, int, float]:
-    elapsed, code, rss = _child(_CHILD.format(root=str(ROOT), argv=argv))
-    return float(elapsed), int(code), float(rss)
+def run_command(argv: list[str], timing: Timing) -> Timing:
+    """Run `python experiment_runner.py ARGV` once, timed from outside."""
+    with tempfile.TemporaryFile() as sink:
+        start = time.perf_counter()
+        child = subprocess.Popen([sys.executable, str(ROOT / "experiment_runner.py"), *argv],
+                                 stdout=sink, stderr=sink, stdin=subprocess.DEVNULL, cwd=ROOT)
+        _, status, usage = os.wait4(child.pid, 0)
+        timing.wall.append(time.perf_counter() - start)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        timing.cpu.append(usage.ru_utime + usage.ru_stime)
+        timing.rss.append(usage.ru_maxrss / 1024)
+        timing.codes.add(child.returncode)
+        if child.returncode not in (0, 1):
+            sink.seek(0)
+            print(f"  {' '.join(argv[:2])}: exit {child.returncode}: "
+                  f"{sink.read()[-1000:].decode(errors='replace')}")
+    return timing
 
 
 def machine_state() -> str:
@@ -177,20 +194,33 @@ def machine_state() -> str:
             + (f"; busy: {', '.join(busy)}" if busy else ""))
 
 
-def bench(lines: int, folder: Path, sample: list[dict], reuse: bool = False) -> None:
+def bench(lines: int, folder: Path, sample: list[dict], reuse: bool = False, repeat: int = 1) -> None:
     path = folder / f"results-{lines}.jsonl"
     cache = folder / f"cache-{lines}"
-    shutil.rmtree(cache, ignore_errors=True)
     start = time.perf_counter()
     runs = max(2, -(-lines // (MODELS * CONFIGURATIONS)))
+    refreshes: list[float] = []
+
+    def runner_refresh() -> None:  # what the runner does once a sweep's lines are appended
+        began = time.perf_counter()
+        if refresh(path, cache):
+            refreshes.append(time.perf_counter() - began)
+
     if reuse and path.exists():
         made = "reused"
+        runner_refresh()
     else:
-        runs = generate(path, lines, sample)
+        shutil.rmtree(cache, ignore_errors=True)
+        runs = generate(path, lines, sample, after_night=runner_refresh)
         made = f"generated in {time.perf_counter() - start:.0f} s, not timed"
     size = path.stat().st_size
     print(f"\n== {lines:,} lines: {runs} runs x {MODELS} models x {CONFIGURATIONS} configurations "
           f"({size / 2**20:.0f} MiB, {size / lines / 1000:.1f} KB a line; {made})")
+    if made == "reused" and refreshes:
+        print(f"the runner's refresh of the cache, nothing new to parse: {refreshes[0]:.2f} s")
+    elif refreshes:
+        print(f"the runner's refresh of the cache after a night: median {statistics.median(refreshes):.2f} s, "
+              f"longest {max(refreshes):.2f} s ({len(refreshes)} nights; the first ones, under 32 MiB, are left alone)")
     print(f"machine: {machine_state()}")
     first, last = "night-0000", f"night-{runs - 1:04d}"
     out = folder / f"report-{lines}"
@@ -199,26 +229,24 @@ def bench(lines: int, folder: Path, sample: list[dict], reuse: bool = False) -> 
         f"compare {first} vs {last}": ["compare", str(path), str(path), "--base-run", first, "--new-run", last],
         f"score vs {first}": ["score", str(path), "--reference", str(path), "--reference-run", first],
     }
-    print(f"{'step':<34} {'cold (no cache)':>22} {'warm (cached)':>22}")
-    # The first report of a new file fills the cache (paid once; later ones parse only
-    # what was appended).
-    elapsed, code, rss = _command(["report", str(path), "--html", str(out / "fill.html"),
-                                   "--quiet", "--cache-dir", str(cache)])
-    print(f"{'first report, filling the cache':<34} {elapsed:>9.2f} s {rss:>7.0f} MiB")
-    results: dict[str, list[str]] = {}
-    elapsed, records, rss, bad, nruns = _child(_LOAD_CHILD.format(root=str(ROOT), path=str(path), cache=""))
-    results["load (latest line per experiment)"] = [f"{float(elapsed):>9.2f} s {float(rss):>7.0f} MiB"]
-    elapsed, _, rss, _, _ = _child(_LOAD_CHILD.format(root=str(ROOT), path=str(path), cache=str(cache)))
-    results["load (latest line per experiment)"].append(f"{float(elapsed):>9.2f} s {float(rss):>7.0f} MiB")
-    for label, argv in commands.items():
-        cells = []
-        for options in (["--no-cache"], ["--cache-dir", str(cache)]):
-            elapsed, code, rss = _command(argv + options)
-            cells.append(f"{elapsed:>9.2f} s {rss:>7.0f} MiB" + ("" if code in (0, 1) else f" exit {code}"))
-        results[label] = cells
+    columns = ("no cache (--no-cache)", "after the sweeps", "again")
+    results: dict[str, list[Timing]] = {label: [Timing() for _ in columns] for label in commands}
+    for _ in range(repeat):  # A B C A B C ...: the machine's drift hits every cell alike
+        for label, argv in commands.items():
+            cells = results[label]
+            run_command(argv + ["--no-cache"], cells[0])
+            run_command(argv + ["--cache-dir", str(cache)], cells[1])
+            run_command(argv + ["--cache-dir", str(cache)], cells[2])
+    width = 44
+    print(f"{'command (median of ' + str(repeat) + ')':<30} " + " ".join(f"{c:<{width}}" for c in columns))
     for label, cells in results.items():
-        print(f"{label:<34} {cells[0]:>22} {cells[1]:>22}")
-    print(f"experiments {records}, runs {nruns}, corrupted lines reported {bad}")
+        print(f"{label:<30} " + " ".join(f"{cell.cell():<{width}}" for cell in cells))
+    empty = folder / f"cache-{lines}-empty"
+    shutil.rmtree(empty, ignore_errors=True)
+    filling = run_command(["report", str(path), "--html", str(out / "fill.html"), "--quiet",
+                           "--cache-dir", str(empty)], Timing())
+    shutil.rmtree(empty, ignore_errors=True)
+    print(f"{'report, empty cache (fills it)':<30} {filling.cell()}")
     print(f"machine after: {machine_state()}")
 
 
@@ -229,6 +257,7 @@ def main() -> int:
                         help="a real results file whose lines are copied (default: run SAMPLE_SWEEP)")
     parser.add_argument("--keep", type=Path, default=None, help="write files here instead of a temporary folder")
     parser.add_argument("--reuse", action="store_true", help="with --keep: reuse results files generated before")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each command (the median is printed)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as temp:
         folder = args.keep or Path(temp)
@@ -238,7 +267,7 @@ def main() -> int:
         print(f"sample: {len(sample)} lines of a real sweep, "
               f"{sum(len(json.dumps(line, separators=(',', ':'))) for line in sample) / len(sample) / 1000:.1f} KB each")
         for lines in args.lines:
-            bench(lines, folder, sample, args.reuse)
+            bench(lines, folder, sample, args.reuse, args.repeat)
     return 0
 
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Optional, Union
 
-import jsonlines
 from filelock import FileLock
 
 log = logging.getLogger(__name__)
@@ -140,6 +139,8 @@ class ResultsFile:
             read.file_id = (info.st_dev, info.st_ino)
             raw.seek(start)
             lines = _BoundedLines(raw, info.st_size - start, max_line_bytes, lines_before)
+            import jsonlines  # here: the reports import this module and never read with it
+
             _parse(jsonlines.Reader(lines), lines, read, str(self.path))
             read.end_offset = start + lines.consumed
             read.last_lineno = lines.lineno
@@ -189,6 +190,8 @@ def read_results(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> ResultsRea
 
 
 def _encode(line: dict[str, Any]) -> bytes:
+    import jsonlines
+
     buffer = io.BytesIO()
     with jsonlines.Writer(buffer, compact=True) as writer:
         writer.write(line)
@@ -214,7 +217,9 @@ def _cut_back(fd: int, size: int, path: Path) -> None:
                   "ends it first", path, error.strerror or error)
 
 
-def _parse(reader: jsonlines.Reader, lines: "_BoundedLines", read: ResultsRead, path: str) -> None:
+def _parse(reader: "jsonlines.Reader", lines: "_BoundedLines", read: ResultsRead, path: str) -> None:
+    import jsonlines
+
     while True:
         try:
             value = reader.read()
@@ -312,6 +317,6 @@ class _BoundedLines:
                 return
 
 
-def _short_reason(error: jsonlines.InvalidLineError) -> str:
+def _short_reason(error: Exception) -> str:
     message = str(error).split(":", 1)[-1].strip()
     return re.sub(r"\s*\(line \d+\)$", "", message)[:200] or "invalid JSON"

@@ -27,7 +27,7 @@ from reports.render.render_hud_csv import render_hud_csv
 from reports.render.render_markdown import render_markdown
 from reports.render.render_text import render_tables
 from reports.analyse.score import score
-from reports.analyse.settings_diff import settings_differences
+from reports.analyse.settings_diff import differences
 from reports.render.tables import comparison_tables, report_tables, runs_table, score_tables, settings_table, trend_table
 
 EXIT_OK = 0
@@ -109,8 +109,9 @@ def _add_cache_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="parse every file in full, without the cache")
 
 
-def _engine(args: argparse.Namespace) -> Engine:
-    return Engine(None if args.no_cache else (args.cache_dir or default_cache_dir()))
+def _engine(args: argparse.Namespace, settings: bool = False) -> Engine:
+    """The engine of a command; `settings`: its files' settings are read (compare)."""
+    return Engine(None if args.no_cache else (args.cache_dir or default_cache_dir()), settings=settings)
 
 
 def report_parser() -> argparse.ArgumentParser:
@@ -141,8 +142,11 @@ def _latest_changes(engine: Engine, loaded: Loaded) -> Optional[Comparison]:
     if newest is None or newest not in runs or runs.index(newest) == 0:
         return None
     previous = runs[runs.index(newest) - 1]
+    # Usually each experiment's lines in the newest run are its latest: loaded has them.
+    new = loaded.newest_records
+    if new is None:
+        new, _ = select_records(engine, loaded.files, newest)
     base, _ = select_records(engine, loaded.files, previous)
-    new, _ = select_records(engine, loaded.files, newest)
     comparison = compare(base, new)
     return comparison if comparison.changes else None
 
@@ -224,9 +228,10 @@ def _compare(argv: list[str]) -> int:
     args = compare_parser().parse_args(argv)
     if not 0 < args.alpha <= 1:
         raise ReportError(f"--alpha {args.alpha!r} must be in (0, 1]")
-    with _engine(args) as engine:
+    with _engine(args, settings=True) as engine:
         base = load([args.base], run=args.base_run, engine=engine)
         new = load([args.new], run=args.new_run, engine=engine)
+        settings = differences([engine.files[i] for i in base.files], [engine.files[i] for i in new.files])
     result = compare(base.records, new.records, threshold=args.threshold, geomean_threshold=args.geomean_threshold, alpha=args.alpha)
     intro = _load_notes(base, "BASE") + _load_notes(new, "NEW") + result.notes
     gm = "-" if result.geomean_ratio is None else f"{result.geomean_ratio - 1:+.2%}"
@@ -239,7 +244,6 @@ def _compare(argv: list[str]) -> int:
         f"alpha {result.alpha}); {len(result.only_base)} only in BASE, {len(result.only_new)} only in NEW"
     )
     tables = comparison_tables(result)
-    settings = settings_differences([args.base], [args.new])
     if settings is None:
         intro.append("settings: not recorded in the lines of BASE or NEW (older lines)")
     else:

@@ -49,18 +49,19 @@ from runner.plan.arguments import undecodable_argument
 from runner.plan.probe import probe_host
 from runner.plan.resume import recorded_fingerprints
 from runner.plan.slots import Slot, SlotError, plan_slots, visible_gpus
+from runner.report_commands import REPORT_COMMANDS, run_report_command
 from runner.run import signals
 from runner.run.claims import Claims, RunnerIdentity
 from runner.run.dispatch import Dispatcher, LocalDispatcher
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.run.guard import ProcessGuard
+from runner.run.report_cache import refresh_report_cache
 from runner.run.scratch import ScratchRoot
 from runner.run.summary import sweep_summary
 from runner.run.sweep import SweepReport, expected_durations, run_plan
 
 log = logging.getLogger("experiment_runner")
 
-REPORT_COMMANDS = ("report", "compare", "score")
 #: The sweep stopped because its output could not be written (a full disk): sysexits' EX_IOERR.
 EXIT_OUTPUT_FAILED = 74
 
@@ -198,6 +199,7 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
             executor.close()
     print(sweep_summary(plan.requested, report.lines, results.read().lines, results_path,
                         paths.folder, settings, report.recorded_elsewhere))
+    refresh_report_cache(results_path)
     return 0
 
 
@@ -238,16 +240,6 @@ def sweep_dispatcher(scale: ScaleOptions, executor: ExperimentExecutor,
                              {planned.experiment.accelerator for planned in plan.experiments})
     except RayClusterError as error:
         raise UsageError(str(error)) from error
-
-
-def run_report_command(argv: Sequence[str]) -> int:
-    try:
-        from reports import cli as reports_cli
-    except ImportError:
-        print(f"experiment-runner {argv[0]}: reports are not available in this version",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return reports_cli.main(list(argv))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -128,7 +128,7 @@ def compute_history(
     # experiment has two lines in a run (the usual case), that is every line.
     retried = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM lines WHERE {scope} "
                           f"GROUP BY run, key HAVING count(*) > 1)").fetchone()[0]
-    picked = (f"id IN (SELECT max_by(id, [ts, fin, fi::DOUBLE, ord::DOUBLE]) FROM lines WHERE {scope} "
+    picked = (f"id IN (SELECT max_by(id, (ts, fin, fi, ord)) FROM lines WHERE {scope} "
               f"GROUP BY run, key)" if retried else scope)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE hist AS

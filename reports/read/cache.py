@@ -11,6 +11,10 @@ cached.
 
 The cache lives in `$EXPERIMENT_RUNNER_CACHE_DIR`, else `$XDG_CACHE_HOME/experiment-runner/
 reports`, else `~/.cache/experiment-runner/reports`; `--no-cache` reads without it.
+
+The runner keeps it too: at the end of a sweep, `refresh` parses what the sweep appended to a
+large results file (`REFRESH_MIN_BYTES`), so that the first report after a sweep reads no line
+of it again.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +43,12 @@ log = logging.getLogger(__name__)
 SAMPLE = 1 << 16
 MAX_PARTS = 16
 LOCK_TIMEOUT_S = 120
+#: The smallest results file `refresh` caches: below it a report parses the whole file in
+#: about a tenth of a second, and the sweep is spared DuckDB's start (32 MiB: about 5,000
+#: lines of a few kilobytes).
+REFRESH_MIN_BYTES = 32 * 2**20
+#: How long `refresh` waits for a report that holds the cache's lock.
+REFRESH_LOCK_TIMEOUT_S = 1.0
 
 
 def default_cache_dir() -> Path:
@@ -92,7 +103,8 @@ class _Parsed:
     """What one parse of a byte range of a file found (ordinals and lines relative to it)."""
 
     def __init__(self, rows: int, terminated_rows: int, index: eng.NewlineIndex, bad: list[BadLine],
-                 unusable: list[int], provenance: dict[str, eng.Provenance]) -> None:
+                 unusable: list[int], provenance: dict[str, eng.Provenance],
+                 settings: list[tuple[str, int]], partial_settings: list[tuple[str, int]]) -> None:
         self.rows = rows
         self.terminated_rows = terminated_rows
         self.index = index
@@ -100,10 +112,13 @@ class _Parsed:
         self.bad = bad
         self.unusable = unusable
         self.provenance = provenance
+        #: The settings of the terminated lines, and of an unterminated last one.
+        self.settings = settings
+        self.partial_settings = partial_settings
 
 
 def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
-           line_offset: int, details: bool = True) -> _Parsed:
+           line_offset: int, details: bool = True, settings: bool = True) -> _Parsed:
     """Parse `source` (a file, or a copy of a byte range of one) into `table` (with the
     details, or not: `eng.scan_into`).
 
@@ -113,12 +128,14 @@ def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reports-newlines") as pool:
         indexing = pool.submit(eng.index_newlines, source, stop)
         try:
-            rows = eng.scan_into(con, source, table, details=details)
+            rows = eng.scan_into(con, source, table, details=details, settings=settings)
             size = source.stat().st_size
             partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
             terminated_rows = rows - 1 if partial else rows
             unreadable, nameless, runs = eng.set_aside(con, table)
             wanted = unreadable + nameless + list(runs.values())
+            found = eng.settings_of(con, table, below=terminated_rows) if settings else []
+            partial_settings = eng.settings_of(con, table, at_least=terminated_rows) if settings and partial else []
         except BaseException:
             stop.set()
             raise
@@ -126,48 +143,69 @@ def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display
     located = eng.lines_at(source, index, wanted)
     bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
     provenance = eng.provenance_of(located, runs)
-    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance)
+    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance, found, partial_settings)
 
 
-def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0) -> str:
+def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0,
+                   settings: bool = True) -> str:
     condition = "kind = 0"
     if below is not None:
         condition += f" AND rowid < {below}"
     if at_least:
         condition += f" AND rowid >= {at_least}"
-    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE (kind) FROM {table} WHERE {condition}"
+    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE ({'kind, settings' if settings else 'kind'}) FROM {table} WHERE {condition}"
 
 
-def _uncached(con: Any, path: Path, table: str) -> FileScan:
-    # Nothing is kept: the details are read only for the lines selected.
+def _uncached(con: Any, path: Path, table: str, settings: bool = True) -> FileScan:
+    # Nothing is kept: the details are read only for the lines selected, the settings only
+    # where asked for.
     parsed = _parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
-                    line_offset=0, details=False)
-    return eng.FileScan(path, f"({_rows_relation(table, 0)})", parsed.rows, parsed.bad,
-                        parsed.unusable, parsed.provenance, details=False, index=parsed.index)
+                    line_offset=0, details=False, settings=settings)
+    return eng.FileScan(path, f"({_rows_relation(table, 0, settings=settings)})", parsed.rows, parsed.bad,
+                        parsed.unusable, parsed.provenance,
+                        settings=_merged(parsed.settings, parsed.partial_settings) if settings else None,
+                        details=False, index=parsed.index)
 
 
-def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table: str) -> FileScan:
+def _merged(*settings: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Settings counted over several parts of a file, counted together."""
+    counts: dict[str, int] = {}
+    for part in settings:
+        for text, count in part:
+            counts[text] = counts.get(text, 0) + int(count)
+    return sorted(counts.items())
+
+
+def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table: str,
+              settings: bool = True) -> FileScan:
     """The file's usable rows as a relation (rows parsed into TEMP table `table`, and the
-    cache's Parquet parts), from the cache in `cache_dir` where it can (None: no cache)."""
+    cache's Parquet parts), from the cache in `cache_dir` where it can (None: no cache).
+    Without `settings`, a file read without the cache leaves its lines' settings unread."""
     if path.is_dir():
         from reports.errors import ReportError
 
         raise ReportError(f"results path {str(path)!r} is a folder, not a file")
     if cache_dir is None:
-        return _uncached(con, path, table)
+        return _uncached(con, path, table, settings)
     real = os.path.realpath(path)
-    folder = Path(cache_dir) / hashlib.sha256(real.encode("utf-8")).hexdigest()[:24]
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(folder / "lock"), timeout=LOCK_TIMEOUT_S)
-        lock.acquire()
+        folder, lock = _locked_folder(Path(cache_dir), real, LOCK_TIMEOUT_S)
     except (OSError, Timeout) as error:
         log.warning("report cache unusable (%s): reading %s without it", error, path)
-        return _uncached(con, path, table)
+        return _uncached(con, path, table, settings)
     try:
         return _open_cached(con, temp, path, real, folder, table)
     finally:
         lock.release()
+
+
+def _locked_folder(cache_dir: Path, real: str, timeout: float) -> tuple[Path, FileLock]:
+    """The cache's folder of the file at real path `real`, made if need be, and its lock, held."""
+    folder = cache_dir / hashlib.sha256(real.encode("utf-8")).hexdigest()[:24]
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder / "lock"), timeout=timeout)
+    lock.acquire()
+    return folder, lock
 
 
 def _meta_matches(meta: dict[str, Any], path: Path, stat: os.stat_result) -> bool:
@@ -225,6 +263,8 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
         bad = [BadLine(str(path), int(n), str(r)) for n, r in meta.get("bad", [])]
         unusable = [int(n) for n in meta.get("unusable", [])]
         provenance = {k: eng.Provenance.from_dict(v) for k, v in meta.get("runs", {}).items()}
+        settings = [(str(text), int(count)) for text, count in meta.get("settings", [])]
+        partial_settings: list[tuple[str, int]] = []
         parts = list(meta.get("parts", []))
         from_cache = True
         if size > cached_size:
@@ -240,6 +280,8 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
             unusable += parsed.unusable
             for run, prov in parsed.provenance.items():
                 provenance.setdefault(run, prov)
+            settings = _merged(settings, parsed.settings)
+            partial_settings = parsed.partial_settings
             rows += parsed.terminated_rows
             lines += parsed.lines
             total = rows + (parsed.rows - parsed.terminated_rows)
@@ -260,6 +302,7 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
         # This process reads the parsed rows from memory; later ones from the Parquet part.
         relations.append(_rows_relation(table, 0))
         bad, unusable, provenance = parsed.bad, parsed.unusable, parsed.provenance
+        settings, partial_settings = parsed.settings, parsed.partial_settings
         rows, lines, total = parsed.terminated_rows, parsed.lines, parsed.rows
         from_cache = False
     cached_size = terminated
@@ -274,13 +317,43 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
         "bad": [[b.lineno, b.reason] for b in kept_bad],
         "unusable": [n for n in unusable if n <= lines],
         "runs": {k: v.to_dict() for k, v in provenance.items()},
+        "settings": [[text, count] for text, count in settings],
     }
     if new_meta != meta:
         _write_meta(folder, new_meta)
     if from_cache:
         relations.insert(0, f"SELECT * FROM read_parquet({_list(parts)})")
     relation = "(" + " UNION ALL ".join(relations) + ")"
-    return eng.FileScan(path, relation, total, bad, sorted(unusable), provenance, from_cache)
+    return eng.FileScan(path, relation, total, bad, sorted(unusable), provenance, from_cache,
+                        settings=_merged(settings, partial_settings))
+
+
+def refresh(path: Path, cache_dir: Optional[Path] = None, min_bytes: Optional[int] = None) -> bool:
+    """Bring the cache of results file `path` up to date, as a report reading it would:
+    parse what was appended since it was last cached (all of it the first time) and keep
+    it. A file under `min_bytes` (default `REFRESH_MIN_BYTES`) is left alone. Returns whether
+    the cache was brought up to date. The runner calls it once a sweep has appended its lines."""
+    path = Path(path)
+    if path.stat().st_size < (REFRESH_MIN_BYTES if min_bytes is None else min_bytes):
+        return False
+    real = os.path.realpath(path)
+    try:
+        # A report holding the lock is caching the file itself: nothing to wait for.
+        folder, lock = _locked_folder(Path(cache_dir or default_cache_dir()), real, REFRESH_LOCK_TIMEOUT_S)
+    except (OSError, Timeout) as error:
+        log.info("the reports' cache of %s not refreshed: %s", path, error)
+        return False
+    temp = Path(tempfile.mkdtemp(prefix="experiment-runner-reports-"))
+    try:
+        con = eng.connect(temp)
+        try:
+            _open_cached(con, temp, path, real, folder, "refreshed")
+        finally:
+            con.close()
+    finally:
+        lock.release()
+        shutil.rmtree(temp, ignore_errors=True)
+    return True
 
 
 def _list(paths: list[str]) -> str:

@@ -27,10 +27,13 @@ log = logging.getLogger(__name__)
 class Engine:
     """A DuckDB connection holding the `lines` view over every file given."""
 
-    def __init__(self, cache_dir: Optional[Path] = None, threads: Optional[int] = None) -> None:
+    def __init__(self, cache_dir: Optional[Path] = None, threads: Optional[int] = None,
+                 settings: bool = True) -> None:
         self._temp = Path(tempfile.mkdtemp(prefix="experiment-runner-reports-"))
         self.con = connect(self._temp, threads)
         self.cache_dir = cache_dir
+        #: Whether files read without the cache have their lines' settings read (compare).
+        self.settings = settings
         self.files: list[FileScan] = []
         self._detailed: Optional[set[int]] = None  # the ids in `details`, once made
 
@@ -56,7 +59,7 @@ class Engine:
                 continue
             index = len(self.files)
             try:
-                scan = cache.open_file(self.con, self._temp, self.cache_dir, path, f"f{index}")
+                scan = cache.open_file(self.con, self._temp, self.cache_dir, path, f"f{index}", self.settings)
             except OSError as error:
                 raise ReportError(f"cannot read results file {str(path)!r}: {error.strerror or error}") from error
             if scan.bad_lines and scan.rows <= len(scan.bad_lines):  # rows count the bad ones
@@ -109,8 +112,10 @@ class Engine:
             self.con.execute("CREATE OR REPLACE TEMP TABLE detail_ords AS SELECT unnest(range(len(o))) AS pos, "
                              "unnest(o) AS ord FROM (SELECT ?::BIGINT[] AS o)", [ordinals])
             if scan.details:
+                # The range lets the scan skip the parts and row groups holding none of them.
                 source = (f"SELECT {index} * {ID_STRIDE} + ord AS id, {columns} FROM {scan.relation} "
-                          f"WHERE ord IN (SELECT ord FROM detail_ords)")
+                          f"WHERE ord BETWEEN {ordinals[0]} AND {ordinals[-1]} "
+                          f"AND ord IN (SELECT ord FROM detail_ords)")
             else:
                 # The line parsed again must be the one parsed first: the same experiment key.
                 located = eng.lines_at(scan.path, scan.index, ordinals) if scan.index is not None else {}

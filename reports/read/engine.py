@@ -120,7 +120,11 @@ READ_COLUMNS: dict[str, Any] = {
     "batch_size_used": _D,
     # The workload signature: what was run (its FLOPs per iteration, where counted).
     "workload": {"flops_per_iteration": _D},
+    # The settings in force (compare names those that differ: reports.analyse.settings_diff).
+    "environment": {"torch_settings": "JSON"},
 }
+#: Read for the settings only: a line holding no other key read is set aside as before.
+_SETTINGS_ONLY = ("environment",)
 
 
 def _duck_type(spec: Any) -> str:
@@ -158,6 +162,8 @@ def _without(spec: dict[str, Any], paths: Iterable[str]) -> dict[str, Any]:
 #: What DuckDB reads of each line when the details are not kept (the same top-level keys,
 #: so a line is set aside exactly as with every column).
 LINE_READ_COLUMNS = _without(READ_COLUMNS, _DETAIL_READ)
+#: The same, less the settings (a read for `report` or `score`, which never name them).
+_BARE_READ_COLUMNS = {name: spec for name, spec in LINE_READ_COLUMNS.items() if name not in _SETTINGS_ONLY}
 
 
 def _columns_argument(columns: dict[str, Any]) -> str:
@@ -291,7 +297,7 @@ def _config_column(column: ConfigColumn) -> str:
 #: Every identity field: the experiment's key in the reports (lines of any version).
 _IDENTITY = (*identity_fields(MODEL), *identity_fields(EXPERIMENT))
 
-_ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS)
+_ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS if name not in _SETTINGS_ONLY)
 
 
 _NOT_RUN_CODES = ", ".join(_sql_text(c.value) for c in (VerificationCode.VERIFIER_SKIPPED, VerificationCode.VERIFIER_DIDNT_RUN))
@@ -359,6 +365,9 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("tflops", f"""COALESCE({_positive('summary.throughput.tflops')}, {_positive(_COUNTED_TFLOPS)})"""),
     ("peak_fraction", f"""{_finite('summary.throughput.fraction_of_peak')}"""),
     ("peak_note", """COALESCE(summary.throughput.no_peak_reason, '')"""),
+    # Any valid line's settings (one naming no model too): `settings_of` counts them per file.
+    ("settings", """CASE WHEN json_type(environment.torch_settings) = 'OBJECT'
+         THEN CAST(environment.torch_settings AS VARCHAR) END"""),
 ]
 
 #: The columns only a selected line needs (a record's details); every other column is
@@ -370,8 +379,13 @@ DETAIL_COLUMNS = ("fp", "times", "peak_host", "error", "skip_reason", "graph_cou
 #: Every normalised column (a file read with its details, or cached).
 NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
 #: The columns of every line (`kind` aside, which only sets lines aside).
-LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name != "kind")
+#: Columns of the parsed table that are no line's: why it was set aside, and its settings
+#: (counted per file, never cached per line).
+FILE_COLUMNS = ("kind", "settings")
+LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name not in FILE_COLUMNS)
 _LINE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS)
+_BARE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS
+                               if name not in DETAIL_COLUMNS and name != "settings")
 #: What a cache of normalised rows must have been written with to be read.
 SCHEMA_VERSION = f"{_COLUMNS_VERSION}-{hashlib.sha256(NORMALISED.encode()).hexdigest()[:16]}"
 
@@ -415,6 +429,9 @@ class FileScan:
     unusable: list[int] = field(default_factory=list)
     provenance: dict[str, Provenance] = field(default_factory=dict)
     from_cache: bool = False
+    #: The distinct settings its lines hold (JSON text) and how many lines hold each; None
+    #: where they were not read.
+    settings: Optional[list[tuple[str, int]]] = field(default_factory=list)
     #: Whether `relation` holds the `DETAIL_COLUMNS` too; if not, they are read again from
     #: the lines' text, found with `index`.
     details: bool = True
@@ -465,10 +482,11 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
     return unique
 
 
-def scan_into(con, source: Path, table: str, details: bool = True) -> int:
+def scan_into(con, source: Path, table: str, details: bool = True, settings: bool = True) -> int:
     """Parse `source` into TEMP table `table` (every non-blank line, in order); its row count.
 
-    Without `details`, the table holds `kind` and `LINE_COLUMNS` only (about a sixth less
+    Without `settings` (and without `details`), the lines' settings are not read (no
+    `settings` column). Without `details`, the table holds `kind` and `LINE_COLUMNS` only (about a sixth less
     work over every line); a selected line's details are then read again from its text
     (`reports.read.columnar.Engine.ensure_details`).
 
@@ -478,7 +496,10 @@ def scan_into(con, source: Path, table: str, details: bool = True) -> int:
     longer lines are replaced, in a copy, by a line that is no object (same line count,
     so ordinals and line numbers hold), which `classify` names as too long.
     """
-    columns, select = (READ_COLUMNS, NORMALISED) if details else (LINE_READ_COLUMNS, _LINE_NORMALISED)
+    if details:
+        columns, select = READ_COLUMNS, NORMALISED
+    else:
+        columns, select = (LINE_READ_COLUMNS, _LINE_NORMALISED) if settings else (_BARE_READ_COLUMNS, _BARE_NORMALISED)
 
     def scan(path: Path, object_size: Optional[int] = None) -> None:
         size = f", maximum_object_size={int(object_size)}" if object_size else ""
@@ -544,6 +565,15 @@ def _loads(text: bytes) -> tuple[Any, Optional[str]]:
     except ValueError as error:
         reason = str(error).split(":", 1)[0] if isinstance(error, UnicodeDecodeError) else str(error)
         return None, reason[:200] or "invalid JSON"
+
+
+def settings_of(con, table: str, below: Optional[int] = None, at_least: int = 0) -> list[tuple[str, int]]:
+    """The distinct settings (`environment.torch_settings` as JSON text) of the lines of
+    `table` (rows `at_least` to `below`), and how many lines hold each."""
+    bounds = (f" AND rowid < {int(below)}" if below is not None else "") + (f" AND rowid >= {int(at_least)}" if at_least else "")
+    return [(text, int(count)) for text, count in con.execute(
+        f"SELECT settings, count(*) FROM {table} WHERE settings IS NOT NULL{bounds} "
+        f"GROUP BY settings ORDER BY settings").fetchall()]
 
 
 def set_aside(con, table: str) -> tuple[list[int], list[int], dict[str, int]]:

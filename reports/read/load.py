@@ -252,6 +252,9 @@ class Loaded:
     #: The engine's file indices these records came from (for further queries).
     files: list[int] = field(default_factory=list)
     run: Optional[str] = None
+    #: The records of the newest run's lines alone (`run` if given, else the last of
+    #: `runs`), where they could be told from `records` without selecting them again.
+    newest_records: Optional[list["Record"]] = None
 
 
 def format_time(timestamp: float) -> str:
@@ -290,24 +293,32 @@ def _int(value: Optional[float]) -> Optional[int]:
     return None if value is None else int(value)
 
 
+#: Where each column of `_RECORD_FIELDS` sits after the configuration's, and the Record
+#: fields given as they are.
+_AT = {name: index for index, (name, _) in enumerate(_RECORD_FIELDS)}
+_GIVEN = tuple((index, attribute) for index, (_, attribute) in enumerate(_RECORD_FIELDS)
+               if attribute is not None)
+
+
 def record_from_row(row: tuple) -> Record:
     """A record from a row of `record_columns()`."""
     width = len(row) - len(_RECORD_FIELDS)
     config = ConfigKey(*row[:width])
-    values = dict(zip((name for name, _ in _RECORD_FIELDS), row[width:]))
-    given = {attribute: values[name] for name, attribute in _RECORD_FIELDS if attribute is not None}
-    times = list(values["times"] or [])
-    if values["peak_dev"] is not None:
-        peak, kind = int(values["peak_dev"]), "device"
-    elif values["peak_host"] is not None:
-        peak, kind = int(values["peak_host"]), "host"
+    values = row[width:]
+    given = {attribute: values[index] for index, attribute in _GIVEN}
+    times = list(values[_AT["times"]] or [])
+    peak_dev, peak_host = values[_AT["peak_dev"]], values[_AT["peak_host"]]
+    if peak_dev is not None:
+        peak, kind = int(peak_dev), "device"
+    elif peak_host is not None:
+        peak, kind = int(peak_host), "host"
     else:
         peak, kind = None, None
     given.update(
         config=config, per_iter_times=times, interval=median_interval(times), peak_memory=peak,
-        memory_kind=kind, eager_peak_device_memory=_int(values["eager_peak_dev"]),
-        unreliable=bool(values["unreliable"]), host_bound=bool(values["host_bound"]),
-        peak_note=values["peak_note"] or "")
+        memory_kind=kind, eager_peak_device_memory=_int(values[_AT["eager_peak_dev"]]),
+        unreliable=bool(values[_AT["unreliable"]]), host_bound=bool(values[_AT["host_bound"]]),
+        peak_note=values[_AT["peak_note"]] or "")
     return Record(**given)
 
 
@@ -362,19 +373,26 @@ def select_run(run: str, runs: list[RunInfo]) -> str:
     raise ReportError(f"--run {run!r} matches no run in the results; runs there: {known}")
 
 
-def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = None) -> tuple[list[Record], int]:
+def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = None,
+                   mark: Optional[str] = None) -> tuple[list[Record], int]:
     """Each experiment's latest line (within `run` if given) as records; and how many
-    usable lines that scope holds.
+    usable lines that scope holds. With `mark`, the picks note which experiments have
+    lines in run `mark` (`newest_of`).
 
     A latest line from --verify-only (status ok, no timings) lends its verification code to
     the experiment's latest timed line instead.
     """
     where, params = _scope(files, run)
-    order = "[ts, fin, fi::DOUBLE, ord::DOUBLE]"
+    # Which experiments have lines in run `mark` (for `newest_of`).
+    marked = "bool_or(run = ?)" if mark is not None else "false"
+    params = ([mark] if mark is not None else []) + params
+    order = "(ts, fin, fi, ord)"  # compared field by field (a row, cheaper than a list)
     con = engine.con
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE picks AS SELECT key, count(*) AS n, max_by(id, {order}) AS pick, "
-        f"max_by(id, {order}) FILTER (WHERE n_times > 0) AS timed FROM lines WHERE {where} GROUP BY key",
+        f"max_by(id, {order}) FILTER (WHERE n_times > 0) AS timed, max_by(run, {order}) AS pick_run, "
+        f"max_by(run, {order}) FILTER (WHERE n_times > 0) AS timed_run, {marked} AS in_run "
+        f"FROM lines WHERE {where} GROUP BY key",
         params)
     usable = con.execute("SELECT COALESCE(sum(n), 0) FROM picks").fetchone()[0]
     engine.ensure_details(i for pair in con.execute("SELECT pick, timed FROM picks").fetchall() for i in pair)
@@ -405,12 +423,29 @@ def select_records(engine: Engine, files: Sequence[int], run: Optional[str] = No
     return records, int(usable)
 
 
+def newest_of(engine: Engine, records: list[Record], run: str) -> Optional[list[Record]]:
+    """What `select_records(engine, files, run)` gives, taken from `records` (the last
+    `select_records`, over every run, told to mark the lines of `run`) where it can be: the records whose line, and latest
+    timed line, are of `run`. None where an experiment has lines in `run` that are not its
+    latest (then only selecting them again tells)."""
+    rows = engine.con.execute(
+        "SELECT key, pick_run = ? AND (timed_run IS NULL OR timed_run = ?) FROM picks WHERE in_run",
+        [run, run]).fetchall()
+    if not all(same for _, same in rows):
+        return None
+    keys = {key for key, _ in rows}
+    return [record for record in records if record.key in keys]
+
+
 def load_from(engine: Engine, scans: Sequence[FileScan], run: Optional[str] = None) -> Loaded:
     """Records of files already added to `engine`."""
     files = [engine.files.index(scan) for scan in scans]
     runs = runs_of(engine, files)
     chosen = select_run(run, runs) if run is not None else None
-    records, usable = select_records(engine, files, chosen)
+    # The report's latest changes: the newest run against the one before it.
+    mark = runs[-1].run_id if chosen is None and len(runs) > 1 else None
+    records, usable = select_records(engine, files, chosen, mark)
+    newest = records if chosen is not None else (newest_of(engine, records, mark) if mark is not None else None)
     bad = [b for scan in scans for b in scan.bad_lines]
     unusable = [f"{scan.path} line {n} names no model or experiment" for scan in scans for n in scan.unusable]
     if unusable:
@@ -424,6 +459,7 @@ def load_from(engine: Engine, scans: Sequence[FileScan], run: Optional[str] = No
         unusable=unusable,
         files=files,
         run=chosen,
+        newest_records=newest,
     )
 
 

@@ -169,3 +169,25 @@ def test_odd_values_in_detail_fields_leave_the_line_columns_as_a_full_read_has_t
         con.close()
     assert len(full) == len(lines) and full == slim
     assert {row[0] for row in full} == {0}
+
+
+def test_settings_are_read_only_where_a_command_names_them(write_results, report_cache):
+    """report and score read a file without the cache leaving its lines' settings unread
+    (compare reads them); the rows are the same either way, and the cache always keeps them."""
+    from reports.analyse.settings_diff import settings_values
+    from reports.read.columnar import Engine
+    from reports.read.load import load
+
+    lines = [craft_line(model, times=[1.0, 2.0]) for model in ("mlp", "cnn")]
+    for n, line in enumerate(lines):
+        line["environment"] = {"torch_settings": {"num_threads": n}}
+    path = write_results([*lines, {"environment": {"torch_settings": {"num_threads": 7}}}, "{cut"])
+    with Engine(settings=False) as bare, Engine(settings=True) as full, Engine(report_cache, settings=False) as cached:
+        (without,), (read,), (kept,) = bare.add([path]), full.add([path]), cached.add([path])
+        assert without.settings is None
+        assert read.settings == kept.settings and settings_values([read])[1] == 3  # the nameless line's too
+        with pytest.raises(ValueError, match="read without its settings"):
+            settings_values([without])
+        assert load([path], engine=bare).records == load([path], engine=full).records
+        assert [b.lineno for b in without.bad_lines] == [b.lineno for b in read.bad_lines] == [4]
+        assert without.unusable == read.unusable == [3]

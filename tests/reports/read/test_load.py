@@ -302,3 +302,35 @@ def test_flops_per_iteration_give_the_achieved_rate(write_results):
     assert by_model["mlp"].flops_per_iteration == 6e12
     assert by_model["mlp"].tflops == pytest.approx(6e12 / 0.2 / 1e12)
     assert by_model["cnn"].flops_per_iteration is None and by_model["cnn"].tflops is None
+
+
+@pytest.mark.parametrize("case, told", [
+    ("every experiment in the last run", True),
+    ("one experiment only in an earlier run", True),
+    ("the last run only verified one", False),
+    ("--run names a run", True),
+])
+def test_the_newest_runs_records_are_told_from_the_latest_ones_only_where_the_same(
+        write_results, case, told):
+    """`Loaded.newest_records` spares the report selecting the newest run again (its latest
+    changes): only where that selection would give the same records."""
+    from reports.read.columnar import Engine
+    from reports.read.load import select_records
+
+    lines = [craft_line("mlp", times=[1.0, 2.0], run_id="a", timestamp=1.0),
+             craft_line("cnn", times=[3.0, 4.0], run_id="a", timestamp=2.0),
+             craft_line("mlp", times=[1.5, 2.5], run_id="b", timestamp=10.0)]
+    if case != "one experiment only in an earlier run":
+        lines.append(craft_line("cnn", times=[5.0, 6.0], run_id="b", timestamp=11.0))
+    if case == "the last run only verified one":
+        lines.append(craft_line("cnn", code="FAIL", run_id="c", timestamp=20.0))
+        lines.append(craft_line("mlp", times=[1.0, 1.0], run_id="c", timestamp=21.0))
+    path = write_results(lines)
+    with Engine() as engine:
+        loaded = load([path], run="a" if case.startswith("--run") else None, engine=engine)
+        assert (loaded.newest_records is not None) is told
+        alone, _ = select_records(engine, loaded.files, loaded.run or loaded.runs[-1].run_id)
+        if told:
+            assert loaded.newest_records == alone and alone
+        else:
+            assert alone != [r for r in loaded.records if r.run_id == "c"]  # the lent code
