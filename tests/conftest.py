@@ -250,6 +250,25 @@ def run_cli(tmp_path, request):
 
 
 @pytest.fixture
+def probed_compiler(monkeypatch):
+    """For a test that compiles with inductor in its own process: what the runner's probe
+    hands every child for inductor (runner/plan/probe.py: the CPU's vector-ISA check made
+    once for the host). Without it the first such compile of each pytest worker checked the
+    ISAs again (a C++ build and a Python child that imports torch, per ISA), which no child
+    of the runner does; the same kernels are built either way."""
+    from torch._inductor import config
+
+    from runner.plan.probe import probe_host
+
+    variables = probe_host().child_environment
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    checked = variables.get("TORCHINDUCTOR_VEC_ISA_OK") == "1"
+    with config.patch({"cpp.vec_isa_ok": True} if checked else {}):
+        yield variables
+
+
+@pytest.fixture
 def fast_args() -> list[str]:
     """Flags that keep a real sweep short."""
     return ["--repeat=2", "--warmup=1", "--accelerator=cpu"]

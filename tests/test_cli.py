@@ -63,6 +63,8 @@ def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):
         assert summary["peak_host_memory_bytes"] > 50 * 2**20
         assert line["experiment"]["batch_size"] == 16  # the batch size used
         assert line["experiment"]["requested_batch_size"] is None  # the suite's default
+        # Inductor's mode, not given: its default, recorded (eager has none).
+        assert line["experiment"]["mode"] == ("default" if line["experiment"]["dynamo"] else None)
         # The cold start less a steady iteration, never below zero (eager compiles nothing, and
         # on a loaded machine its cold start can beat the median).
         assert summary["compile_time_s"] == pytest.approx(max(

@@ -4,10 +4,13 @@ aside with a warning naming it and rebuilt; it never crashes a run, never costs 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
 import pytest
+
+from runner.plan.probe import probe_cache_path, probe_host
 
 MLP = ["--suite-name=builtin", "-k", "^mlp$", "--accelerator=cpu", "--xla=None",
        "--dynamo=None", "--test=eval", "--batch-size=2", "--repeat=2", "--warmup=1"]
@@ -15,8 +18,16 @@ MLP = ["--suite-name=builtin", "-k", "^mlp$", "--accelerator=cpu", "--xla=None",
 
 @pytest.fixture
 def own_cache(tmp_path, monkeypatch) -> Path:
-    """The runners' cache folder for this test alone (their side files)."""
+    """The runners' cache folder for this test alone (their side files), holding a copy of
+    the probe's answer from the tests' shared cache (made there first where no runner had
+    yet): these tests are about the files beside the results, and a probe of their own cost
+    each test 8 to 10 CPU-seconds (tests/runner/plan/test_probe.py tests the probe's file)."""
+    probe_host()  # the tests' shared cache, as every runner of the session keys it
+    shared = probe_cache_path()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    own = probe_cache_path()
+    own.parent.mkdir(parents=True)
+    shutil.copy2(shared, own)
     return tmp_path / "cache" / "experiment-runner"
 
 

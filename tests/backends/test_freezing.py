@@ -39,7 +39,7 @@ def test_freezing_is_identity_and_compiles_with_inductors_option():
 
 
 @pytest.mark.e2e
-def test_inductor_freezes_the_weights_only_when_asked():
+def test_inductor_freezes_the_weights_only_when_asked(probed_compiler):
     torch = pytest.importorskip("torch")
     from torch._inductor import freezing
 
@@ -55,7 +55,7 @@ def test_inductor_freezes_the_weights_only_when_asked():
 
 
 @pytest.mark.e2e
-def test_a_models_inductor_settings_reach_the_compile():
+def test_a_models_inductor_settings_reach_the_compile(probed_compiler):
     """A model's inductor_settings (the harness's per-model ones) are compiled with: here
     freezing, whose call shows, on a model that asks for it and an experiment that does not."""
     import dataclasses

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -76,42 +74,31 @@ def test_every_builtin_model_trains_with_extract_jax(sweep):
     assert not describe_failures(lines), describe_failures(lines)
 
 
-PARITY = """
-import json, sys
-import torch
-from models.builders import builtin as builtin_models
-from core.config import ExperimentConfig
-from backends.runtimes.torch_device import TorchPreparedModel
-from backends.runtimes.torchax import TorchaxPreparedModel
+@pytest.fixture(scope="module")
+def torchax_server():
+    """A fork server preloading what the torchax stack's servers preload (torch, JAX): each
+    parity child is forked from it, as fresh as a new interpreter (no torchax environment,
+    no JAX backend yet), without importing both again (seconds of each child)."""
+    from runner.run.forkserver_client import ForkServer
 
-name, mode, test = sys.argv[1:4]
-inputs = builtin_models.build(name, 4).make_inputs(7)
-eager = TorchPreparedModel(builtin_models.build(name, 4),
-                           ExperimentConfig("cpu", None, None, None, test), torch.device("cpu"))
-jaxed = TorchaxPreparedModel(builtin_models.build(name, 4),
-                             ExperimentConfig("cpu", None, None, mode, test))
-expected = eager.result_to_host(eager.step(eager.inputs_to_device(inputs)))
-got = jaxed.result_to_host(jaxed.step(jaxed.inputs_to_device(inputs)))
-if test == "train":
-    assert set(got) == {"loss", "gradients"} and set(got["gradients"]) == set(expected["gradients"])
-    errors = {k: float((expected["gradients"][k] - v).abs().max()) for k, v in got["gradients"].items()}
-    errors["loss"] = float((expected["loss"] - got["loss"]).abs())
-else:
-    assert isinstance(got, torch.Tensor) and got.shape == expected.shape
-    errors = {"output": float((expected - got).abs().max())}
-print(json.dumps(errors))
-"""
+    server = ForkServer(TorchaxStack.preload, parity_environment())
+    yield server
+    server.close()
+
+
+def parity_environment() -> dict[str, str]:
+    return {**cli_environment(), "JAX_PLATFORMS": "cpu", "PYTHONUNBUFFERED": "1"}
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("mode", ["extract_jax", "torch_export"])
-def test_cnn_gradients_match_eager_through_max_pooling(mode):
+def test_cnn_gradients_match_eager_through_max_pooling(mode, torchax_server):
     """JAX differentiates torchax's max pooling only through the runner's override."""
-    completed = subprocess.run(
-        [sys.executable, "-c", PARITY, "cnn", mode, "train"], capture_output=True, text=True,
-        env={**cli_environment(), "JAX_PLATFORMS": "cpu"}, cwd=str(PROJECT_ROOT), timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    errors = json.loads(completed.stdout.strip().splitlines()[-1])
+    child = torchax_server.start("tests.fixtures.torchax_parity", ["cnn", mode, "train"],
+                                 parity_environment(), str(PROJECT_ROOT))
+    output = child.stdout.read().decode()
+    assert child.wait(timeout=300) == 0, output[-3000:]
+    errors = json.loads(next(line for line in reversed(output.splitlines())
+                             if line.startswith("{")))
     assert len(errors) > 1
     assert max(errors.values()) < 1e-4, errors

@@ -61,7 +61,7 @@ def test_builtin_model_passes_and_a_perturbed_leaf_fails(test, optimizer):
 
 
 @pytest.mark.e2e
-def test_the_verifier_loads_models_that_drop_nothing():
+def test_the_verifier_loads_models_that_drop_nothing(probed_compiler):
     """Timed models drop as the harness's do (PLBart's attention at p = 0.1), so two
     training steps differ and inductor's draws are not eager's; the verifier's models keep
     their draws at p = 1e-30, and inductor passes against eager."""
