@@ -26,7 +26,9 @@ trains with an optimizer; `--optimizer harness` has each make the one it makes o
 own code: the harness's init_optimizer, ours' optimizer_settings), without `capturable`,
 which needs parameters on CUDA. A graph captured again with the same record counts once.
 Where the two sides capture different numbers of graphs, the row names the frame each graph
-starts in. One row per model and test; the exit status is 1 on any difference or failure.
+starts in; where their graph breaks differ, it shows each side's by reason (a note: the
+harness's iteration breaks in frames of its own). One row per model and test; the exit
+status is 1 on any difference or failure.
 """
 
 from __future__ import annotations
@@ -239,6 +241,18 @@ def our_graphs(model: ListedModel, test: str, batch_size: int, precision: str,
     return recorder.graphs
 
 
+def graph_breaks() -> dict[str, int]:
+    """Dynamo's graph breaks so far in this process: the first line of each reason, counted."""
+    from torch._dynamo.utils import counters
+
+    found: dict[str, int] = {}
+    for reason, count in counters["graph_break"].items():
+        lines = str(reason).strip().splitlines()
+        key = lines[0][:120] if lines else "(no reason given)"
+        found[key] = found.get(key, 0) + int(count)
+    return found
+
+
 def record_side(side: str, reference: Path, model: ListedModel, test: str, batch_size: int,
                 precision: str, optimizer: str, out: Path) -> int:
     """One side, in this process: its graphs, or its error, as JSON in `out`."""
@@ -246,7 +260,7 @@ def record_side(side: str, reference: Path, model: ListedModel, test: str, batch
         graphs = (harness_graphs(reference, model, test, batch_size, precision, optimizer)
                   if side == "harness" else our_graphs(model, test, batch_size, precision,
                                                       optimizer))
-        result: dict[str, Any] = {"graphs": graphs}
+        result: dict[str, Any] = {"graphs": graphs, "breaks": graph_breaks()}
     except Exception as error:  # the row names the side that failed, with its error
         result = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
                   if str(error) else type(error).__name__}
@@ -352,6 +366,16 @@ def graph_starts(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> li
             for index, graph in enumerate(graphs)]
 
 
+def break_differences(theirs: dict[str, int], mine: dict[str, int]) -> list[str]:
+    """Each side's graph breaks by reason, where they differ: shown, not a difference by
+    itself (the harness's iteration breaks in frames of its own, such as `clone_inputs`)."""
+    if theirs == mine:
+        return []
+    return [f"{side} breaks {sum(breaks.values())}: "
+            + "; ".join(f"{reason} x{count}" for reason, count in sorted(breaks.items()))
+            for side, breaks in (("harness", theirs), ("ours", mine))]
+
+
 def summary(graphs: list[dict[str, Any]]) -> str:
     """'graphs/forward operators/backward operators' of the distinct graphs."""
     kept = distinct(graphs)
@@ -432,7 +456,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                 status = "DIFFERENT" if differences else "same"
                 details = differences + [f"(note) {note}" for note in
                                          notes(theirs["graphs"], mine["graphs"])
-                                         + graph_starts(theirs["graphs"], mine["graphs"])]
+                                         + graph_starts(theirs["graphs"], mine["graphs"])
+                                         + break_differences(theirs.get("breaks", {}),
+                                                             mine.get("breaks", {}))]
             failed += status != "same"
             their_text = summary(theirs["graphs"]) if "graphs" in theirs else "-"
             my_text = summary(mine["graphs"]) if "graphs" in mine else "-"

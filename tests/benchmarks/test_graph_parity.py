@@ -119,6 +119,15 @@ def test_where_each_graph_starts_is_named_where_the_counts_differ():
     assert graphs.compare(theirs, mine[:1]) == []
 
 
+def test_graph_breaks_that_differ_are_shown_by_reason():
+    theirs = {"Unsupported Tensor.backward() call": 1, "Attempted to inline function": 2}
+    mine = {"Unsupported Tensor.backward() call": 1}
+    assert graphs.break_differences(theirs, mine) == [
+        "harness breaks 3: Attempted to inline function x2; Unsupported Tensor.backward() call x1",
+        "ours breaks 1: Unsupported Tensor.backward() call x1"]
+    assert graphs.break_differences(mine, dict(mine)) == []
+
+
 def test_the_harness_optimizer_made_on_the_cpu_steps_without_capturable():
     import torch
 
