@@ -1,7 +1,7 @@
 """The graphs each tool hands the compiler, compared on the CPU.
 
     python benchmarks/graph_parity.py --model NAME [--model NAME ...] [--test eval|train]
-        [--batch-size N] [--reference DIR]
+        [--batch-size N] [--precision P] [--optimizer none|harness] [--reference DIR]
 
 `workload_parity.py` checks that both tools do the same work (parameters, inputs, FLOPs);
 this checks that they hand inductor the same graphs for it. For each chosen model of the
@@ -20,9 +20,15 @@ iteration compiled by a backend that records, per graph dynamo captures:
   partitioner: their operators in order, each with the dtype it produces.
 
 Each tool runs in a child process of its own (the harness sets torch's switches when it is
-imported). Precision as in the GPU table: bf16 for Hugging Face inference, amp otherwise,
-both on the CPU (autocast to bf16 there). A graph captured again with the same record counts
-once. One row per model and test; the exit status is 1 on any difference or failure.
+imported). Precision as in the GPU table unless `--precision` names one: bf16 for Hugging
+Face inference, amp otherwise, both on the CPU (autocast to bf16 there). Off CUDA neither tool
+trains with an optimizer; `--optimizer harness` has each make the one it makes on CUDA (its
+own code: the harness's init_optimizer, ours' optimizer_settings), without `capturable`,
+which needs parameters on CUDA. A graph captured again with the same record counts once.
+Where the two sides capture different numbers of graphs, the row names the frame each graph
+starts in; where their graph breaks differ, it shows each side's by reason (a note: the
+harness's iteration breaks in frames of its own). One row per model and test; the exit
+status is 1 on any difference or failure.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.fidelity_cases import HARNESS_PRECISION_FLAGS  # noqa: E402
 from benchmarks.workload_parity import (DEFAULT_REFERENCE, TESTS, ListedModel,  # noqa: E402
                                         listed_models, selected)
 
@@ -50,6 +57,8 @@ from benchmarks.workload_parity import (DEFAULT_REFERENCE, TESTS, ListedModel,  
 SHOWN = 6
 #: The recording backend's name for our runner's dynamo stack.
 RECORDER = "graph_parity_recorder"
+#: --optimizer: none (as both tools train off CUDA), or the one each makes on CUDA.
+OPTIMIZERS = ("none", "harness")
 
 
 def precision_of(model: ListedModel, test: str) -> str:
@@ -76,7 +85,8 @@ class GraphRecorder:
         # only compiling with inductor would have imported.
         import torch._inductor.lowering  # noqa: F401
 
-        record = {"settings": compiler_settings(),
+        record = {"frame": compiled_frame(),
+                  "settings": compiler_settings(),
                   "inputs": [describe_layout(value) for value in example_inputs],
                   "outputs": graph_outputs(graph_module),
                   "autocast": any("_enter_autocast" in str(node.target)
@@ -96,6 +106,18 @@ class GraphRecorder:
             bw_compiler=recording("backward"),
             partition_fn=min_cut_rematerialization_partition,
             decompositions=select_decomp_table())
+
+
+def compiled_frame() -> str:
+    """The function whose frame dynamo is compiling, as `name (file:line)`: where the graph
+    starts (a resume function's name says after which line of its function)."""
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    translator = InstructionTranslator.current_tx()
+    if translator is None:
+        return "?"
+    code = translator.f_code
+    return f"{code.co_name} ({Path(code.co_filename).name}:{code.co_firstlineno})"
 
 
 def describe_value(value: Any) -> str:
@@ -154,21 +176,34 @@ def operators(graph_module) -> list[str]:
     return found
 
 
-def harness_graphs(reference: Path, model: ListedModel, test: str,
-                   batch_size: int) -> list[dict[str, Any]]:
+def without_capturable(optimizer) -> None:
+    """The optimizer's step made as on parameters off CUDA: `capturable` keeps its scalars
+    on a device that captures, which the CPU is not (ours' make_optimizer drops it there)."""
+    for group in optimizer.param_groups:
+        if "capturable" in group:
+            group["capturable"] = False
+
+
+def harness_graphs(reference: Path, model: ListedModel, test: str, batch_size: int,
+                   precision: str, optimizer: str = "none") -> list[dict[str, Any]]:
     """The harness's iteration (forward_pass or forward_and_backward_pass) on its own model
-    and inputs, cast as its main casts them, compiled by the recorder."""
+    and inputs, cast as its main casts them, compiled by the recorder; with its CUDA
+    optimizer (its init_optimizer) where `optimizer` is harness."""
     import torch
 
     from benchmarks.workload_parity import Harness, harness_on_path
 
-    precision_flag = "--bfloat16" if precision_of(model, test) == "bf16" else "--amp"
-    runner = Harness(reference).runner(model, test, batch_size, (precision_flag,))
+    runner = Harness(reference).runner(model, test, batch_size,
+                                       (HARNESS_PRECISION_FLAGS[precision],))
     runner.setup_amp()
     with harness_on_path(reference):
         _, _, module, inputs, _ = runner.load_model("cpu", model.harness_name,
                                                     batch_size=batch_size)
     module, inputs = runner.cast_based_on_args(module, inputs)
+    if optimizer == "harness" and test == "train":
+        runner.init_optimizer(model.harness_name, "cuda", module.parameters())
+        if runner.optimizer is not None:
+            without_capturable(runner.optimizer)
     recorder = GraphRecorder()
     compiled = torch._dynamo.optimize(recorder.backend)(runner.model_iter_fn)
     with runner.pick_grad(model.harness_name, test == "train"):
@@ -176,12 +211,15 @@ def harness_graphs(reference: Path, model: ListedModel, test: str,
     return recorder.graphs
 
 
-def our_graphs(model: ListedModel, test: str, batch_size: int) -> list[dict[str, Any]]:
+def our_graphs(model: ListedModel, test: str, batch_size: int, precision: str,
+               optimizer: str = "none") -> list[dict[str, Any]]:
     """Our iteration, prepared by our dynamo stack as a timing child prepares it, with the
-    recorder registered as the stack's backend."""
+    recorder registered as the stack's backend; with the optimizer ours makes on CUDA
+    (--optimizer=harness) where `optimizer` is harness."""
     import torch
 
     from backends.runtimes.precision import apply_numerics
+    from backends.runtimes.torch_device import HARNESS, make_optimizer, optimizer_settings
     from backends.stacks.dynamo import STACK
     from core.config import ExperimentConfig, RunSettings
     from models import get_suite
@@ -192,22 +230,37 @@ def our_graphs(model: ListedModel, test: str, batch_size: int) -> list[dict[str,
         return recorder.backend(graph_module, example_inputs)
 
     torch._dynamo.register_backend(recording_backend, name=RECORDER)
-    experiment = ExperimentConfig("cpu", None, RECORDER, None, test,
-                                  precision=precision_of(model, test))
+    experiment = ExperimentConfig("cpu", None, RECORDER, None, test, precision=precision)
     apply_numerics(experiment)
     bench = get_suite(model.suite).load(model.our_name, test, batch_size, seed=experiment.seed)
     prepared = STACK.prepare(bench, experiment, RunSettings())
+    settings = optimizer_settings(HARNESS, bench.harness_optimizer)
+    if optimizer == "harness" and test == "train" and settings is not None:
+        prepared.optimizer = make_optimizer(settings, prepared.parameters)
     prepared.step(prepared.inputs_to_device(bench.make_inputs(experiment.seed)))
     return recorder.graphs
 
 
+def graph_breaks() -> dict[str, int]:
+    """Dynamo's graph breaks so far in this process: the first line of each reason, counted."""
+    from torch._dynamo.utils import counters
+
+    found: dict[str, int] = {}
+    for reason, count in counters["graph_break"].items():
+        lines = str(reason).strip().splitlines()
+        key = lines[0][:120] if lines else "(no reason given)"
+        found[key] = found.get(key, 0) + int(count)
+    return found
+
+
 def record_side(side: str, reference: Path, model: ListedModel, test: str, batch_size: int,
-                out: Path) -> int:
+                precision: str, optimizer: str, out: Path) -> int:
     """One side, in this process: its graphs, or its error, as JSON in `out`."""
     try:
-        graphs = (harness_graphs(reference, model, test, batch_size) if side == "harness"
-                  else our_graphs(model, test, batch_size))
-        result: dict[str, Any] = {"graphs": graphs}
+        graphs = (harness_graphs(reference, model, test, batch_size, precision, optimizer)
+                  if side == "harness" else our_graphs(model, test, batch_size, precision,
+                                                      optimizer))
+        result: dict[str, Any] = {"graphs": graphs, "breaks": graph_breaks()}
     except Exception as error:  # the row names the side that failed, with its error
         result = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
                   if str(error) else type(error).__name__}
@@ -302,6 +355,27 @@ def notes(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> list[str]
             if their_graph["autocast"] != my_graph["autocast"]]
 
 
+def graph_starts(theirs: list[dict[str, Any]], mine: list[dict[str, Any]]) -> list[str]:
+    """Where each side's distinct graphs start, where the sides capture different numbers of
+    them (the frames of the two tools' iterations have different names)."""
+    theirs, mine = distinct(theirs), distinct(mine)
+    if len(theirs) == len(mine):
+        return []
+    return [f"{side} graph {index} starts in {graph.get('frame', '?')}"
+            for side, graphs in (("harness", theirs), ("ours", mine))
+            for index, graph in enumerate(graphs)]
+
+
+def break_differences(theirs: dict[str, int], mine: dict[str, int]) -> list[str]:
+    """Each side's graph breaks by reason, where they differ: shown, not a difference by
+    itself (the harness's iteration breaks in frames of its own, such as `clone_inputs`)."""
+    if theirs == mine:
+        return []
+    return [f"{side} breaks {sum(breaks.values())}: "
+            + "; ".join(f"{reason} x{count}" for reason, count in sorted(breaks.items()))
+            for side, breaks in (("harness", theirs), ("ours", mine))]
+
+
 def summary(graphs: list[dict[str, Any]]) -> str:
     """'graphs/forward operators/backward operators' of the distinct graphs."""
     kept = distinct(graphs)
@@ -310,13 +384,14 @@ def summary(graphs: list[dict[str, Any]]) -> str:
     return f"{len(kept)}/{forward}/{backward}"
 
 
-def run_side(side: str, reference: Path, model: ListedModel, test: str,
-             batch_size: int) -> dict[str, Any]:
+def run_side(side: str, reference: Path, model: ListedModel, test: str, batch_size: int,
+             precision: str, optimizer: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "graphs.json"
         command = [sys.executable, str(Path(__file__).resolve()), "--side", side,
                    "--reference", str(reference), "--model", model.harness_name,
-                   "--test", test, "--batch-size", str(batch_size), "--out", str(out)]
+                   "--test", test, "--batch-size", str(batch_size), "--precision", precision,
+                   "--optimizer", optimizer, "--out", str(out)]
         completed = subprocess.run(command, capture_output=True, text=True)
         if not out.exists():
             tail = (completed.stderr or completed.stdout).strip().splitlines()[-1:]
@@ -336,6 +411,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--batch-size", type=int, default=2,
                         help="the batch both tools build (default %(default)s; the graphs' "
                              "operators do not depend on it)")
+    parser.add_argument("--precision", choices=tuple(HARNESS_PRECISION_FLAGS),
+                        help="the precision both tools run (default: the GPU table's, bf16 "
+                             "for Hugging Face inference, amp otherwise)")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="none",
+                        help="training: none, as both tools train off CUDA (default), or "
+                             "harness, the optimizer each makes on CUDA, made on the CPU")
     parser.add_argument("--side", choices=("harness", "ours"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
@@ -353,7 +434,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         return record_side(options.side, reference, models[0], tests[0], options.batch_size,
-                           options.out)
+                           options.precision or precision_of(models[0], tests[0]),
+                           options.optimizer, options.out)
 
     print(f"{'suite':<11} {'model':<38} {'test':<5} {'harness':>14} {'ours':>14} "
           f"{'time':>6}  status   (graphs/forward operators/backward operators)")
@@ -361,8 +443,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     for model in models:
         for test in tests:
             start = time.perf_counter()
-            theirs = run_side("harness", reference, model, test, options.batch_size)
-            mine = run_side("ours", reference, model, test, options.batch_size)
+            precision = options.precision or precision_of(model, test)
+            theirs, mine = (run_side(side, reference, model, test, options.batch_size,
+                                     precision, options.optimizer)
+                            for side in ("harness", "ours"))
             if "error" in theirs or "error" in mine:
                 status = "FAILED"
                 details = [f"{side}: {result['error']}" for side, result in
@@ -371,7 +455,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                 differences = compare(theirs["graphs"], mine["graphs"])
                 status = "DIFFERENT" if differences else "same"
                 details = differences + [f"(note) {note}" for note in
-                                         notes(theirs["graphs"], mine["graphs"])]
+                                         notes(theirs["graphs"], mine["graphs"])
+                                         + graph_starts(theirs["graphs"], mine["graphs"])
+                                         + break_differences(theirs.get("breaks", {}),
+                                                             mine.get("breaks", {}))]
             failed += status != "same"
             their_text = summary(theirs["graphs"]) if "graphs" in theirs else "-"
             my_text = summary(mine["graphs"]) if "graphs" in mine else "-"

@@ -32,3 +32,20 @@ def test_timm_model_runs_eager_and_inductor_in_eval_and_train(tmp_path):
         2 * flops[("deit_tiny_patch16_224", None, "eval")]
     assert lines[("deit_tiny_patch16_224", None, "eval")]["workload"]["inputs"][0]["shape"] == \
         [4, 3, 64, 64]
+
+
+def test_compiled_training_without_amp_makes_the_graphs_of_the_harness(tmp_path):
+    # Off CUDA neither tool trains with an optimizer: the harness's forward_and_backward_pass
+    # compiles one graph (the model; the loss breaks, as its reduce_to_scalar_loss is skipped),
+    # with no autocast at all without amp (its nullcontext). Ours entered a disabled autocast
+    # there: the frame dynamo resumes in after the loss entered and left it again, a second
+    # graph compiled and called every iteration (timm training on 4 H200: 3 graphs against 2).
+    lines = sweep(tmp_path / "graphs", "--suite-name=timm", "-k", "^deit_tiny",
+                  "--dynamo=aot_eager", "--test=train", "--precision=fp32", "--precision=bf16")
+    assert sorted(line["experiment"]["precision"] for line in lines) == ["bf16", "fp32"]
+    for line in lines:
+        assert line["status"] == "ok", line["metrics"].get("error")
+        summary = line["summary"]
+        graphs = {key: value for key, value in summary.items() if key.startswith("dynamo_")}
+        assert (graphs["dynamo_graph_count"], graphs["dynamo_unique_graphs"]) == (1, 1), \
+            (line["experiment"]["precision"], graphs)

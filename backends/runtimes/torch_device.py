@@ -172,8 +172,12 @@ class TorchPreparedModel(PreparedModel):
         # torch.autocast made in this frame: dynamo traces it into the compiled graph, as in
         # PyTorch's harness. One a helper returns is entered outside the graph, which then
         # returns the model's whole output (a language model's logits) besides the loss.
-        with torch.autocast(self.device.type, dtype=self.autocast_dtype,
-                            enabled=self.autocast_dtype is not None):
+        # Without amp no autocast at all, as the harness's nullcontext: where the iteration
+        # breaks inside the block (timm's loss, a model's own breaks), dynamo resumes in a
+        # frame that enters and leaves the autocast again, and a disabled one still makes
+        # that frame a graph of its own, compiled and called every iteration.
+        with (torch.autocast(self.device.type, dtype=self.autocast_dtype)
+              if self.autocast_dtype is not None else contextlib.nullcontext()):
             output = call_module(self.callable, device_inputs)
             loss = self.bench.loss_fn(output, device_inputs)
         loss.backward()

@@ -105,6 +105,42 @@ def test_precision_follows_the_gpu_table():
             graphs.precision_of(timm, "eval")] == ["bf16", "amp", "amp"]
 
 
+def test_where_each_graph_starts_is_named_where_the_counts_differ():
+    harness_frame = "resume_in_forward_and_backward_pass_at_420 (timm_models.py:420)"
+    model_frame = "resume_in__train_iteration_at_171 (torch_device.py:171)"
+    after_loss = "resume_in__train_iteration_at_178 (torch_device.py:178)"
+    theirs = [dict(graph(), frame=harness_frame)]
+    mine = [dict(graph(), frame=model_frame), dict(graph(forward=["x:-"]), frame=after_loss)]
+    assert graphs.graph_starts(theirs, mine) == [
+        f"harness graph 0 starts in {harness_frame}", f"ours graph 0 starts in {model_frame}",
+        f"ours graph 1 starts in {after_loss}"]
+    # Frames are named differently in the two tools: not a difference by themselves.
+    assert graphs.graph_starts(theirs, mine[:1]) == []
+    assert graphs.compare(theirs, mine[:1]) == []
+
+
+def test_graph_breaks_that_differ_are_shown_by_reason():
+    theirs = {"Unsupported Tensor.backward() call": 1, "Attempted to inline function": 2}
+    mine = {"Unsupported Tensor.backward() call": 1}
+    assert graphs.break_differences(theirs, mine) == [
+        "harness breaks 3: Attempted to inline function x2; Unsupported Tensor.backward() call x1",
+        "ours breaks 1: Unsupported Tensor.backward() call x1"]
+    assert graphs.break_differences(mine, dict(mine)) == []
+
+
+def test_the_harness_optimizer_made_on_the_cpu_steps_without_capturable():
+    import torch
+
+    parameters = [torch.nn.Parameter(torch.ones(3))]
+    optimizer = torch.optim.Adam(parameters, lr=0.01, capturable=True, foreach=True)
+    graphs.without_capturable(optimizer)
+    parameters[0].grad = torch.ones(3)
+    optimizer.step()
+    assert optimizer.param_groups[0]["capturable"] is False
+    assert optimizer.param_groups[0]["foreach"] is True
+    assert parameters[0].detach().lt(1).all()
+
+
 needs_harness = pytest.mark.skipif(not (DEFAULT_REFERENCE / "common.py").exists(),
                                    reason=f"the harness is not beside the clone "
                                           f"({DEFAULT_REFERENCE})")
@@ -150,3 +186,19 @@ def test_the_recorder_takes_a_max_pooling_model_through_training():
             "print(len(recorder.graphs), any('max_pool' in op for op in graph['forward']),"
             " any('max_pool2d' in op for op in graph['backward']))")
     assert words_printed_by(code) == ["1", "True", "True"]
+
+
+@pytest.mark.e2e
+@pytest.mark.long
+@needs_harness
+def test_timm_training_with_each_tools_optimizer_makes_the_same_graphs(capsys):
+    # bf16 (no autocast in the harness) with each tool's CUDA optimizer made on the CPU: the
+    # model and Adam's step, two graphs in both. Ours made three before it entered autocast
+    # only with amp: a disabled one made the frame resumed after the loss a graph of its own.
+    status = graphs.main(["--model", "mobilenetv3_large_100", "--test", "train",
+                          "--batch-size", "1", "--precision", "bf16", "--optimizer", "harness"])
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if "mobilenetv3_large_100" in line)
+    assert status == 0, printed
+    assert row.split()[-1] == "same", printed
+    assert row.split()[3].split("/")[0] == row.split()[4].split("/")[0] == "2", row
