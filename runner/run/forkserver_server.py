@@ -31,8 +31,9 @@ from typing import Any, Sequence
 #: child imports before it loads its model, so that no child pays for them.
 PROJECT_MODULES = ("runner.child.worker", "runner.common.packages", "runner.child.timing",
                    "runner.child.trust", "runner.child.reference", "runner.child.workload",
-                   "runner.observers", "runner.observers.session", "backends",
-                   "backends.runtimes.precision", "models", "core.contract")
+                   "runner.child.settings", "runner.observers", "runner.observers.session",
+                   "backends", "backends.runtimes.precision", "backends.runtimes.torch_device",
+                   "models", "core.contract")
 MAX_MESSAGE_BYTES = 1 << 20
 PARENT_CHECK_SECONDS = 2.0
 #: torch.cuda.is_available() through NVML while a server imports: inductor asks it at import
