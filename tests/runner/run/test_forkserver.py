@@ -182,10 +182,12 @@ def test_an_xla_family_server_holds_no_xla_client_or_device(stack_name, library,
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("test", ["eval", "train"])
-def test_an_eager_cpu_child_imports_none_of_the_projects_modules_itself(tmp_path, test):
-    """Every module of the project an eager child on the CPU needs is in its server already
-    (PROJECT_MODULES and the suite's preload): importing one in each child cost it 10 to
-    25 ms on a loaded 2-core machine, and more where bytecode is not cached."""
+@pytest.mark.parametrize("xla", [None, "PJRT"])
+def test_a_cpu_child_imports_none_of_the_projects_modules_itself(tmp_path, xla, test):
+    """Every module of the project an eager or PJRT child on the CPU needs is in its server
+    already (PROJECT_MODULES, the stack's and the suite's preloads): importing one in each
+    child cost it 5 to 25 ms on a loaded 2-core machine, and more where bytecode is not
+    cached."""
     import dataclasses
 
     import backends
@@ -193,16 +195,17 @@ def test_an_eager_cpu_child_imports_none_of_the_projects_modules_itself(tmp_path
     from core.config import ExperimentConfig, ModelConfig, RunSettings
     from core.contract import RESULT_FILE, SPEC_FILE, ChildResult, ChildSpec, Role, read_message, write_message
 
-    planned = ExperimentConfig("cpu", None, None, None, test)
+    planned = ExperimentConfig("cpu", xla, None, None, test)
     planned = dataclasses.replace(planned, stack=backends.stack_for(planned).name)
     stack = backends.get_stack(planned.stack)
     preload = (*stack.preload_for(planned), *models.suite_preload("builtin"))
     write_message(tmp_path / SPEC_FILE, ChildSpec(
         ModelConfig("builtin", "mlp"), planned, RunSettings(repeat=1, warmup=1), Role.TIME,
         str(tmp_path)))
-    preloaded = ForkServer(preload, environment())
+    variables = environment(**stack.child_environment(planned))
+    preloaded = ForkServer(preload, variables)
     try:
-        child = preloaded.start("tests.fixtures.worker_imports", [str(tmp_path)], environment(),
+        child = preloaded.start("tests.fixtures.worker_imports", [str(tmp_path)], variables,
                                 str(tmp_path))
         output = child.stdout.read().decode()
         assert child.wait(timeout=120) == 0, output
