@@ -16,6 +16,7 @@ server, and the children of other threads with it, which then looked killed by S
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -23,6 +24,7 @@ import selectors
 import signal
 import socket
 import sys
+import tempfile
 import traceback
 import weakref
 from typing import Any, Sequence
@@ -31,8 +33,13 @@ from typing import Any, Sequence
 #: child imports before it loads its model, so that no child pays for them.
 PROJECT_MODULES = ("runner.child.worker", "runner.common.packages", "runner.child.timing",
                    "runner.child.trust", "runner.child.reference", "runner.child.workload",
-                   "runner.observers", "runner.observers.session", "backends",
-                   "backends.runtimes.precision", "models", "core.contract")
+                   "runner.child.settings", "runner.observers", "runner.observers.session",
+                   "backends", "backends.runtimes.precision", "backends.runtimes.torch_device",
+                   "models", "core.contract")
+#: What the exit functions of a preloaded module import in each child, as each child runs
+#: them: torch._dynamo's tabulates the compile times (dump_compile_times, whose INFO line is
+#: dropped at our log levels) with `tabulate`, 10 to 17 ms a child on a loaded 2-core machine.
+EXIT_IMPORTS = {"torch._dynamo.utils": ("tabulate",)}
 MAX_MESSAGE_BYTES = 1 << 20
 PARENT_CHECK_SECONDS = 2.0
 #: torch.cuda.is_available() through NVML while a server imports: inductor asks it at import
@@ -53,6 +60,11 @@ def _preload(modules: Sequence[str]) -> None:
         from runner.common.packages import installed_packages
         from runner.observers import all_observers
 
+        for loaded, needed in EXIT_IMPORTS.items():
+            if loaded in sys.modules:
+                for name in needed:
+                    with contextlib.suppress(ImportError):
+                        importlib.import_module(name)
         # The registries' plug-in modules: imported by discovery, which children repeat.
         backends.all_stacks()
         models.suite_names()
@@ -113,10 +125,15 @@ def _leave_finalizers_to_the_server() -> None:
     """The server's weak-reference finalizers stay the server's: a forked child does not run
     them at its exit. They are torch.library's registrations (about 140, 20 ms of a quiet
     core per child, several times that on loaded ones) and the temporary folders of the
-    libraries the server imported, which a child would remove under the server. The
-    finalizers a child makes itself still run; so do the exit functions (XLA's shutdown)."""
+    libraries the server imported, which a child would remove under the server. Such a
+    folder's exit function goes too (torch.distributed.nn's registers one at import: the
+    first child removed the server's folder, 4 ms). The finalizers a child makes itself
+    still run; so do the other exit functions (XLA's shutdown)."""
     for finalizer in list(getattr(weakref.finalize, "_registry", {})):
         finalizer.atexit = False
+        held = finalizer.peek()
+        if held is not None and isinstance(held[0], tempfile.TemporaryDirectory):
+            atexit.unregister(held[0].cleanup)
 
 
 def _run_forked_child(request: dict[str, Any], output_fd: int, closing: Sequence[int]) -> None:

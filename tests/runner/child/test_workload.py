@@ -22,6 +22,24 @@ def linear_flops(module: torch.nn.Module, batch: int) -> list[int]:
             for layer in module.modules() if isinstance(layer, torch.nn.Linear)]
 
 
+def test_the_versions_in_the_key_are_the_installed_ones_and_none_for_a_missing_package(
+        monkeypatch):
+    from importlib import metadata
+
+    from runner.common import packages
+
+    expected = {}
+    for package in w.VERSIONED_PACKAGES:
+        try:
+            expected[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            expected[package] = None
+    assert w.versions() == expected
+    assert set(w.VERSIONED_PACKAGES) <= set(packages.PROBED_PACKAGES)
+    monkeypatch.setattr(w, "installed_packages", lambda: {"torch": "9.9"})
+    assert w.versions() == {"torch": "9.9", "transformers": None, "timm": None}
+
+
 def test_eval_counts_the_forward_of_every_layer():
     suite = get_suite("builtin")
     bench = suite.load("mlp", "eval", None)

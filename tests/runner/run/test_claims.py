@@ -148,7 +148,9 @@ def test_an_unreadable_claims_file_is_set_aside_with_a_warning_naming_it(tmp_pat
     assert claims.path.with_name("results.jsonl.claims.unreadable").exists()
 
 
-@pytest.mark.parametrize("content", [b"not json", b"[1, 2]", b'{"x": {"runner": 5}}', b"{" * 5000])
+@pytest.mark.parametrize("content", [b"not json", b"[1, 2]", b'{"x": {"runner": 5}}', b"{" * 5000,
+                                     # What a machine's crash may leave of an unsynced file.
+                                     b"", b'{\n "' + FP.encode() + b'": {\n  "runner": {'])
 def test_an_unreadable_claims_file_starts_afresh(tmp_path, content):
     results = ResultsFile(tmp_path / "results.jsonl")
     claims = claims_for(results, "run")
