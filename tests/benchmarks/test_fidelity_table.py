@@ -9,6 +9,18 @@ import pytest
 from benchmarks import fidelity_table
 
 
+#: The header of the harness's CSV, the columns the table reads.
+PEER_HEADER = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+
+
+def both_tests_cases(folder):
+    """A cases file of mobilenetv2_100 at batch 128, amp, default mode: eval, then train."""
+    cases = folder / "cases.txt"
+    cases.write_text("timm mobilenetv2_100 128 amp default eval\n"
+                     "timm mobilenetv2_100 128 amp default train\n")
+    return cases
+
+
 def our_line(test: str, eager: float, speedup: float, flops: int) -> dict:
     return {"model": {"model_name": "mobilenetv2_100"}, "status": "ok",
             "experiment": {"precision": "amp", "mode": "default", "test": test,
@@ -25,14 +37,12 @@ def test_rows_by_test_with_differences_agreement_and_achieved_rate(tmp_path, cap
     (tmp_path / "ours" / "results.jsonl").write_text(
         json.dumps(our_line("eval", 0.010, 2.0, 10**11)) + "\n"
         + json.dumps(our_line("train", 0.030, 1.5, 3 * 10**11)) + "\n")
-    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    header = PEER_HEADER
     (tmp_path / "peer-timm-mobilenetv2_100-amp-default-eval.csv").write_text(
         header + "cuda,mobilenetv2_100,128,2.0,5.0,2,1\n")
     (tmp_path / "peer-timm-mobilenetv2_100-amp-default-train.csv").write_text(
         header + "cuda,mobilenetv2_100,128,1.2,25.0,1,0\n")
-    cases = tmp_path / "cases.txt"
-    cases.write_text("timm mobilenetv2_100 128 amp default eval\n"
-                     "timm mobilenetv2_100 128 amp default train\n")
+    cases = both_tests_cases(tmp_path)
     assert fidelity_table.main(tmp_path, cases) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| mobilenetv2_100")]
@@ -57,7 +67,7 @@ def test_the_harness_run_again_gives_its_runs_spread_and_the_range_check(tmp_pat
     (tmp_path / "ours").mkdir()
     (tmp_path / "ours" / "results.jsonl").write_text(
         json.dumps(our_line("eval", 0.010, 2.0, 10**11)) + "\n")  # compiled 5.0 ms, 2.00x
-    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    header = PEER_HEADER
     name = "peer-timm-mobilenetv2_100-amp-default-eval.csv"
     (tmp_path / name).write_text(header + "cuda,mobilenetv2_100,128,1.8,5.6,1,0\n")
     again = []
@@ -82,7 +92,7 @@ def test_the_harness_run_again_gives_its_runs_spread_and_the_range_check(tmp_pat
 
 
 def test_ours_run_again_gives_our_runs_and_whether_both_tools_ranges_overlap(tmp_path, capsys):
-    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    header = PEER_HEADER
     name = "peer-timm-mobilenetv2_100-amp-default-eval.csv"
     (tmp_path / "first").mkdir()
     (tmp_path / "first" / name).write_text(header + "cuda,mobilenetv2_100,128,1.8,5.6,1,0\n")
@@ -131,7 +141,7 @@ def test_a_missing_folder_is_named(tmp_path, capsys):
 def test_also_takes_each_case_from_the_first_folder_holding_both_tools(tmp_path, capsys):
     """A case OUT_DIR lacks (either tool) comes whole from another folder, never one tool's
     figure from one folder and the other's from another."""
-    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    header = PEER_HEADER
     name = "peer-timm-mobilenetv2_100-amp-default-{}.csv"
     first, second = tmp_path / "first", tmp_path / "second"
     for folder, eval_line, train_line, eval_peer, train_peer in [
@@ -150,9 +160,7 @@ def test_also_takes_each_case_from_the_first_folder_holding_both_tools(tmp_path,
         if train_peer:
             (folder / name.format("train")).write_text(
                 header + f"cuda,mobilenetv2_100,128,{train_peer},1,0\n")
-    cases = tmp_path / "cases.txt"
-    cases.write_text("timm mobilenetv2_100 128 amp default eval\n"
-                     "timm mobilenetv2_100 128 amp default train\n")
+    cases = both_tests_cases(tmp_path)
     assert fidelity_table.main(first, cases, also=[second]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| mobilenetv2_100")]
@@ -173,7 +181,7 @@ def test_also_takes_each_case_from_the_first_folder_holding_both_tools(tmp_path,
 def test_rows_that_disagree_are_listed_with_what_the_lines_show(tmp_path, capsys):
     """Host-bound rows (launching sets their time) are counted apart, and each row that
     disagrees is listed with our line's host-bound flag, spread and the harness's runs."""
-    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    header = PEER_HEADER
     launch_bound = our_line("train", 0.030, 1.5, 3 * 10**11)  # compiled 20 ms
     launch_bound["summary"].update(host_bound=True, host_bound_fraction=1.0,
                                    timing_variation=0.112, unreliable=True)
@@ -192,9 +200,7 @@ def test_rows_that_disagree_are_listed_with_what_the_lines_show(tmp_path, capsys
     for folder, (speedup, latency) in zip(again, [(1.6, 19.0), (1.3, 23.0)]):
         folder.mkdir()
         (folder / train).write_text(header + f"cuda,mobilenetv2_100,128,{speedup},{latency},1,0\n")
-    cases = tmp_path / "cases.txt"
-    cases.write_text("timm mobilenetv2_100 128 amp default eval\n"
-                     "timm mobilenetv2_100 128 amp default train\n")
+    cases = both_tests_cases(tmp_path)
     assert fidelity_table.main(tmp_path, cases, again) == 0
     out = capsys.readouterr().out
     assert "1 of 2 rows with both figures agree" in out
@@ -210,7 +216,7 @@ def test_rows_that_disagree_are_listed_with_what_the_lines_show(tmp_path, capsys
 def test_a_row_that_disagrees_says_how_many_harness_runs_compiled_afresh(tmp_path, capsys):
     # The harness's later runs on a host reuse its first run's compile from the inductor
     # cache (seconds instead of tens), and so its kernels' tuning: they repeat one figure.
-    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    header = PEER_HEADER
     metrics_header = "dev,name,batch_size,_compile.compile_inner,compile_attempt_0\n"
     name = "peer-timm-mobilenetv2_100-amp-default-eval"
     (tmp_path / "ours").mkdir()
@@ -247,7 +253,7 @@ def test_cases_of_one_model_at_two_batch_sizes_read_their_own_csvs(tmp_path, cap
     (tmp_path / "ours").mkdir()
     (tmp_path / "ours" / "results.jsonl").write_text(
         json.dumps(our_line("eval", 0.010, 2.0, 10**11)) + "\n" + json.dumps(small) + "\n")
-    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    header = PEER_HEADER
     (tmp_path / "peer-timm-mobilenetv2_100-bs128-amp-default-eval.csv").write_text(
         header + "cuda,mobilenetv2_100,128,2.0,5.0,1,0\n")
     (tmp_path / "peer-timm-mobilenetv2_100-bs8-amp-default-eval.csv").write_text(
@@ -279,7 +285,7 @@ def test_a_row_that_disagrees_shows_our_processes_beside_the_host_state(tmp_path
     """When ours' processes' host pulses read two states of the host (1.3 times apart), the
     row names each process's figures with its pulse: the slow-host process is the measured
     cause; pulses in one state add nothing."""
-    header = "dev,name,batch_size,speedup,abs_latency,unique_graphs,graph_breaks\n"
+    header = PEER_HEADER
     line = our_line("eval", 0.0073, 2.04, 10**11)
     line["summary"]["processes"].update(medians=[0.00322, 0.00369, 0.00323],
                                         eager_medians=[0.00656, 0.01197, 0.0066])
@@ -296,9 +302,7 @@ def test_a_row_that_disagrees_shows_our_processes_beside_the_host_state(tmp_path
     for test in ("eval", "train"):
         (tmp_path / f"peer-timm-mobilenetv2_100-amp-default-{test}.csv").write_text(
             header + "cuda,mobilenetv2_100,128,3.39,3.28,1,0\n")
-    cases = tmp_path / "cases.txt"
-    cases.write_text("timm mobilenetv2_100 128 amp default eval\n"
-                     "timm mobilenetv2_100 128 amp default train\n")
+    cases = both_tests_cases(tmp_path)
     assert fidelity_table.main(tmp_path, cases) == 0
     out = capsys.readouterr().out
     evaluation = next(text for text in out.splitlines() if text.startswith("- mobilenetv2_100 eval"))
