@@ -8,7 +8,7 @@ imported only then: a report is spared their import, about a tenth of a second.
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Optional, Sequence
 
 from runner.report_commands import REPORT_COMMANDS, run_report_command
 

@@ -13,8 +13,8 @@ The cache lives in `$EXPERIMENT_RUNNER_CACHE_DIR`, else `$XDG_CACHE_HOME/experim
 reports`, else `~/.cache/experiment-runner/reports`; `--no-cache` reads without it.
 
 The runner keeps it too: at the end of a sweep, `refresh` parses what the sweep appended to a
-large results file (`REFRESH_MIN_BYTES`), so that the first report after a sweep reads no line
-of it again.
+large results file (runner/run/report_cache.py), so that the first report after a sweep reads
+no line of it again.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ LOCK_TIMEOUT_S = 120
 #: The smallest results file `refresh` caches: below it a report parses the whole file in
 #: about a tenth of a second, and the sweep is spared DuckDB's start (32 MiB: about 5,000
 #: lines of a few kilobytes).
-REFRESH_MIN_BYTES = 32 * 2**20
 #: How long `refresh` waits for a report that holds the cache's lock.
 REFRESH_LOCK_TIMEOUT_S = 1.0
 
@@ -328,14 +327,13 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
                         settings=_merged(settings, partial_settings))
 
 
-def refresh(path: Path, cache_dir: Optional[Path] = None, min_bytes: Optional[int] = None) -> bool:
+def refresh(path: Path, cache_dir: Optional[Path] = None) -> bool:
     """Bring the cache of results file `path` up to date, as a report reading it would:
     parse what was appended since it was last cached (all of it the first time) and keep
-    it. A file under `min_bytes` (default `REFRESH_MIN_BYTES`) is left alone. Returns whether
-    the cache was brought up to date. The runner calls it once a sweep has appended its lines."""
+    it. Returns whether the cache was brought up to date (not when a report holds it, or it
+    cannot be made). The runner calls it once a sweep has appended its lines
+    (runner/run/report_cache.py: only for a large file)."""
     path = Path(path)
-    if path.stat().st_size < (REFRESH_MIN_BYTES if min_bytes is None else min_bytes):
-        return False
     real = os.path.realpath(path)
     try:
         # A report holding the lock is caching the file itself: nothing to wait for.

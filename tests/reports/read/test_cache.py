@@ -46,15 +46,9 @@ def parse_forbidden(monkeypatch):
     return forbid
 
 
-def test_a_small_file_is_left_alone(write_results, report_cache):
-    path = write_results(night("a", 1.0))
-    assert not cache.refresh(path, report_cache)
-    assert not any(report_cache.iterdir())
-
-
 def test_after_a_refresh_the_first_report_parses_nothing(write_results, report_cache, parse_forbidden):
     path = write_results([*night("a", 1.0), "{broken", "[1]"])
-    assert cache.refresh(path, report_cache, min_bytes=0)
+    assert cache.refresh(path, report_cache)
     parse_forbidden()
     with Engine(report_cache) as engine:
         (scan,) = engine.add([path])
@@ -68,14 +62,14 @@ def test_after_a_refresh_the_first_report_parses_nothing(write_results, report_c
 
 def test_each_refresh_parses_only_what_the_sweep_appended(write_results, report_cache, monkeypatch):
     path = write_results(night("a", 1.0))
-    cache.refresh(path, report_cache, min_bytes=0)
+    cache.refresh(path, report_cache)
     parsed = []
     real_parse = cache._parse
     monkeypatch.setattr(cache, "_parse", lambda con, source, *a, **k: parsed.append(
         source.read_bytes()) or real_parse(con, source, *a, **k))
     for line in night("b", 10.0, ("mlp", "cnn", "transformer_block")):
         append_line(path, line)
-    cache.refresh(path, report_cache, min_bytes=0)
+    cache.refresh(path, report_cache)
     (tail,) = parsed
     assert tail.count(b"\n") == 3 and b'"run_id":"a"' not in tail.replace(b" ", b"")
     loaded = same_as_a_full_parse(path, report_cache)
@@ -86,13 +80,13 @@ def test_a_line_being_written_is_never_cached(write_results, report_cache):
     path = write_results(night("a", 1.0))
     with open(path, "a", encoding="utf-8") as raw:
         raw.write('{"environment": {"torch_settings": {"num_threads": 9}}, "model": {"model_name": "half')
-    cache.refresh(path, report_cache, min_bytes=0)
+    cache.refresh(path, report_cache)
     assert [b.lineno for b in load([path], cache_dir=report_cache).bad_lines] == [3]
     same_as_a_full_parse(path, report_cache)
     with open(path, "a", encoding="utf-8") as raw:  # the writer finishes it
         raw.write('"}}\n')
     append_line(path, craft_line("cnn", times=[5.0], run_id="b", timestamp=9.0))
-    cache.refresh(path, report_cache, min_bytes=0)
+    cache.refresh(path, report_cache)
     loaded = same_as_a_full_parse(path, report_cache)
     assert not loaded.bad_lines and loaded.unusable and loaded.total_lines == 4
     with Engine(report_cache) as engine:
@@ -103,7 +97,7 @@ def test_a_line_being_written_is_never_cached(write_results, report_cache):
 @pytest.mark.parametrize("change", ["replaced", "truncated", "rewritten in place"])
 def test_a_file_changed_otherwise_than_by_appending_is_parsed_again(write_results, report_cache, change):
     path = write_results([*night("a", 1.0), *night("b", 5.0)])
-    cache.refresh(path, report_cache, min_bytes=0)
+    cache.refresh(path, report_cache)
     text = path.read_bytes()
     if change == "replaced":
         path.unlink()
@@ -116,7 +110,7 @@ def test_a_file_changed_otherwise_than_by_appending_is_parsed_again(write_result
             raw.seek(text.rindex(b'"run_id": "b"') if b'"run_id": "b"' in text else text.rindex(b'"run_id":"b"'))
             raw.write(text[raw.tell():].replace(b'"b"', b'"z"', 1))
         assert os.path.getsize(path) == len(text)
-    cache.refresh(path, report_cache, min_bytes=0)
+    cache.refresh(path, report_cache)
     same_as_a_full_parse(path, report_cache)
 
 
@@ -126,12 +120,12 @@ def test_a_cache_held_by_a_report_or_unwritable_is_not_waited_for(write_results,
 
     path = write_results(night("a", 1.0))
     monkeypatch.setattr(cache, "REFRESH_LOCK_TIMEOUT_S", 0.05)
-    cache.refresh(path, report_cache, min_bytes=0)
+    cache.refresh(path, report_cache)
     (folder,) = report_cache.iterdir()
     append_line(path, craft_line("transformer_block", times=[1.0], run_id="b", timestamp=9.0))
     with FileLock(str(folder / "lock")):  # a report caching the file meanwhile
-        assert not cache.refresh(path, report_cache, min_bytes=0)
+        assert not cache.refresh(path, report_cache)
     blocker = tmp_path / "not a folder"
     blocker.write_text("")
-    assert not cache.refresh(path, blocker / "cache", min_bytes=0)
+    assert not cache.refresh(path, blocker / "cache")
     same_as_a_full_parse(path, report_cache)

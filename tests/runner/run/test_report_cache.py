@@ -7,6 +7,7 @@ import logging
 from core.results_file import append_line
 from reports.read import cache
 from reports.read.columnar import Engine
+from runner.run import report_cache
 from runner.run.report_cache import refresh_report_cache
 from tests.reports.conftest import craft_line
 
@@ -21,7 +22,7 @@ def results_file(tmp_path):
 def test_a_large_results_file_is_cached_where_the_reports_look(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
     monkeypatch.setenv("EXPERIMENT_RUNNER_CACHE_DIR", str(folder))
-    monkeypatch.setattr(cache, "REFRESH_MIN_BYTES", 0)
+    monkeypatch.setattr(report_cache, "REFRESH_MIN_BYTES", 0)
     path = results_file(tmp_path)
     refresh_report_cache(path)
     with Engine(cache.default_cache_dir()) as engine:
@@ -32,13 +33,15 @@ def test_a_large_results_file_is_cached_where_the_reports_look(tmp_path, monkeyp
 def test_a_small_one_is_left_to_the_report(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
     monkeypatch.setenv("EXPERIMENT_RUNNER_CACHE_DIR", str(folder))
-    refresh_report_cache(results_file(tmp_path))
+    assert not refresh_report_cache(results_file(tmp_path))
     assert not folder.exists()
+    assert not refresh_report_cache(results_file(tmp_path), tmp_path / "given")
+    assert not (tmp_path / "given").exists()
 
 
 def test_a_cache_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("EXPERIMENT_RUNNER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(cache, "REFRESH_MIN_BYTES", 0)
+    monkeypatch.setattr(report_cache, "REFRESH_MIN_BYTES", 0)
     monkeypatch.setattr(cache, "_open_cached", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
     path = results_file(tmp_path)
     with caplog.at_level(logging.WARNING):
