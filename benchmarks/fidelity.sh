@@ -172,7 +172,7 @@ run_ours() {
 ours_case() {
   local gpu=$1 suite=$2 model=$3 batch=$4 precision=$5 mode=$6 test=$7
   local name="$suite-$model-bs$batch-$precision-$mode-$test" batch_flag=()
-  echo "$(default_batches "$suite")" | grep -qx "$model $batch" || batch_flag=(--batch-size="$batch")
+  grep -qx "$suite $model $batch" "$out/.default-batches.$$" || batch_flag=(--batch-size="$batch")
   echo "== ours: $suite $model bs=$batch $precision $mode $test" >&2
   started=$(date +%s.%N)
   (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" -k "^$model\$" \
@@ -189,6 +189,10 @@ ours_case() {
 # next case starts when both have ended. So both time a case in the same minutes of the host.
 run_lockstep() {
   local lanes=${#harness_list[@]} lane
+  # Each suite's default batch sizes, once ("suite model batch" lines), before any case starts.
+  for suite in $(case_lines | awk '{print $1}' | sort -u); do
+    default_batches "$suite" | sed "s/^/$suite /"
+  done > "$out/.default-batches.$$"
   for lane in $(seq 0 $(( lanes - 1 ))); do
     ( case_lines | awk -v k="$lane" -v n="$lanes" '(NR - 1) % n == k' |
       while read -r suite model batch precision mode test; do
