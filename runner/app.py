@@ -49,7 +49,6 @@ from runner.plan.arguments import undecodable_argument
 from runner.plan.probe import probe_host
 from runner.plan.resume import recorded_fingerprints
 from runner.plan.slots import Slot, SlotError, plan_slots, visible_gpus
-from runner.report_commands import REPORT_COMMANDS, run_report_command
 from runner.run import signals
 from runner.run.claims import Claims, RunnerIdentity
 from runner.run.dispatch import Dispatcher, LocalDispatcher
@@ -243,9 +242,8 @@ def sweep_dispatcher(scale: ScaleOptions, executor: ExperimentExecutor,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """A sweep's command line (report commands are runner/entry.py's)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in REPORT_COMMANDS:
-        return run_report_command(argv)
     signals.install()
     try:
         # Inside the try: parsing imports lazily, and Ctrl-C can land there too.
