@@ -48,6 +48,9 @@ class ChildSpec:
     #: Whether the compile caches already hold this experiment's compiles (a timing process
     #: after the first, with the caches shared): inductor then starts no compile workers.
     warm_caches: bool = False
+    #: The lock file of a GPU this child shares with the children of other slots
+    #: (--experiments-per-gpu): it takes turns on the card (runner/child/device_gate.py).
+    device_gate: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +62,7 @@ class ChildSpec:
             "log_level": self.log_level,
             "cpu_set": list(self.cpu_set),
             "warm_caches": self.warm_caches,
+            "device_gate": self.device_gate,
         }
 
     @classmethod
@@ -72,6 +76,7 @@ class ChildSpec:
             log_level=data.get("log_level", "WARNING"),
             cpu_set=tuple(int(core) for core in data.get("cpu_set") or ()),
             warm_caches=bool(data.get("warm_caches", False)),
+            device_gate=data.get("device_gate"),
         )
 
 

@@ -203,12 +203,13 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
 
 
 def sweep_slots(scale: ScaleOptions, plan: Plan, host) -> list[Slot]:
-    """The slots --jobs and --devices ask for, checked against this machine."""
+    """The slots --jobs, --devices and --experiments-per-gpu ask for, checked against this
+    machine."""
     uses_cuda = plan.asks_for("cuda")
     try:
         return plan_slots(scale.jobs, list(scale.devices), uses_cuda,
                           visible_gpus(len(host.cuda_device_names)),
-                          sorted(os.sched_getaffinity(0)))
+                          sorted(os.sched_getaffinity(0)), scale.per_gpu)
     except SlotError as error:
         raise UsageError(str(error)) from error
 

@@ -205,19 +205,21 @@ def _run(prepared: PreparedModel, inputs: list[Any], iterations: int,
 
 
 def warm_up(prepared: PreparedModel, inputs: list[Any], count: int,
-            cold_iterations: int = 0) -> tuple[list[float], Optional[ColdRun]]:
-    """`count` synchronized iterations, each timed (the first is the cold start). The first
-    `cold_iterations` of them form the cold-start run, with the stack's per-run metrics."""
+            cold_iterations: int = 0, clock: Callable[[], float] = time.perf_counter,
+            ) -> tuple[list[float], Optional[ColdRun]]:
+    """`count` synchronized iterations, each timed by `clock` (the first is the cold start).
+    The first `cold_iterations` of them form the cold-start run, with the stack's per-run
+    metrics."""
     times: list[float] = []
     cold = None
     if cold_iterations:
         prepared.begin_timed_run()
     for index in range(count):
         result = None  # the last iteration's outputs must not count in this one's memory
-        start = time.perf_counter()
+        start = clock()
         result = _iteration(prepared, inputs[index % len(inputs)])
         prepared.sync_run(result)
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
         if index + 1 == cold_iterations:
             cold = ColdRun(sum(times), cold_iterations, dict(prepared.end_timed_run()))
     return times, cold
@@ -276,9 +278,11 @@ def warm_up_reference(reference: Timed, settings: RunSettings, timing: TimingRes
 
 
 def cold_start(stack: Timed, settings: RunSettings, timing: TimingResult,
-               core_picker: Optional[CorePicker]) -> None:
+               core_picker: Optional[CorePicker],
+               clock: Callable[[], float] = time.perf_counter) -> None:
     """The stack's warm-up, its first iterations the cold-start run, then its peak device
-    memory; with a core picker, on a fast core once the stack's background work started."""
+    memory; with a core picker, on a fast core once the stack's background work started.
+    `clock` times the warm-up (a shared GPU's gate stops it while the child waits)."""
     prepared = stack.prepared
     prepared.reset_peak_device_memory()
     if core_picker is not None:
@@ -288,7 +292,8 @@ def cold_start(stack: Timed, settings: RunSettings, timing: TimingResult,
         prepared.start_background_work()
         core_picker.pick()
     timing.warmup_times, timing.cold_run = warm_up(
-        prepared, stack.inputs, settings.warmup, min(settings.iterations_per_run, settings.warmup))
+        prepared, stack.inputs, settings.warmup, min(settings.iterations_per_run, settings.warmup),
+        clock)
     timing.peak_device_memory = prepared.peak_device_memory_bytes()
     prepared.settle()
 
@@ -416,6 +421,7 @@ def measure(
     device_watch: Optional[GpuWatch] = None,
     pulse: Optional[Callable[[], float]] = None,
     core_picker: Optional[CorePicker] = None,
+    warmup_clock: Callable[[], float] = time.perf_counter,
 ) -> TimingResult:
     """Warm up (the first iteration is the cold start), then time `repeat` runs.
 
@@ -433,7 +439,9 @@ def measure(
     it its cores back after them; with `pulse`, a run after which the pulse reads slow is
     discarded and run again on a newly picked core (at most `repeat` such runs;
     `summary.redone_runs` keeps them), and once none may be, the next run starts on a newly
-    picked core.
+    picked core. `warmup_clock` times the stack's warm-up: on a GPU shared by several
+    slots, a clock that stops while the child waits for its turn on the card
+    (runner/child/device_gate.py).
 
     The parts, each with one job: `Timed.of` (inputs and timer), `warm_up_reference`,
     `cold_start`, `Watches` (what spans the timed runs), `timed_runs` (`run_once`,
@@ -452,7 +460,7 @@ def measure(
     if reference is not None:
         paired = Timed.of(reference, bench, seeds, use_timer=settings.pure_wall_time)
         warm_up_reference(paired, settings, timing)
-    cold_start(stack, settings, timing, core_picker)
+    cold_start(stack, settings, timing, core_picker, warmup_clock)
     watches = Watches(watch, device_watch, pulse, core_picker)
     watches.start(timing)
     timing.last_result = timed_runs(stack, paired, settings, timing, hooks, watches)

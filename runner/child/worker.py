@@ -14,9 +14,10 @@ import platform
 import resource
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Optional
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Optional
 
 from core.contract import (
     RESULT_FILE,
@@ -35,6 +36,9 @@ from runner.common.lifetime import die_with_parent
 from runner.common.packages import installed_packages
 from runner.common.phases import Phases
 from runner.observers.base import RunHooks
+
+if TYPE_CHECKING:
+    from runner.child.device_gate import DeviceGate
 
 log = logging.getLogger("runner.child.worker")
 
@@ -85,10 +89,45 @@ def run_child(spec: ChildSpec, result: ChildResult, phases: Optional[Phases] = N
     apply_numerics(experiment)
     suite = get_suite(model.suite_name, reduced=model.reduced, torchbench_dir=model.torchbench_dir)
     stack = backends.get_stack(experiment.stack)
-    # Before any backward of this process (counting a training iteration's FLOPs runs one):
-    # the autograd engine sizes its device queues at the first, so XLA's device must exist.
-    stack.initialize_process(experiment)
     phases.mark("setup_s")
+    gate = device_gate(spec)
+    if gate is not None:
+        phases.mark("gate_s")
+    try:
+        # Before any backward of this process (counting a training iteration's FLOPs runs
+        # one): the autograd engine sizes its device queues at the first, so XLA's device
+        # must exist.
+        stack.initialize_process(experiment)
+        _run_on_device(spec, suite, stack, result, phases, gate)
+    finally:
+        if gate is not None:
+            # Lending stops; the gate itself goes with the process (its exit frees the
+            # card's memory as the kernel drops the lock), so the next child finds it free.
+            gate.stop_lending()
+            result.summary["device_gate"] = gate.record()
+
+
+def device_gate(spec: ChildSpec) -> Optional["DeviceGate"]:
+    """The turn on the child's GPU (shared with every other CUDA child of this user's runners
+    on this host), taken before the card is first touched and lent while inductor compiles
+    where compiling runs nothing on the card; None for the other accelerators."""
+    if spec.device_gate is None:
+        return None
+    from backends.stacks.dynamo import compile_arguments, inductor_options
+    from runner.child.device_gate import DeviceGate, compiles_on_device
+
+    gate = DeviceGate(spec.device_gate)
+    gate.acquire()
+    experiment = spec.experiment
+    if experiment.dynamo == "inductor" and not compiles_on_device(
+            inductor_options(compile_arguments(experiment))):
+        gate.lend_during_compiles()
+    return gate
+
+
+def _run_on_device(spec: ChildSpec, suite, stack, result: ChildResult, phases: Phases,
+                   gate: Optional["DeviceGate"]) -> None:
+    model, experiment = spec.model, spec.experiment
     try:
         with build_device(stack, experiment, spec.role):
             bench = suite.load(model.model_name, experiment.test, experiment.batch_size,
@@ -108,7 +147,7 @@ def run_child(spec: ChildSpec, result: ChildResult, phases: Optional[Phases] = N
         result.verdict = verification_verdict(spec, suite, stack, bench.nondeterministic_reason)
         phases.mark("verify_s")
         return
-    time_experiment(spec, stack, bench, result, phases)
+    time_experiment(spec, stack, bench, result, phases, gate)
 
 
 def build_device(stack, experiment, role: Role = Role.TIME) -> ContextManager[Any]:
@@ -155,7 +194,8 @@ def pairs_with_eager(spec: ChildSpec, stack) -> bool:
 
 
 def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
-                    phases: Optional[Phases] = None) -> None:
+                    phases: Optional[Phases] = None,
+                    gate: Optional["DeviceGate"] = None) -> None:
     phases = phases or Phases()
     import backends
     from runner.observers.session import ExperimentObservers
@@ -180,11 +220,13 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     before = reference_reading(spec, tries=1)
     phases.mark("reference_s")
     hooks = SettingsAtTimedCall(
-        observers, lambda: torch_settings(prepared, spec.experiment.accelerator))
+        observers, lambda: torch_settings(prepared, spec.experiment.accelerator),
+        gate.freeze if gate is not None else None)
     timing = measure(prepared, bench, spec.settings, hooks, reference=reference, watch=watch,
                      seed=spec.experiment.seed, device_watch=card,
                      pulse=host_pulse if spec.settings.reference_workload else None,
-                     core_picker=picker)
+                     core_picker=picker,
+                     warmup_clock=gate.working_clock if gate is not None else time.perf_counter)
     phases.mark("measure_s")
     # What the reading guards: the timed runs, the warm-up (with its compiling) left out.
     guarded = phases.seconds["measure_s"] - sum(timing.warmup_times) - sum(
@@ -291,16 +333,21 @@ def torch_settings(prepared: Optional[Any] = None, device_type: str = "cpu") -> 
 
 class SettingsAtTimedCall(RunHooks):
     """The observers' hooks, and the settings snapshot taken just before the first timed run
-    (outside its timing; about 11 ms the first time in a process, 1.6 ms after)."""
+    (outside its timing; about 11 ms the first time in a process, 1.6 ms after); then
+    `on_first_timed_run`, when given (a shared GPU's gate lends nothing more)."""
 
-    def __init__(self, observers: RunHooks, take: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, observers: RunHooks, take: Callable[[], dict[str, Any]],
+                 on_first_timed_run: Optional[Callable[[], None]] = None) -> None:
         self.observers = observers
         self.take = take
+        self.on_first_timed_run = on_first_timed_run
         self.snapshot: Optional[dict[str, Any]] = None
 
     def before_timed_run(self, index: int) -> None:
         if self.snapshot is None:
             self.snapshot = self.take()
+            if self.on_first_timed_run is not None:
+                self.on_first_timed_run()
         self.observers.before_timed_run(index)
 
     def after_timed_run(self, index: int) -> None:

@@ -57,6 +57,8 @@ class ScaleOptions:
 
     jobs: int = 1
     devices: tuple[str, ...] = ()
+    #: Experiments that share each GPU, taking turns on the card (runner/child/device_gate.py).
+    per_gpu: int = 1
     start_method: str = "forkserver"
     executor: str = "local"
     ray_address: Optional[str] = None
@@ -66,5 +68,6 @@ class ScaleOptions:
 
     @property
     def at_a_time(self) -> int:
-        """Experiments run at a time on this machine: one per device named, else --jobs."""
-        return len(self.devices) or self.jobs
+        """Experiments run at a time on this machine: one per device named, else --jobs;
+        times --experiments-per-gpu."""
+        return (len(self.devices) or self.jobs) * self.per_gpu

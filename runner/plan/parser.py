@@ -290,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--devices", type=device_list, default=[],
                        help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them), "
                             "one job each")
+    scale.add_argument("--experiments-per-gpu", type=positive_int, default=1, metavar="K",
+                       help="CUDA experiments that share each GPU (of --devices or --jobs), each "
+                            "on cores of its own: they take turns on the card, one compiling on "
+                            "its cores while another times (docs/scaling.md); default 1")
     scale.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local: on this machine, as --jobs/--devices say; ray: each "
                             "experiment a task of a Ray cluster, which places it (needs the "
@@ -434,8 +438,10 @@ def check_executor_flags(args: argparse.Namespace) -> None:
             raise UsageError(f"{' '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to "
                              "--executor=ray only")
         return
-    if args.devices or args.jobs != 1:
-        flag = f"--devices={','.join(args.devices)}" if args.devices else f"--jobs={args.jobs}"
+    if args.devices or args.jobs != 1 or args.experiments_per_gpu != 1:
+        flag = (f"--devices={','.join(args.devices)}" if args.devices else
+                f"--jobs={args.jobs}" if args.jobs != 1 else
+                f"--experiments-per-gpu={args.experiments_per_gpu}")
         raise UsageError(f"{flag} does not apply to --executor=ray: Ray places each "
                          "experiment on the cluster (--ray-tasks sets how many run at a time)")
 
@@ -443,7 +449,8 @@ def check_executor_flags(args: argparse.Namespace) -> None:
 def scale_options(args: argparse.Namespace) -> ScaleOptions:
     """How many experiments run at a time and where (--executor and the flags with it)."""
     check_executor_flags(args)
-    return ScaleOptions(jobs=args.jobs, devices=tuple(args.devices), start_method=args.start_method,
+    return ScaleOptions(jobs=args.jobs, devices=tuple(args.devices),
+                        per_gpu=args.experiments_per_gpu, start_method=args.start_method,
                         executor=args.executor, ray_address=args.ray_address,
                         ray_cpus_per_task=args.ray_cpus_per_task, ray_tasks=args.ray_tasks,
                         retries=args.retries)

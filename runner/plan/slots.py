@@ -1,9 +1,11 @@
 """Where experiments run side by side: one slot per job, each with its own cores and GPU.
 
-`--jobs N` runs N experiments at a time; `--devices A,B,...` runs one per named GPU. Each
-slot gets a disjoint share of the runner's cores (the children are pinned to it, so two CPU
-experiments never compete for a core) and, where GPUs are used, one GPU that its children
-alone see through CUDA_VISIBLE_DEVICES. Shares are made of whole physical cores where there
+`--jobs N` runs N experiments at a time; `--devices A,B,...` runs one per named GPU, and
+`--experiments-per-gpu K` K per GPU. Each slot gets a disjoint share of the runner's cores
+(the children are pinned to it, so two CPU experiments never compete for a core) and, where
+GPUs are used, one GPU that its children see through CUDA_VISIBLE_DEVICES: alone, or with
+the children of the other K - 1 slots of that GPU, taking turns on the card through its
+gate (runner/child/device_gate.py), so that one compiles on its cores while another times. Shares are made of whole physical cores where there
 are enough of them: logical CPUs that are SMT siblings (two hardware threads of one core)
 go to the same share, so that one job's compiling never slows another's timing through a
 shared core.
@@ -32,6 +34,8 @@ class Slot:
     index: int
     cpu_set: tuple[int, ...] = ()
     cuda_device: Optional[str] = None
+    #: Whether other slots' children share this slot's GPU (its children then take turns).
+    shares_device: bool = False
 
     def environment(self) -> dict[str, str]:
         """What a child's environment gets for this slot."""
@@ -44,7 +48,8 @@ class Slot:
             cores = f"core {self.cpu_set[0]}"
         else:
             cores = f"cores {cpu_list(self.cpu_set)}"
-        return cores + (f", GPU {self.cuda_device}" if self.cuda_device is not None else "")
+        shared = " (shared, in turns)" if self.shares_device else ""
+        return cores + (f", GPU {self.cuda_device}{shared}" if self.cuda_device is not None else "")
 
 
 def visible_gpus(gpu_count: int, environment: Optional[dict[str, str]] = None) -> list[str]:
@@ -79,13 +84,17 @@ def split_cores(cores: Sequence[int], parts: int,
 
 
 def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequence[str],
-               cores: Sequence[int]) -> list[Slot]:
+               cores: Sequence[int], per_gpu: int = 1) -> list[Slot]:
     """The slots of a sweep.
 
     One job (the default) keeps today's behaviour: all of the runner's cores, its own view of
     the GPUs. With several, each slot gets its share of the cores and, when the plan has
-    CUDA experiments, one GPU: those named by --devices, else the first `jobs` GPUs.
+    CUDA experiments, one GPU: those named by --devices, else the first `jobs` GPUs. With
+    `per_gpu` K above 1, each of those GPUs gets K slots (of their own cores) that share it,
+    the GPUs' first slots first, so that a sweep of few experiments spreads over the GPUs.
     """
+    if per_gpu > 1:
+        return _shared_gpu_slots(jobs, devices, uses_cuda, gpus, cores, per_gpu)
     if devices:
         if not uses_cuda:
             raise SlotError(f"--devices={','.join(devices)} names CUDA devices, and this sweep "
@@ -109,6 +118,28 @@ def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequenc
         return [Slot(0, (), chosen[0])]
     return [Slot(index, share, device)
             for index, (share, device) in enumerate(zip(split_cores(cores, jobs), chosen))]
+
+
+def _shared_gpu_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequence[str],
+                      cores: Sequence[int], per_gpu: int) -> list[Slot]:
+    if not uses_cuda:
+        raise SlotError(f"--experiments-per-gpu={per_gpu} shares GPUs, and this sweep runs no "
+                        "CUDA experiment: leave it out, or give --jobs to run CPU experiments "
+                        "side by side")
+    chosen = [slot.cuda_device for slot in plan_slots(jobs, devices, uses_cuda, gpus, cores)]
+    if chosen == [None]:
+        if not gpus:
+            raise SlotError(f"--experiments-per-gpu={per_gpu} shares GPUs, and this runner sees "
+                            "none")
+        chosen = list(gpus[:1])
+    count = len(chosen) * per_gpu
+    if count > len(cores):
+        raise SlotError(f"--experiments-per-gpu={per_gpu} on {len(chosen)} GPU(s) runs {count} "
+                        f"experiments at a time, each on cores of its own; this runner has "
+                        f"{len(cores)} ({_cores_text(sorted(cores))})")
+    shares = split_cores(cores, count)
+    return [Slot(index, share, chosen[index % len(chosen)], shares_device=True)
+            for index, share in enumerate(shares)]
 
 
 def _cores_text(cores: Sequence[int]) -> str:

@@ -4,6 +4,8 @@ the stack's and the observers' settings, its slot's GPU) and its cores."""
 from __future__ import annotations
 
 import os
+import re
+import tempfile
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping, Optional
@@ -32,6 +34,14 @@ OFFLINE_ENVIRONMENT = {
 def child_folder(output_dir: Path, run_id: str, planned: PlannedExperiment, role: Role) -> Path:
     """The child's own folder, absolute: <experiment id>/<run id>/<role>."""
     return (output_dir / planned.experiment_id / run_id / role.value).resolve()
+
+
+def gate_path(device: str) -> Path:
+    """The lock file of a GPU (as CUDA_VISIBLE_DEVICES names it) through which every CUDA
+    child of this user's runners on this host takes turns on it (runner/child/device_gate.py)."""
+    folder = Path(tempfile.gettempdir()) / f"experiment-runner-{os.getuid()}" / "gpu-gates"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.gate"
 
 
 def child_cores(slot: Optional[Slot], cpu_set: tuple[int, ...]) -> tuple[int, ...]:

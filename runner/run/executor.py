@@ -31,8 +31,8 @@ from core.fields import processes_for
 from core.schema import ResultLine, Status, Verdict
 from runner.common.phases import DIGITS
 from runner.plan.matrix import PlannedExperiment
-from runner.plan.slots import Slot
-from runner.run.child_env import child_cores, child_environment, child_folder
+from runner.plan.slots import Slot, visible_gpus
+from runner.run.child_env import child_cores, child_environment, child_folder, gate_path
 from runner.run.forkserver_client import ForkedChild, ForkServer, ForkServerError, ForkServers, names_own_folder
 from runner.run.guard import ProcessGuard
 from runner.run.lines import (SweepInfo, failure_text, line_from_outcome, new_line, outcome_succeeded,
@@ -171,7 +171,8 @@ class ExperimentExecutor:
         shared = scratch is not None
         spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
                          self.options.log_level, child_cores(slot, self.options.cpu_set),
-                         warm_caches=shared and process > 1)
+                         warm_caches=shared and process > 1,
+                         device_gate=self.device_gate(planned, slot))
         write_message(folder / SPEC_FILE, spec)
         scratch = scratch if scratch is not None else self.scratch.new_folder()
         asked_at = time.time()
@@ -180,6 +181,18 @@ class ExperimentExecutor:
             keep_scratch=shared)
         _add_parent_phases(outcome, asked_at)
         return outcome
+
+    def device_gate(self, planned: PlannedExperiment, slot: Optional[Slot]) -> Optional[str]:
+        """The lock file through which a CUDA experiment's children take turns on their GPU
+        with every other child on it, of this runner's slots (--experiments-per-gpu) or of
+        another runner of this user on this host; None for the other accelerators."""
+        if planned.experiment.accelerator != "cuda":
+            return None
+        if slot is not None and slot.cuda_device is not None:
+            device = slot.cuda_device
+        else:
+            device = (visible_gpus(0) or ["0"])[0]
+        return str(gate_path(device))
 
     def time_processes(self, planned: PlannedExperiment, count: int,
                        slot: Optional[Slot] = None,

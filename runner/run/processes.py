@@ -148,6 +148,9 @@ def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
     phases = [r.summary.get("phases") for _, r in good if isinstance(r.summary.get("phases"), dict)]
     if phases:
         summary["phases_processes"] = phases
+    gates = [r.summary.get("device_gate") for _, r in good]
+    if any(isinstance(gate, dict) for gate in gates):
+        summary["device_gate_processes"] = gates
     if all(name in r.summary for _, r in good for name in _HOST_BOUND_COUNTS):
         summary.update(host_bound_counts(
             sum(r.summary["host_bound_iterations"] for _, r in good),

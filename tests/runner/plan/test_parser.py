@@ -62,6 +62,8 @@ def test_the_sweep_gets_typed_values_not_the_flags(tmp_path):
     (("--model-config={}",), "go together"),
     (("--ray-tasks=2",), "--ray-tasks=2 applies to --executor=ray only"),
     (("--executor=ray", "--jobs=2"), "--jobs=2 does not apply to --executor=ray"),
+    (("--executor=ray", "--experiments-per-gpu=2"),
+     "--experiments-per-gpu=2 does not apply to --executor=ray"),
     (("--memory-limit-mb=10",), "below the 768 MiB"),
 ])
 def test_flags_that_do_not_go_together_are_refused(flags, message):

@@ -89,3 +89,32 @@ def test_more_shares_than_physical_cores_fall_back_to_logical_cpus():
 
 def test_a_slot_describes_its_cores_as_a_cpu_list():
     assert Slot(1, (0, 1, 8, 9)).describe() == "cores 0-1,8-9"
+
+
+def test_gpus_shared_by_several_slots_get_their_slots_in_turn_each_on_its_own_cores():
+    slots = plan_slots(1, ["2", "3"], uses_cuda=True, gpus=["0"], cores=range(12), per_gpu=3)
+    assert [(slot.cuda_device, slot.cpu_set) for slot in slots] == [
+        ("2", (0, 1)), ("3", (2, 3)), ("2", (4, 5)), ("3", (6, 7)), ("2", (8, 9)),
+        ("3", (10, 11))]
+    assert all(slot.shares_device for slot in slots)
+    assert "GPU 3 (shared, in turns)" in slots[1].describe()
+
+
+def test_one_slot_per_gpu_does_not_share_it():
+    assert not any(slot.shares_device for slot in plan_slots(2, [], uses_cuda=True,
+                                                             gpus=["0", "1"], cores=range(4)))
+
+
+def test_sharing_the_first_gpu_when_no_gpu_is_named():
+    slots = plan_slots(1, [], uses_cuda=True, gpus=["5", "6"], cores=range(4), per_gpu=2)
+    assert [(slot.cuda_device, slot.cpu_set) for slot in slots] == [("5", (0, 1)), ("5", (2, 3))]
+
+
+@pytest.mark.parametrize("uses_cuda, gpus, cores, message", [
+    (False, ["0"], range(4), r"--experiments-per-gpu=2 shares GPUs, and this sweep runs no CUDA"),
+    (True, [], range(4), r"--experiments-per-gpu=2 shares GPUs, and this runner sees none"),
+    (True, ["0"], range(1), r"--experiments-per-gpu=2 on 1 GPU\(s\) runs 2 experiments.*has 1 \(0\)"),
+])
+def test_sharing_gpus_that_cannot_be_shared_is_refused(uses_cuda, gpus, cores, message):
+    with pytest.raises(SlotError, match=message):
+        plan_slots(1, [], uses_cuda=uses_cuda, gpus=gpus, cores=cores, per_gpu=2)

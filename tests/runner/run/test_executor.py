@@ -10,6 +10,7 @@ from core.config import ExperimentConfig, ModelConfig, RunSettings
 from core.contract import Role
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.plan.matrix import PlannedExperiment
+from runner.plan.slots import Slot
 from runner.run.scratch import ScratchRoot
 from runner.run.supervision import ExperimentCancelled
 
@@ -98,6 +99,25 @@ def test_a_relative_output_folder_is_made_absolute(tmp_path, monkeypatch):
     planned = PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager")
     assert executor.child_folder(planned, Role.VERIFY) == (
         tmp_path.resolve() / "output" / planned.experiment_id / "sweep-1" / "verify")
+
+
+def test_cuda_children_take_turns_through_their_gpus_gate_shared_by_every_runner(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1a/2b,7")
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path), RunSettings(), SWEEP)
+    other = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path / "other"), RunSettings(), SWEEP)
+    cuda = PlannedExperiment(ModelConfig("builtin", "mlp"),
+                             ExperimentConfig("cuda", None, "inductor", None, "eval",
+                                              stack="dynamo"), "inductor")
+    on_slot = executor.device_gate(cuda, Slot(1, (2, 3), "7", shares_device=True))
+    assert on_slot == other.device_gate(cuda, Slot(0, (0,), "7"))  # another runner, same GPU
+    assert Path(on_slot).name == "gpu-7.gate"
+    assert Path(on_slot).parent.stat().st_mode & 0o777 == 0o700
+    # Without a slot of its own, the child's device is the runner's first visible GPU.
+    assert Path(executor.device_gate(cuda, None)).name == "gpu-GPU-1a_2b.gate"
+    cpu = PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager")
+    assert executor.device_gate(cpu, Slot(0, (0,), "7")) is None
 
 
 def test_the_child_environment_holds_no_runner_variable(tmp_path, monkeypatch):

@@ -53,6 +53,10 @@ def test_devices_on_a_cpu_sweep_are_refused_before_anything_runs(run_cli):
     assert run.returncode == 2, run.stderr
     assert "--devices=3,5 names CUDA devices, and this sweep runs no CUDA experiment" in run.stderr
     assert not run.results_path.exists()
+    run = run_cli(*EAGER, "--experiments-per-gpu=2")
+    assert run.returncode == 2, run.stderr
+    assert "--experiments-per-gpu=2 shares GPUs, and this sweep runs no CUDA experiment" in run.stderr
+    assert not run.results_path.exists()
 
 
 @pytest.mark.e2e

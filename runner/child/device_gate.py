@@ -1,0 +1,167 @@
+"""Children on one GPU take turns on the card, and compile while another times.
+
+Every CUDA child (timing or verification) of this user's runners on the host takes its
+GPU's gate, an exclusive lock on a file named for the GPU (`flock`, runner/run/child_env.py's
+`gate_path`): before its first touch of the card (its runtime, model build, CUDA context), to
+its exit, which drops it however the child ends. Two runners that share a GPU by mistake
+then no longer time on top of each other, and `--experiments-per-gpu K` runs K experiments
+per GPU on purpose, each on cores of its own.
+
+The one exception: while torch.compile compiles a frame, or the backward that AOTAutograd
+compiles lazily, the child waits for its queued work to finish and lends the gate, so that
+another child can run its warm-up and timed runs on the card while this one compiles on its
+own cores. It takes the gate back before the compiled code runs: inductor's tuning at a
+kernel's first launch, cudagraph recording, every warm-up and timed iteration run with the
+gate held. Where compiling itself runs on the card the gate is never lent: inductor's
+max-autotune (it times candidate kernels while it compiles) and freezing (constant folding
+runs the weights through the graph); nor by other stacks (XLA's compiles tune on the card).
+Once the timed runs start nothing is lent either: a recompile then would put a wait inside a
+timed run.
+
+The time a child waits for the gate is left out of its cold start and compile figures
+(`working_clock`); the line records the waits and loans under `summary.device_gate`.
+Dynamo's own compile times (`summary.dynamo_compile_times_s`) include a wait to take the
+gate back, since dynamo's clock runs until the compile's end callbacks return.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Optional
+
+log = logging.getLogger(__name__)
+
+#: torch._dynamo.callback's triggers (CallbackTrigger names) during which the gate is lent:
+#: a frame compiled by dynamo, and the backward that AOTAutograd compiles at its first call.
+#: CUDAGRAPH_RECORDING and TRITON_AUTOTUNING run on the card and keep it.
+LENT_DURING = frozenset({"DYNAMO", "LAZY_BACKWARD"})
+
+
+class DeviceGate:
+    """The exclusive turn on a shared GPU (an flock on `path`), lent during compiles."""
+
+    def __init__(self, path: str, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.path = path
+        self._clock = clock
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._state = threading.Lock()
+        self._held = False
+        self._lent_at: Optional[float] = None
+        self._lending = False
+        self._frozen = False
+        self.waited_s = 0.0
+        self.lent_s = 0.0
+        self.waits = 0
+        self.loans = 0
+        self._callbacks: Optional[tuple[Any, Any]] = None
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    def acquire(self) -> None:
+        """Wait for the card (the wait counts in `waited_s`, not in the compile figure)."""
+        with self._state:
+            if self._held:
+                return
+            started = self._clock()
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self.waited_s += self._clock() - started
+            self.waits += 1
+            self._held = True
+
+    def release(self) -> None:
+        """Give the card up, once the work this process queued on it has finished."""
+        with self._state:
+            if not self._held:
+                return
+            _synchronize_cuda()
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            self._held = False
+
+    def working_clock(self) -> float:
+        """A clock that stops while this child waits for the gate (the compile figure's)."""
+        return self._clock() - self.waited_s
+
+    def lend_during_compiles(self) -> None:
+        """From now on, lend the gate while dynamo compiles a frame or AOTAutograd a
+        backward (torch._dynamo.callback's start and end of a compile)."""
+        from torch._dynamo.callback import callback_handler
+
+        if self._callbacks is not None:
+            return
+        self._lending = True
+        self._callbacks = (callback_handler.register_start_callback(self._compile_started),
+                           callback_handler.register_end_callback(self._compile_ended))
+
+    def freeze(self) -> None:
+        """Lend nothing more (the timed runs start): the gate stays held to the end."""
+        self._frozen = True
+
+    def stop_lending(self) -> None:
+        """Lend nothing more, and take no more part in torch's compile callbacks."""
+        self._frozen = True
+        if self._callbacks is not None:
+            from torch._dynamo.callback import callback_handler
+
+            start, end = self._callbacks
+            callback_handler.remove_start_callback(start)
+            callback_handler.remove_end_callback(end)
+            self._callbacks = None
+
+    def close(self) -> None:
+        """Stop lending and give the gate up."""
+        self.stop_lending()
+        self.release()
+        os.close(self._fd)
+
+    def record(self) -> dict[str, Any]:
+        """What the line keeps: the waits for the card and the compiles it was lent for."""
+        return {"waited_s": round(self.waited_s, 3), "waits": self.waits,
+                "lent_s": round(self.lent_s, 3), "loans": self.loans}
+
+    def _compile_started(self, args: Any) -> None:
+        if self._frozen or not self._lending or _trigger_name(args) not in LENT_DURING:
+            return
+        if self._held:
+            self.release()
+            self._lent_at = self._clock()
+            self.loans += 1
+
+    def _compile_ended(self, args: Any) -> None:
+        if self._lent_at is None:
+            return
+        self.lent_s += self._clock() - self._lent_at
+        self._lent_at = None
+        self.acquire()
+
+
+def compiles_on_device(options: Optional[dict[str, Any]]) -> bool:
+    """Whether inductor runs work on the card while it compiles, with these options (a
+    mode's included: backends.stacks.dynamo.inductor_options): max-autotune times candidate
+    kernels, freezing folds constants through the graph."""
+    import torch._inductor.config as inductor_config
+
+    options = options or {}
+    tuned = any(
+        bool(options.get(name, getattr(inductor_config, name, False)))
+        for name in ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise"))
+    frozen = bool(options.get("freezing", inductor_config.freezing))
+    return tuned or frozen
+
+
+def _trigger_name(args: Any) -> str:
+    trigger = getattr(args, "callback_trigger", None)
+    return getattr(trigger, "name", str(trigger))
+
+
+def _synchronize_cuda() -> None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
