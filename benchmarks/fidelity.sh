@@ -37,6 +37,11 @@
 # one invocation per case (ours-case-*). A host whose speed moves over minutes then meets both
 # tools alike on every case. LOCKSTEP=0: each tool goes at its own pace (ours in one invocation
 # per group of cases, as a sweep runs), and a case's two figures can be minutes apart.
+# PER_GPU=K (K > 1; not with LOCKSTEP=1): ours runs K cases at a time on each of OUR_GPUS, each
+# case an invocation of its own on a share of ours' CPUs of its own (lanes); the lanes of a GPU
+# take turns on the card through our runner's GPU gate, one compiling while another times, as
+# --experiments-per-gpu=K does within one invocation. ours-lanes.wall: the lanes' start, end,
+# GPU and lane counts; peer-streams.wall: the harness streams' start, end and GPU count.
 # OUR_FLAGS: more flags for our runner, words split on spaces (say "--processes=5
 # --process-caches=fresh"); a flag not given keeps its default.
 # TIMING_CORE: where both tools' launching threads run while they time (default any).
@@ -60,6 +65,8 @@ our_gpus=${OUR_GPUS:-}
 tools=${TOOLS:-both}
 timing_core=${TIMING_CORE:-any}
 lockstep=${LOCKSTEP:-auto}
+per_gpu=${PER_GPU:-1}
+case "$per_gpu" in ''|*[!0-9]*|0) echo "PER_GPU must be a whole number of at least 1, not '$per_gpu'" >&2; exit 2 ;; esac
 read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
 case "$timing_core" in
@@ -207,6 +214,48 @@ run_lockstep() {
   wait
 }
 
+# run_ours_lanes: PER_GPU cases at a time on each GPU of OUR_GPUS (lanes), each lane on a share
+# of ours' CPUs of its own, each case an invocation of its own (ours_case), taken in the file's
+# order as a lane frees up. The lanes of a GPU take turns on the card through our runner's GPU
+# gate (one compiles on its cores while another times). Its start, end, GPU count and lane
+# count: ours-lanes.wall.
+run_ours_lanes() {
+  local gpus lanes lane queue="$out/.ours-queue.$$"
+  IFS=, read -ra gpus <<< "$our_gpus"
+  lanes=$(( ${#gpus[@]} * per_gpu ))
+  for suite in $(case_lines | awk '{print $1}' | sort -u); do
+    default_batches "$suite" | sed "s/^/$suite /"
+  done > "$out/.default-batches.$$"
+  mapfile -t lane_cpus < <(core_shares "$lanes")
+  case_lines > "$queue"
+  echo 0 > "$queue.next"
+  local started
+  started=$(date +%s.%N)
+  for lane in $(seq 0 $(( lanes - 1 ))); do
+    ( pin "${lane_cpus[$lane]:-}"
+      while next=$(next_case "$queue"); do
+        read -r suite model batch precision mode test <<< "$next"
+        ours_case "${gpus[$(( lane % ${#gpus[@]} ))]}" "$suite" "$model" "$batch" "$precision" \
+          "$mode" "$test"
+      done ) &
+  done
+  wait
+  echo "$started $(date +%s.%N) ${#gpus[@]} $lanes" > "$out/ours-lanes.wall"
+}
+
+# next_case QUEUE: the queue's next case (its line), or a failure once none is left.
+next_case() {
+  (
+    flock 9
+    local taken line
+    taken=$(cat "$1.next")
+    line=$(sed -n "$(( taken + 1 ))p" "$1")
+    [ -n "$line" ] || exit 1
+    echo $(( taken + 1 )) > "$1.next"
+    echo "$line"
+  ) 9>"$1.lock"
+}
+
 # pin LIST: this (sub)shell, and so what it starts, on the CPUs of LIST (taskset).
 pin() {
   [ -n "$1" ] && command -v taskset >/dev/null && taskset -cp "$1" "$BASHPID" >/dev/null
@@ -227,6 +276,7 @@ for share in split_cores(sorted(os.sched_getaffinity(0)), int(sys.argv[1])):
 # stream (or tool) is timing on; their process ids in harness_pids.
 harness_streams() {
   harness_pids=()
+  harness_started=$(date +%s.%N)
   for index in "${!harness_list[@]}"; do
     ( pin "${shares[$index]:-}"
       CUDA_VISIBLE_DEVICES=${harness_list[$index]} run_harness "$index" "${#harness_list[@]}" ) &
@@ -237,12 +287,13 @@ harness_streams() {
 case "$lockstep" in
   auto) # the default: lockstep where both tools run and each has as many GPUs as the other
     lockstep=0
-    if [ "$tools" = both ] && [ -n "$harness_gpus" ] && [ -n "$our_gpus" ] \
+    if [ "$tools" = both ] && [ "$per_gpu" = 1 ] && [ -n "$harness_gpus" ] && [ -n "$our_gpus" ] \
         && [ "$(echo "$harness_gpus" | tr ',' '\n' | grep -c .)" = \
              "$(echo "$our_gpus" | tr ',' '\n' | grep -c .)" ]; then
       lockstep=1
     fi ;;
-  0|1) ;;
+  0) ;;
+  1) [ "$per_gpu" = 1 ] || { echo "LOCKSTEP=1 runs one case per GPU at a time: leave PER_GPU=$per_gpu out" >&2; exit 2; } ;;
   *) echo "LOCKSTEP must be 0 or 1, not '$lockstep'" >&2; exit 2 ;;
 esac
 if [ "$lockstep" = 1 ]; then
@@ -259,15 +310,20 @@ elif [ "$tools" = harness ]; then
   harness_streams
   wait "${harness_pids[@]}"
 elif [ "$tools" = ours ]; then
-  run_ours
+  if [ "$per_gpu" -gt 1 ]; then run_ours_lanes; else run_ours; fi
 elif [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
   IFS=, read -ra harness_list <<< "$harness_gpus"
   IFS=, read -ra our_list <<< "$our_gpus"
   mapfile -t shares < <(core_shares $(( ${#harness_list[@]} + ${#our_list[@]} )))
   harness_streams
   ours_cpus=$(IFS=,; echo "${shares[*]:${#harness_list[@]}}")
-  ( pin "$ours_cpus"; run_ours )
+  if [ "$per_gpu" -gt 1 ]; then
+    ( pin "$ours_cpus"; run_ours_lanes )
+  else
+    ( pin "$ours_cpus"; run_ours )
+  fi
   wait "${harness_pids[@]}"
+  echo "$harness_started $(date +%s.%N) ${#harness_list[@]}" > "$out/peer-streams.wall"
 else
   run_harness
   run_ours

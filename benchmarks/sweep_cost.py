@@ -32,6 +32,11 @@ the runner record in every line (runner/common/phases.py: `summary.phases`,
     verification                the verification child, start to exit
     writing the line            from the case's last child to the next case's first (the
                                 line, the claim and the next start), or to the runner's end
+    waiting for the GPU         where lanes or slots share a GPU, the children's waits for
+                                their turn on it (summary.device_gate_processes)
+
+With fidelity.sh's PER_GPU lanes, each case's parts count at its share of its GPU (over the
+lanes per GPU), and the report adds each tool's whole run: its GPUs times its span.
 
     python benchmarks/sweep_cost.py cpu XLA_RUNNER_DIR [--rounds 5] [--case FLAGS ...]
     HARNESS_GPUS=0,1 OUR_GPUS=2,3 python benchmarks/sweep_cost.py gpu HARNESS_DIR OUT_DIR CASES
@@ -63,11 +68,11 @@ CPU_CASES = [
     "--suite-name=dummy --accelerator=cpu --xla=None --xla=PJRT --dynamo=None --test=eval --test=train",
 ]
 PARTS = ("start", "child", "build", "workload", "compile", "warmup", "timing", "reference",
-         "verify", "line")
+         "verify", "line", "gate")
 PART_TITLES = {"start": "runner start+plan", "child": "child start/exit", "build": "model build",
                "workload": "workload count", "compile": "compile+tuning", "warmup": "warm-up",
                "timing": "timing", "reference": "reference", "verify": "verification",
-               "line": "writing the line"}
+               "line": "writing the line", "gate": "waiting for the GPU"}
 
 
 def _number(value: Any) -> float:
@@ -126,7 +131,14 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     cold, warm = sum(map(_number, colds)), sum(map(_number, warmups))
     parts["compile"] = cold
     parts["warmup"] = max(0.0, warm - cold)
-    parts["timing"] = max(0.0, parts["timing"] - warm)
+    # A GPU shared by lanes or slots (runner/child/device_gate.py): the waits for the card,
+    # the first one before the build, the others in the measuring (after a compile).
+    gates = [g for g in summary.get("device_gate_processes") or [summary.get("device_gate")]
+             if isinstance(g, dict)]
+    waited = sum(_number(g.get("waited_s")) for g in gates)
+    first_waits = sum(_number(p.get("gate_s")) for p in processes)
+    parts["gate"] = waited
+    parts["timing"] = max(0.0, parts["timing"] - warm - max(0.0, waited - first_waits))
     # Whatever the parent did between processes (reading a result, starting the next).
     walls = sum(_number(p.get("wall_s")) for p in processes)
     parts["child"] += max(0.0, walls - sum(parts.values()))
@@ -267,13 +279,28 @@ def harness_walls(out: Path) -> dict[str, float]:
     return walls
 
 
-def invocation_walls(out: Path) -> list[tuple[float, float, int]]:
-    """Our invocations' start and end (epoch), and their GPU count (ours-GROUP.wall)."""
+def span_wall(path: Path) -> Optional[tuple[float, float, int, int]]:
+    """A span file's start and end (epoch), GPU count and lane count (ours-lanes.wall:
+    fidelity.sh's PER_GPU lanes; peer-streams.wall: the harness's streams, one lane a GPU)."""
+    try:
+        words = path.read_text().split()
+        start, end, gpus = float(words[0]), float(words[1]), int(words[2])
+        return start, end, gpus, int(words[3]) if len(words) > 3 else gpus
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def invocation_walls(out: Path) -> list[tuple[float, float, int, Optional[str]]]:
+    """Our invocations' start and end (epoch), their GPU count (ours-GROUP.wall), and the
+    case of an invocation of one case (ours-case-NAME.wall: NAME, else None)."""
     found = []
     for path in sorted(out.glob("ours-*.wall")):
+        if path.name == "ours-lanes.wall":
+            continue
         words = path.read_text().split()
+        case = path.stem.removeprefix("ours-case-") if path.stem.startswith("ours-case-") else None
         try:
-            found.append((float(words[0]), float(words[1]), int(words[2])))
+            found.append((float(words[0]), float(words[1]), int(words[2]), case))
         except (ValueError, IndexError):
             continue
     return found
@@ -292,6 +319,7 @@ def fidelity_key(line: dict[str, Any]) -> str:
 def gpu_report(outs: list[Path]) -> int:
     """The side-by-side table of fidelity.sh's outputs (one or more OUT_DIRs)."""
     cases, theirs = [], {}
+    spans: list[tuple[tuple[float, float, int, int], Optional[tuple[float, float, int, int]]]] = []
     for out in outs:
         walls = harness_walls(out)
         lines = read_results(out / "ours" / "results.jsonl").lines if (out / "ours" / "results.jsonl").exists() else []
@@ -305,10 +333,20 @@ def gpu_report(outs: list[Path]) -> int:
                 found.append(case)
                 if key in walls:
                     theirs[key] = walls[key]
-        # Each invocation's cases: those that started within it.
-        for start, end, gpus in invocations:
-            inside = [c for c in found if start <= c.start <= end]
+        # Each invocation's cases: its one case, or those that started within it (lanes run
+        # other invocations meanwhile, so an invocation of one case names it).
+        for start, end, gpus, case_name in invocations:
+            inside = [c for c in found if (c.name == case_name if case_name is not None
+                                           else start <= c.start <= end)]
             attribute(inside, start, end, gpus)
+        lanes = span_wall(out / "ours-lanes.wall")
+        if lanes is not None:
+            # PER_GPU lanes share each GPU: a case held its GPU for its lane's time over the
+            # lanes per GPU.
+            share = lanes[2] / lanes[3]
+            for case in found:
+                case.parts = {part: seconds * share for part, seconds in case.parts.items()}
+            spans.append((lanes, span_wall(out / "peer-streams.wall")))
         cases += found
     if not cases:
         print("no lines with clock readings in " + ", ".join(map(str, outs)))
@@ -322,6 +360,15 @@ def gpu_report(outs: list[Path]) -> int:
         print(f"\n{len(paired)} cases run by both: ours {ours_total:.0f} GPU-s, the harness "
               f"{their_total:.0f} GPU-s: {ours_total / their_total:.2f}x; per case median "
               f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})")
+    for ours, harness in spans:
+        held = (ours[1] - ours[0]) * ours[2]
+        text = (f"whole run: ours held {ours[2]} GPU(s) for {ours[1] - ours[0]:.0f} s "
+                f"({ours[3] // ours[2]} lanes a GPU): {held:.0f} GPU-s")
+        if harness is not None:
+            theirs_held = (harness[1] - harness[0]) * harness[2]
+            text += (f"; the harness held {harness[2]} for {harness[1] - harness[0]:.0f} s: "
+                     f"{theirs_held:.0f} GPU-s; ours/harness {held / theirs_held:.2f}x")
+        print(text)
     return 0
 
 

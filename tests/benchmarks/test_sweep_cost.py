@@ -42,3 +42,45 @@ def test_the_parts_of_each_case_add_up_to_the_sweep(tmp_path, capsys):
 
 def test_a_line_without_clock_readings_is_no_case():
     assert case_of(json.loads('{"model": {"model_name": "m"}, "summary": {}}')) is None
+
+
+def test_lanes_that_share_a_gpu_count_each_case_at_its_share_and_the_whole_run(tmp_path, capsys):
+    """fidelity.sh's PER_GPU lanes: real lines of a 4-H200 run (3 lanes on each of 2 GPUs,
+    an invocation per case); a case's parts count over the lanes per GPU, each invocation's
+    start goes to its own case only, and the report adds both tools' whole runs."""
+    import shutil
+
+    from benchmarks.sweep_cost import gpu_report
+
+    table = ROOT / "benchmarks" / "tables" / "2026-11-28-h200x4-lanes-cost" / "cost2"
+    out = tmp_path / "out"
+    shutil.copytree(table, out)
+    lanes = (out / "ours-lanes.wall").read_text()
+    (out / "ours-lanes.wall").unlink()
+    assert gpu_report([out]) == 0
+    alone = capsys.readouterr().out
+    (out / "ours-lanes.wall").write_text(lanes)
+    assert gpu_report([out]) == 0
+    shared = capsys.readouterr().out
+
+    def ours_seconds(text: str) -> dict[str, float]:
+        rows = [line.split("|") for line in text.splitlines() if line.startswith("| huggingface-")
+                or line.startswith("| timm-")]
+        return {row[1].strip(): float(row[2]) for row in rows}
+
+    before, after = ours_seconds(alone), ours_seconds(shared)
+    assert len(before) == 12 and before.keys() == after.keys()
+    for name, seconds in before.items():
+        assert after[name] == pytest.approx(seconds * 2 / 6, abs=0.02)
+    start, end, gpus, count = lanes.split()
+    harness = (out / "peer-streams.wall").read_text().split()
+    assert (f"whole run: ours held {gpus} GPU(s) for {float(end) - float(start):.0f} s "
+            f"({int(count) // int(gpus)} lanes a GPU)") in shared
+    assert f"the harness held {harness[2]} for {float(harness[1]) - float(harness[0]):.0f} s" in shared
+    # An invocation's end is its own case's: no case's "writing the line" runs on to the
+    # next case another lane started.
+    header = [cell.strip() for cell in alone.splitlines()[0].split("|")]
+    column = header.index("writing the line")
+    written = [float(line.split("|")[column]) for line in alone.splitlines()
+               if line.startswith("| huggingface-") or line.startswith("| timm-")]
+    assert max(written) < 1
