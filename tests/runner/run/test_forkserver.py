@@ -32,13 +32,14 @@ def environment(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def compiler_variables():
-    """What the runner's probe hands every child for inductor (runner/plan/probe.py), found
-    once for the module: without it each compiling child checks the CPU's vector ISAs again
-    (a C++ build and a Python child per ISA, about 8 CPU-seconds), which is not what these
-    tests are about."""
-    from runner.plan.probe import compiler_checks
+    """What the runner's probe hands every child for inductor (runner/plan/probe.py): without
+    it each compiling child checks the CPU's vector ISAs again (a C++ build and a Python child
+    per ISA, about 8 CPU-seconds), which is not what these tests are about. The probe's kept
+    answer, which the runners of the whole test run share (tests/conftest.py), not the checks
+    made again for this module (about 7 s of each run of it)."""
+    from runner.plan.probe import probe_host
 
-    return compiler_checks()
+    return probe_host().child_environment
 
 
 @pytest.fixture(scope="module")
