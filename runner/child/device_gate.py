@@ -14,7 +14,8 @@ own cores. It takes the gate back before the compiled code runs: inductor's tuni
 kernel's first launch, cudagraph recording, every warm-up and timed iteration run with the
 gate held. Where compiling itself runs on the card the gate is never lent: inductor's
 max-autotune (it times candidate kernels while it compiles) and freezing (constant folding
-runs the weights through the graph); nor by other stacks (XLA's compiles tune on the card).
+runs the weights through the graph); nor by backends other than inductor and the eager and
+aot_eager ones, nor by the XLA and torchax stacks (XLA's compiles tune on the card).
 Once the timed runs start nothing is lent either: a recompile then would put a wait inside a
 timed run.
 
@@ -34,6 +35,11 @@ import time
 from typing import Any, Callable, Optional
 
 log = logging.getLogger(__name__)
+
+#: The dynamo backends whose compiles run on the host alone (others may tune on the card as
+#: they compile, as XLA does); inductor's max-autotune and freezing are kept apart by
+#: `compiles_on_device`.
+LENDING_BACKENDS = frozenset({"inductor", "aot_eager", "aot_eager_decomp_partition", "eager"})
 
 #: torch._dynamo.callback's triggers (CallbackTrigger names) during which the gate is lent:
 #: a frame compiled by dynamo, and the backward that AOTAutograd compiles at its first call.

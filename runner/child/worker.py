@@ -109,17 +109,17 @@ def run_child(spec: ChildSpec, result: ChildResult, phases: Optional[Phases] = N
 
 def device_gate(spec: ChildSpec) -> Optional["DeviceGate"]:
     """The turn on the child's GPU (shared with every other CUDA child of this user's runners
-    on this host), taken before the card is first touched and lent while inductor compiles
+    on this host), taken before the card is first touched and lent while dynamo compiles
     where compiling runs nothing on the card; None for the other accelerators."""
     if spec.device_gate is None:
         return None
     from backends.stacks.dynamo import compile_arguments, inductor_options
-    from runner.child.device_gate import DeviceGate, compiles_on_device
+    from runner.child.device_gate import LENDING_BACKENDS, DeviceGate, compiles_on_device
 
     gate = DeviceGate(spec.device_gate)
     gate.acquire()
     experiment = spec.experiment
-    if experiment.dynamo == "inductor" and not compiles_on_device(
+    if experiment.dynamo in LENDING_BACKENDS and not compiles_on_device(
             inductor_options(compile_arguments(experiment))):
         gate.lend_during_compiles()
     return gate

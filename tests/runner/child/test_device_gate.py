@@ -117,8 +117,8 @@ def test_compiles_that_run_on_the_card_keep_the_gate(options, on_device):
 
 
 @pytest.mark.e2e
-def test_a_timing_child_lends_the_gate_while_inductor_compiles_and_waits_to_run(tmp_path):
-    """A real child (builtin mlp, inductor, on the CPU, with a gate as a shared GPU's
+def test_a_timing_child_lends_the_gate_while_dynamo_compiles_and_waits_to_run(tmp_path):
+    """A real child (builtin mlp, aot_eager, on the CPU, with a gate as a shared GPU's
     children get one): the gate is taken while it builds, free while it compiles, and the
     wait to get it back counts neither in its cold start nor in its compile time."""
     import subprocess
@@ -131,7 +131,7 @@ def test_a_timing_child_lends_the_gate_while_inductor_compiles_and_waits_to_run(
     gate_path = str(tmp_path / "gpu-0.gate")
     folder = tmp_path / "child"
     folder.mkdir()
-    planned = ExperimentConfig("cpu", None, "inductor", None, "eval")
+    planned = ExperimentConfig("cpu", None, "aot_eager", None, "eval")
     spec = ChildSpec(ModelConfig("builtin", "mlp"),
                      dataclasses.replace(planned, stack=backends.stack_for(planned).name),
                      RunSettings(repeat=2, warmup=2, threads=1, reference_workload=False),
