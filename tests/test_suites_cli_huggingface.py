@@ -1,5 +1,6 @@
-"""A Hugging Face encoder (BertForMaskedLM) through the real runner, eager and compiled (dynamo
-with aot_eager), eval and train (the decoder and the encoder-decoder: the files beside this one).
+"""Hugging Face models through the real runner, eager and compiled (dynamo with aot_eager), eval
+and train: an encoder (BertForMaskedLM), a decoder (DistillGPT2) and an encoder-decoder
+(T5Small), in one sweep that the module's tests share.
 
 The compiled stack is aot_eager, not inductor: what these tests check of ours (the suite's
 inputs, outputs and loss, a backward through dynamo's graph, the lines) is the same under
@@ -8,9 +9,10 @@ both, while on the CPU inductor spends its time compiling each kernel with a C++
 and a model it failed on would give a failed line, not a fault of the runner. Inductor on a
 real model runs in tests/test_suites_cli_timm.py.
 
-A file of its own: pytest-xdist (--dist loadfile) gives each file to one worker, and each
-model's compiles take a while; in one file (one sweep of the three models) this was the
-longest test of the suite, run on one core while the other had finished."""
+One sweep of the three models (one runner, one fork server that imports transformers), not a
+sweep per model: each runner of its own started a server and imported torch and transformers
+again, about 5 CPU-seconds per model. Its tests are marked long, so that this file starts
+first (tests/conftest.py): a worker takes it while the others take the other long files."""
 
 import pytest
 
@@ -18,11 +20,20 @@ from tests.test_suites_cli import by_key, sweep
 
 pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 
+MODELS = ("BertForMaskedLM", "DistillGPT2", "T5Small")
 
-def runs_eager_and_compiled_in_eval_and_train(tmp_path, model):
-    hf = sweep(tmp_path / "hf", "--suite-name=huggingface", "-k", f"^{model}$", "--dynamo=None",
-               "--dynamo=aot_eager", "--test=eval", "--test=train")
-    lines = by_key(hf)
+
+@pytest.fixture(scope="module")
+def hf_lines(tmp_path_factory):
+    """The lines of the module's sweep, by (model, dynamo, test)."""
+    filters = [argument for model in MODELS for argument in ("-k", f"^{model}$")]
+    return by_key(sweep(tmp_path_factory.mktemp("hf") / "hf", "--suite-name=huggingface",
+                        *filters, "--dynamo=None", "--dynamo=aot_eager", "--test=eval",
+                        "--test=train"))
+
+
+def runs_eager_and_compiled_in_eval_and_train(all_lines, model):
+    lines = {key: line for key, line in all_lines.items() if key[0] == model}
     assert len(lines) == 4
     failed = {k: l["metrics"].get("error", "")[:300] for k, l in lines.items() if l["status"] != "ok"}
     assert not failed
@@ -33,5 +44,20 @@ def runs_eager_and_compiled_in_eval_and_train(tmp_path, model):
 
 
 @pytest.mark.long
-def test_an_encoder_model_runs(tmp_path):
-    runs_eager_and_compiled_in_eval_and_train(tmp_path, "BertForMaskedLM")
+def test_the_sweep_holds_the_lines_of_the_three_models_and_no_other(hf_lines):
+    assert {key[0] for key in hf_lines} == set(MODELS) and len(hf_lines) == 4 * len(MODELS)
+
+
+@pytest.mark.long
+def test_an_encoder_model_runs(hf_lines):
+    runs_eager_and_compiled_in_eval_and_train(hf_lines, "BertForMaskedLM")
+
+
+@pytest.mark.long
+def test_a_decoder_model_runs(hf_lines):
+    runs_eager_and_compiled_in_eval_and_train(hf_lines, "DistillGPT2")
+
+
+@pytest.mark.long
+def test_an_encoder_decoder_model_runs(hf_lines):
+    runs_eager_and_compiled_in_eval_and_train(hf_lines, "T5Small")
