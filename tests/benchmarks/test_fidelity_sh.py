@@ -237,3 +237,51 @@ def test_a_lockstep_value_that_is_not_0_or_1_is_named(fake_harness, tmp_path, va
     completed = run_fake_harness(fake_harness, tmp_path / "out", cases, LOCKSTEP=value)
     assert completed.returncode == 2
     assert f"LOCKSTEP must be 0 or 1, not '{value}'" in completed.stderr
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to split")
+def test_per_gpu_lanes_run_each_case_once_at_most_k_a_gpu_on_cores_of_their_own(tmp_path):
+    fake_python = tmp_path / "python"
+    fake_python.write_text(FAKE_PYTHON)
+    fake_python.chmod(0o755)
+    cases = tmp_path / "cases.txt"
+    cases.write_text("".join(f"huggingface Model{x} 8 bf16 default eval\n" for x in "ABCD"))
+    out = tmp_path / "out"
+    ours_log = tmp_path / "ours.log"
+    environment = {**os.environ, "TOOLS": "ours", "OUR_GPUS": "5", "PER_GPU": "2",
+                   "PYTHON": str(fake_python), "REAL_PYTHON": sys.executable,
+                   "FAKE_OURS_LOG": str(ours_log), "PYTHONPATH": str(ROOT)}
+    completed = subprocess.run(["bash", str(ROOT / "benchmarks" / "fidelity.sh"),
+                                str(tmp_path), str(out), str(cases)], env=environment,
+                               capture_output=True, text=True, timeout=120)
+    lines = ours_log.read_text().splitlines()
+    starts = [line.split() for line in lines if line.startswith("start ")]
+    ends = sorted(float(line.split()[1]) for line in lines if line.startswith("end "))
+    assert len(starts) == 4 and len(ends) == 4, completed.stderr[-2000:]
+    assert sorted(next(w for w in words if w.startswith("^Model")) for words in starts) == [
+        f"^Model{x}$" for x in "ABCD"]
+    assert all("--devices=5" in words for words in starts)
+    # Two lanes: never more than two cases at a time, each lane on cores of its own.
+    times = sorted([(float(words[1]), 1) for words in starts] + [(end, -1) for end in ends])
+    running = [sum(step for _, step in times[:index + 1]) for index in range(len(times))]
+    assert max(running) == 2
+    lanes = {words[2] for words in starts}
+    assert len(lanes) == 2
+    first, second = (set(cores.split(",")) for cores in lanes)
+    assert not first & second
+    start, end, gpus, count = (out / "ours-lanes.wall").read_text().split()
+    assert (gpus, count) == ("1", "2") and float(end) - float(start) >= 2
+
+
+@pytest.mark.parametrize("variables, message", [
+    ({"PER_GPU": "0"}, "PER_GPU must be a whole number of at least 1, not '0'"),
+    ({"PER_GPU": "two"}, "PER_GPU must be a whole number of at least 1, not 'two'"),
+    ({"PER_GPU": "2", "LOCKSTEP": "1", "TOOLS": "both", "HARNESS_GPUS": "0", "OUR_GPUS": "1"},
+     "LOCKSTEP=1 runs one case per GPU at a time: leave PER_GPU=2 out"),
+])
+def test_a_bad_per_gpu_is_named_with_a_non_zero_exit(fake_harness, tmp_path, variables, message):
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    completed = run_fake_harness(fake_harness, tmp_path / "out", cases, **variables)
+    assert completed.returncode == 2
+    assert message in completed.stderr
