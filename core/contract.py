@@ -20,6 +20,10 @@ from core.schema import Status, Verdict
 SPEC_FILE = "spec.json"
 RESULT_FILE = "result.json"
 LOG_FILE = "child.log"
+#: Where a child that shares its GPU keeps its waits for the card, for its timeout to leave
+#: them out: "<seconds waited> <epoch when the current wait began, or ->"
+#: (runner/child/device_gate.py writes it, runner/run/supervision.py reads it).
+GATE_WAITS_FILE = "gate_waits.txt"
 
 
 class Role(str, enum.Enum):

@@ -20,7 +20,8 @@ Once the timed runs start nothing is lent either: a recompile then would put a w
 timed run.
 
 The time a child waits for the gate is left out of its cold start and compile figures
-(`working_clock`); the line records the waits and loans under `summary.device_gate`.
+(`working_clock`) and of its timeout (the runner reads the waits from GATE_WAITS_FILE in the
+child's folder); the line records the waits and loans under `summary.device_gate`.
 Dynamo's own compile times (`summary.dynamo_compile_times_s`) include a wait to take the
 gate back, since dynamo's clock runs until the compile's end callbacks return.
 """
@@ -50,9 +51,11 @@ LENT_DURING = frozenset({"DYNAMO", "LAZY_BACKWARD"})
 class DeviceGate:
     """The exclusive turn on a shared GPU (an flock on `path`), lent during compiles."""
 
-    def __init__(self, path: str, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, path: str, clock: Callable[[], float] = time.perf_counter,
+                 waits_file: Optional[str] = None) -> None:
         self.path = path
         self._clock = clock
+        self._waits_file = waits_file
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         self._state = threading.Lock()
         self._held = False
@@ -75,8 +78,13 @@ class DeviceGate:
             if self._held:
                 return
             started = self._clock()
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            self.waited_s += self._clock() - started
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._tell_waits(waiting_since=time.time())
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+                self.waited_s += self._clock() - started
+                self._tell_waits()
             self.waits += 1
             self._held = True
 
@@ -129,6 +137,20 @@ class DeviceGate:
         """What the line keeps: the waits for the card and the compiles it was lent for."""
         return {"waited_s": round(self.waited_s, 3), "waits": self.waits,
                 "lent_s": round(self.lent_s, 3), "loans": self.loans}
+
+    def _tell_waits(self, waiting_since: Optional[float] = None) -> None:
+        """Keep the waits where the runner reads them when the child's time runs out
+        (GATE_WAITS_FILE): its timeout leaves them out."""
+        if self._waits_file is None:
+            return
+        text = f"{self.waited_s:.3f} {'-' if waiting_since is None else f'{waiting_since:.3f}'}\n"
+        partial = self._waits_file + ".partial"
+        try:
+            with open(partial, "w") as file:
+                file.write(text)
+            os.replace(partial, self._waits_file)
+        except OSError as error:  # the timeout then counts the waits; the figures do not
+            log.warning("the waits for the GPU could not be kept for the timeout: %s", error)
 
     def _compile_started(self, args: Any) -> None:
         if self._frozen or not self._lending or _trigger_name(args) not in LENT_DURING:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Optional
 
 from core.contract import (
+    GATE_WAITS_FILE,
     RESULT_FILE,
     SPEC_FILE,
     ChildError,
@@ -116,7 +117,7 @@ def device_gate(spec: ChildSpec) -> Optional["DeviceGate"]:
     from backends.stacks.dynamo import compile_arguments, inductor_options
     from runner.child.device_gate import LENDING_BACKENDS, DeviceGate, compiles_on_device
 
-    gate = DeviceGate(spec.device_gate)
+    gate = DeviceGate(spec.device_gate, waits_file=str(Path(spec.folder) / GATE_WAITS_FILE))
     gate.acquire()
     experiment = spec.experiment
     if experiment.dynamo in LENDING_BACKENDS and not compiles_on_device(

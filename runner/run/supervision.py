@@ -1,7 +1,8 @@
 """Starting, watching and killing the child processes of experiments.
 
-A child runs in a process session of its own; a timeout, a memory limit or a stopped sweep
-kills its whole process tree, grandchildren included (if the runner itself is killed, its
+A child runs in a process session of its own; a timeout (which leaves out the child's waits
+for its turn on a shared GPU), a memory limit or a stopped sweep kills its whole process
+tree, grandchildren included (if the runner itself is killed, its
 guard, runner/run/guard.py, does). The child's output is copied to its log by a pump that
 reads it in blocks and never lets the child block on a full pipe; the log keeps its head
 and its tail.
@@ -28,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Callable, Optional
 
 import psutil
 
-from core.contract import LOG_FILE, RESULT_FILE, ChildResult, read_message
+from core.contract import GATE_WAITS_FILE, LOG_FILE, RESULT_FILE, ChildResult, read_message
 from runner.run.guard import ProcessGuard
 from runner.run.oom import MemoryWatch
 
@@ -330,7 +331,8 @@ class Supervisor:
                     f"limit of {limit / 2**20:.0f} MiB, and was killed"
                 )
                 return
-            if now - start > self.timeout_seconds:
+            if (now - start > self.timeout_seconds
+                    and now - start - gpu_waits(result_path.parent) > self.timeout_seconds):
                 outcome.timed_out = True
                 outcome.notes.append(
                     f"the child ran past the timeout of {self.timeout_seconds:g} s; "
@@ -355,3 +357,13 @@ class Supervisor:
             outcome.exit_seconds = time.monotonic() - result_seen_at
         if self.cancelled.is_set() and not result_path.exists():
             raise ExperimentCancelled("the sweep was stopped")
+
+
+def gpu_waits(folder: Path) -> float:
+    """The seconds a child has waited for its turn on a shared GPU, as it keeps them in
+    GATE_WAITS_FILE (runner/child/device_gate.py), its current wait included; 0 without."""
+    try:
+        waited, since = (folder / GATE_WAITS_FILE).read_text().split()[:2]
+        return float(waited) + (max(0.0, time.time() - float(since)) if since != "-" else 0.0)
+    except (OSError, ValueError):
+        return 0.0

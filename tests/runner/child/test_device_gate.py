@@ -124,21 +124,9 @@ def test_a_timing_child_lends_the_gate_while_dynamo_compiles_and_waits_to_run(tm
     import subprocess
     import sys
 
-    from core.config import ModelConfig, RunSettings
-    from core.contract import RESULT_FILE, SPEC_FILE, ChildResult, ChildSpec, read_message, write_message
-    from runner.run.child_env import PROJECT_ROOT
+    from core.contract import RESULT_FILE, ChildResult, read_message
 
-    gate_path = str(tmp_path / "gpu-0.gate")
-    folder = tmp_path / "child"
-    folder.mkdir()
-    planned = ExperimentConfig("cpu", None, "aot_eager", None, "eval")
-    spec = ChildSpec(ModelConfig("builtin", "mlp"),
-                     dataclasses.replace(planned, stack=backends.stack_for(planned).name),
-                     RunSettings(repeat=2, warmup=2, threads=1, reference_workload=False),
-                     Role.TIME, str(folder), device_gate=gate_path)
-    write_message(folder / SPEC_FILE, spec)
-    environment = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT),
-                   "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    gate_path, folder, environment = gated_child(tmp_path)
     child = subprocess.Popen([sys.executable, "-m", "runner.child.worker", str(folder)],
                              env=environment)
     other = os.open(gate_path if os.path.exists(gate_path) else _touch(gate_path), os.O_RDWR)
@@ -173,6 +161,54 @@ def test_a_timing_child_lends_the_gate_while_dynamo_compiles_and_waits_to_run(tm
 
 
 HOLD_S = 2.0
+
+
+def gated_child(tmp_path) -> tuple[str, "os.PathLike[str]", dict[str, str]]:
+    """A timing child's folder with its spec (builtin mlp, aot_eager, on the CPU, with a gate
+    as a shared GPU's children get one), the gate's path and the child's environment."""
+    from core.config import ModelConfig, RunSettings
+    from core.contract import SPEC_FILE, ChildSpec, write_message
+    from runner.run.child_env import PROJECT_ROOT
+
+    gate_path = str(tmp_path / "gpu-0.gate")
+    folder = tmp_path / "child"
+    folder.mkdir()
+    planned = ExperimentConfig("cpu", None, "aot_eager", None, "eval")
+    spec = ChildSpec(ModelConfig("builtin", "mlp"),
+                     dataclasses.replace(planned, stack=backends.stack_for(planned).name),
+                     RunSettings(repeat=2, warmup=2, threads=1, reference_workload=False),
+                     Role.TIME, str(folder), device_gate=gate_path)
+    write_message(folder / SPEC_FILE, spec)
+    environment = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT),
+                   "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    return gate_path, folder, environment
+
+
+@pytest.mark.e2e
+def test_a_childs_timeout_leaves_its_waits_for_the_gpu_out(tmp_path):
+    """The gate is held (by another child, as it were) for longer than the child's timeout:
+    the runner's supervisor does not kill the waiting child, which then runs to its end."""
+    from core.contract import RESULT_FILE, ChildResult, read_message
+    from runner.run.supervision import Supervisor, spawn_worker
+
+    gate_path, folder, environment = gated_child(tmp_path)
+    other = os.open(gate_path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(other, fcntl.LOCK_EX)
+    releaser = threading.Timer(TIMEOUT_S + 6, lambda: fcntl.flock(other, fcntl.LOCK_UN))
+    releaser.start()
+    try:
+        outcome = Supervisor(TIMEOUT_S, None, False, None, threading.Event()).run(
+            folder, tmp_path / "scratch", lambda: spawn_worker(folder, environment))
+    finally:
+        releaser.cancel()
+        os.close(other)
+    assert not outcome.timed_out and outcome.returncode == 0, outcome.output_tail
+    assert outcome.wall_seconds > TIMEOUT_S
+    waited = read_message(folder / RESULT_FILE, ChildResult).summary["device_gate"]["waited_s"]
+    assert waited > outcome.wall_seconds - TIMEOUT_S
+
+
+TIMEOUT_S = 15.0
 
 
 def waits_for_flock(pid: int) -> bool:

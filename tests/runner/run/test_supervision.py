@@ -41,3 +41,16 @@ def test_the_time_a_child_takes_to_exit_after_its_result_is_measured(tmp_path):
     assert outcome.returncode == 0
     assert 0.45 <= outcome.exit_seconds <= 0.6 + 0.5
     assert outcome.exit_seconds <= outcome.wall_seconds
+
+
+def test_a_childs_waits_for_a_shared_gpu_are_read_with_the_current_one(tmp_path):
+    from core.contract import GATE_WAITS_FILE
+    from runner.run.supervision import gpu_waits
+
+    assert gpu_waits(tmp_path) == 0.0  # a child that never waited
+    (tmp_path / GATE_WAITS_FILE).write_text("3.5 -\n")
+    assert gpu_waits(tmp_path) == 3.5
+    (tmp_path / GATE_WAITS_FILE).write_text(f"3.5 {time.time() - 2:.3f}\n")
+    assert 5.4 <= gpu_waits(tmp_path) <= 6.5
+    (tmp_path / GATE_WAITS_FILE).write_text("garbled")
+    assert gpu_waits(tmp_path) == 0.0
