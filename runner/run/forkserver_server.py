@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import json
 import os
+import platform
 import selectors
 import signal
 import socket
@@ -70,6 +71,9 @@ def _preload(modules: Sequence[str]) -> None:
         models.suite_names()
         all_observers()
         installed_packages()  # kept: the children read the versions the server found
+        # Each child's line names its platform; the first answer reads the interpreter's own
+        # file for its C library (about 5 ms), and the answer is cached for the children.
+        platform.platform()
     finally:
         if previous is None:
             os.environ.pop(NVML_CHECK_VARIABLE, None)

@@ -93,6 +93,7 @@ def test_a_child_gets_its_own_session_folder_and_environment(server, tmp_path):
     assert state["variables"]["CUDA_VISIBLE_DEVICES"] == "3"
     assert state["argv"] == ["x"]
     assert state["cuda_bad_fork"] is False
+    assert state["platform_answered"]  # the server asked once, for every child
 
 
 @pytest.mark.e2e
