@@ -131,6 +131,13 @@ default_batches() {
     | awk -F'\t' 'NF == 2 {print $1, $2}'
 }
 
+# The default batch size of each model of the cases' suites, "suite model batch" lines.
+suites_default_batches() {
+  for suite in $(case_lines | awk '{print $1}' | sort -u); do
+    default_batches "$suite" | sed "s/^/$suite /"
+  done
+}
+
 # Ours: one runner invocation per suite, precision, mode and test when every case of that group
 # asks for its model's default batch size (so --jobs spreads the whole group over OUR_GPUS),
 # else one per batch size as well.
@@ -142,8 +149,7 @@ run_ours() {
   fi
   # This invocation's own groups: another one may run other cases into the same OUT_DIR.
   local defaults groups="$out/.ours-groups.$$"
-  defaults=$(for suite in $(case_lines | awk '{print $1}' | sort -u); do
-    default_batches "$suite" | sed "s/^/$suite /"; done)
+  defaults=$(suites_default_batches)
   case_lines | while read -r suite model batch precision mode test; do
     if echo "$defaults" | grep -qx "$suite $model $batch"; then
       echo "$suite default $precision $mode $test $model"
@@ -196,10 +202,8 @@ ours_case() {
 # next case starts when both have ended. So both time a case in the same minutes of the host.
 run_lockstep() {
   local lanes=${#harness_list[@]} lane
-  # Each suite's default batch sizes, once ("suite model batch" lines), before any case starts.
-  for suite in $(case_lines | awk '{print $1}' | sort -u); do
-    default_batches "$suite" | sed "s/^/$suite /"
-  done > "$out/.default-batches.$$"
+  # Each suite's default batch sizes, once, before any case starts.
+  suites_default_batches > "$out/.default-batches.$$"
   for lane in $(seq 0 $(( lanes - 1 ))); do
     ( case_lines | awk -v k="$lane" -v n="$lanes" '(NR - 1) % n == k' |
       while read -r suite model batch precision mode test; do
@@ -223,9 +227,7 @@ run_ours_lanes() {
   local gpus lanes lane queue="$out/.ours-queue.$$"
   IFS=, read -ra gpus <<< "$our_gpus"
   lanes=$(( ${#gpus[@]} * per_gpu ))
-  for suite in $(case_lines | awk '{print $1}' | sort -u); do
-    default_batches "$suite" | sed "s/^/$suite /"
-  done > "$out/.default-batches.$$"
+  suites_default_batches > "$out/.default-batches.$$"
   mapfile -t lane_cpus < <(core_shares "$lanes")
   case_lines > "$queue"
   echo 0 > "$queue.next"

@@ -102,6 +102,8 @@ class Case:
     start: float
     end: float
     parts: dict[str, float] = field(default_factory=dict)
+    #: fidelity.sh's name of the case (`fidelity_key`).
+    key: str = ""
 
     @property
     def wall(self) -> float:
@@ -155,7 +157,7 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     variables = environment.get("variables") or {}
     settings = environment.get("torch_settings") or {}
     slot = str(variables.get("CUDA_VISIBLE_DEVICES") or settings.get("cpu_affinity") or "")
-    return Case(name, slot, asked_at(processes[0]), max(ends), parts)
+    return Case(name, slot, asked_at(processes[0]), max(ends), parts, fidelity_key(line))
 
 
 def attribute(cases: list[Case], runner_start: Optional[float], runner_end: Optional[float],
@@ -279,31 +281,54 @@ def harness_walls(out: Path) -> dict[str, float]:
     return walls
 
 
-def span_wall(path: Path) -> Optional[tuple[float, float, int, int]]:
-    """A span file's start and end (epoch), GPU count and lane count (ours-lanes.wall:
-    fidelity.sh's PER_GPU lanes; peer-streams.wall: the harness's streams, one lane a GPU)."""
+@dataclass(frozen=True)
+class Span:
+    """What a .wall file of fidelity.sh holds: a start and end (epoch), the GPUs held, and
+    the lanes that shared them (one a GPU unless PER_GPU lanes)."""
+
+    start: float
+    end: float
+    gpus: int
+    lanes: int
+
+    @property
+    def held(self) -> float:
+        """GPU-seconds: the GPUs times the span."""
+        return (self.end - self.start) * self.gpus
+
+
+def read_span(path: Path) -> Optional[Span]:
+    """A .wall file's span ("start end gpus [lanes]"), or None where it has none."""
     try:
         words = path.read_text().split()
-        start, end, gpus = float(words[0]), float(words[1]), int(words[2])
-        return start, end, gpus, int(words[3]) if len(words) > 3 else gpus
+        gpus = int(words[2])
+        return Span(float(words[0]), float(words[1]), gpus,
+                    int(words[3]) if len(words) > 3 else gpus)
     except (OSError, ValueError, IndexError):
         return None
 
 
-def invocation_walls(out: Path) -> list[tuple[float, float, int, Optional[str]]]:
-    """Our invocations' start and end (epoch), their GPU count (ours-GROUP.wall), and the
-    case of an invocation of one case (ours-case-NAME.wall: NAME, else None)."""
+def invocation_walls(out: Path) -> list[tuple[Span, Optional[str]]]:
+    """Our invocations' spans (ours-GROUP.wall), each with the case of an invocation of one
+    case (ours-case-NAME.wall: NAME, else None)."""
     found = []
     for path in sorted(out.glob("ours-*.wall")):
-        if path.name == "ours-lanes.wall":
+        span = read_span(path)
+        if path.name == "ours-lanes.wall" or span is None:
             continue
-        words = path.read_text().split()
-        case = path.stem.removeprefix("ours-case-") if path.stem.startswith("ours-case-") else None
-        try:
-            found.append((float(words[0]), float(words[1]), int(words[2]), case))
-        except (ValueError, IndexError):
-            continue
+        found.append((span, path.stem.removeprefix("ours-case-")
+                      if path.stem.startswith("ours-case-") else None))
     return found
+
+
+def attribute_invocations(cases: list[Case], out: Path) -> None:
+    """Give each of our invocations in `out` its start and end (`attribute`): to its one
+    case, or to the cases that started within it (lanes run other invocations meanwhile, so
+    an invocation of one case names it)."""
+    for span, case_name in invocation_walls(out):
+        inside = [c for c in cases if (c.key == case_name if case_name is not None
+                                       else span.start <= c.start <= span.end)]
+        attribute(inside, span.start, span.end, span.gpus)
 
 
 def fidelity_key(line: dict[str, Any]) -> str:
@@ -319,34 +344,27 @@ def fidelity_key(line: dict[str, Any]) -> str:
 def gpu_report(outs: list[Path]) -> int:
     """The side-by-side table of fidelity.sh's outputs (one or more OUT_DIRs)."""
     cases, theirs = [], {}
-    spans: list[tuple[tuple[float, float, int, int], Optional[tuple[float, float, int, int]]]] = []
+    spans: list[tuple[Span, Optional[Span]]] = []
     for out in outs:
         walls = harness_walls(out)
         lines = read_results(out / "ours" / "results.jsonl").lines if (out / "ours" / "results.jsonl").exists() else []
-        invocations = invocation_walls(out)
         found = []
         for line in lines:
             case = case_of(line)
             if case is not None:
-                key = fidelity_key(line)
-                case.name = key
+                case.name = case.key
                 found.append(case)
-                if key in walls:
-                    theirs[key] = walls[key]
-        # Each invocation's cases: its one case, or those that started within it (lanes run
-        # other invocations meanwhile, so an invocation of one case names it).
-        for start, end, gpus, case_name in invocations:
-            inside = [c for c in found if (c.name == case_name if case_name is not None
-                                           else start <= c.start <= end)]
-            attribute(inside, start, end, gpus)
-        lanes = span_wall(out / "ours-lanes.wall")
+                if case.key in walls:
+                    theirs[case.key] = walls[case.key]
+        attribute_invocations(found, out)
+        lanes = read_span(out / "ours-lanes.wall")
         if lanes is not None:
             # PER_GPU lanes share each GPU: a case held its GPU for its lane's time over the
             # lanes per GPU.
-            share = lanes[2] / lanes[3]
+            share = lanes.gpus / lanes.lanes
             for case in found:
                 case.parts = {part: seconds * share for part, seconds in case.parts.items()}
-            spans.append((lanes, span_wall(out / "peer-streams.wall")))
+            spans.append((lanes, read_span(out / "peer-streams.wall")))
         cases += found
     if not cases:
         print("no lines with clock readings in " + ", ".join(map(str, outs)))
@@ -361,13 +379,11 @@ def gpu_report(outs: list[Path]) -> int:
               f"{their_total:.0f} GPU-s: {ours_total / their_total:.2f}x; per case median "
               f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})")
     for ours, harness in spans:
-        held = (ours[1] - ours[0]) * ours[2]
-        text = (f"whole run: ours held {ours[2]} GPU(s) for {ours[1] - ours[0]:.0f} s "
-                f"({ours[3] // ours[2]} lanes a GPU): {held:.0f} GPU-s")
+        text = (f"whole run: ours held {ours.gpus} GPU(s) for {ours.end - ours.start:.0f} s "
+                f"({ours.lanes // ours.gpus} lanes a GPU): {ours.held:.0f} GPU-s")
         if harness is not None:
-            theirs_held = (harness[1] - harness[0]) * harness[2]
-            text += (f"; the harness held {harness[2]} for {harness[1] - harness[0]:.0f} s: "
-                     f"{theirs_held:.0f} GPU-s; ours/harness {held / theirs_held:.2f}x")
+            text += (f"; the harness held {harness.gpus} for {harness.end - harness.start:.0f} "
+                     f"s: {harness.held:.0f} GPU-s; ours/harness {ours.held / harness.held:.2f}x")
         print(text)
     return 0
 
@@ -391,8 +407,7 @@ def gpu(options: argparse.Namespace) -> int:
 def parts(options: argparse.Namespace) -> int:
     found = [c for c in map(case_of, read_results(options.results).lines) if c is not None]
     if options.runner_wall:
-        for start, end, gpus in invocation_walls(options.runner_wall):
-            attribute([c for c in found if start <= c.start <= end], start, end, gpus)
+        attribute_invocations(found, options.runner_wall)
     else:
         attribute(found, None, None)
     if not found:

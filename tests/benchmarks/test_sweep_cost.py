@@ -84,3 +84,8 @@ def test_lanes_that_share_a_gpu_count_each_case_at_its_share_and_the_whole_run(t
     written = [float(line.split("|")[column]) for line in alone.splitlines()
                if line.startswith("| huggingface-") or line.startswith("| timm-")]
     assert max(written) < 1
+    # `parts` with the same folder's walls gives each invocation's start to its own case.
+    assert main(["parts", str(out / "ours" / "results.jsonl"), "--runner-wall", str(out)]) == 0
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| huggingface") or line.startswith("| timm")]
+    assert len(rows) == 12 and all(float(row[3]) > 0 for row in rows)
