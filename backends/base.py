@@ -137,6 +137,12 @@ class Stack(ABC):
             enable_functionalization=False, stack_options=(), stack="eager",
         )
 
+    def compiles_off_the_card(self, experiment: ExperimentConfig,
+                              prepared: "PreparedModel") -> bool:
+        """Whether compiling the prepared model runs nothing on its device, so that a GPU's
+        gate may be lent meanwhile (runner/child/device_gate.py); no unless a stack says so."""
+        return False
+
     def initialize_process(self, experiment: ExperimentConfig) -> None:
         """Start the stack's runtime in the child before any model runs (child only).
 

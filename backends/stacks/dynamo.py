@@ -17,6 +17,10 @@ from core.fields import INDUCTOR_MODES
 from core.host import HostCapabilities
 
 XLA_ONLY_DYNAMO_BACKENDS = ("openxla", "openxla_eval")
+#: The dynamo backends whose compiles run on the host alone (inductor's max-autotune and
+#: freezing aside: `compiles_on_device`); others may tune on the card as they compile.
+HOST_COMPILED_BACKENDS = frozenset({"inductor", "aot_eager", "aot_eager_decomp_partition",
+                                    "eager"})
 
 
 def model_inductor_settings(experiment: ExperimentConfig,
@@ -66,6 +70,18 @@ def inductor_options(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
+def compiles_on_device(options: Optional[Mapping[str, Any]]) -> bool:
+    """Whether inductor runs work on the card while it compiles, with these options (a
+    mode's included: `inductor_options`): max-autotune times candidate kernels, freezing
+    folds constants through the graph."""
+    import torch._inductor.config as inductor_config
+
+    options = options or {}
+    tuned = any(bool(options.get(name, getattr(inductor_config, name, False)))
+                for name in ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise"))
+    return tuned or bool(options.get("freezing", inductor_config.freezing))
+
+
 class DynamoStack(Stack):
     """torch.compile(backend=dynamo) on a CPU or CUDA device."""
 
@@ -99,6 +115,10 @@ class DynamoStack(Stack):
             return f"mode=cudagraphs needs CUDA; {experiment.accelerator} has no CUDA graphs"
         return (native_accelerator_reason(experiment, host, f"dynamo={dynamo}")
                 or unregistered_dynamo_reason(dynamo, host))
+
+    def compiles_off_the_card(self, experiment: ExperimentConfig, prepared: PreparedModel) -> bool:
+        return (experiment.dynamo in HOST_COMPILED_BACKENDS
+                and not compiles_on_device(prepared.inductor_options))
 
     def prepare(self, bench, experiment: ExperimentConfig, settings: RunSettings) -> PreparedModel:
         import torch

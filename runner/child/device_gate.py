@@ -12,10 +12,10 @@ compiles lazily, the child waits for its queued work to finish and lends the gat
 another child can run its warm-up and timed runs on the card while this one compiles on its
 own cores. It takes the gate back before the compiled code runs: inductor's tuning at a
 kernel's first launch, cudagraph recording, every warm-up and timed iteration run with the
-gate held. Where compiling itself runs on the card the gate is never lent: inductor's
-max-autotune (it times candidate kernels while it compiles) and freezing (constant folding
-runs the weights through the graph); nor by backends other than inductor and the eager and
-aot_eager ones, nor by the XLA and torchax stacks (XLA's compiles tune on the card).
+gate held. A timing child lends it only where its stack says compiling runs nothing on the
+card (`Stack.compiles_off_the_card`: not inductor's max-autotune, which times candidate
+kernels as it compiles, nor freezing, which folds constants through the graph, nor XLA,
+whose compiles tune on the card); a verification child keeps it throughout.
 Once the timed runs start nothing is lent either: a recompile then would put a wait inside a
 timed run.
 
@@ -37,11 +37,6 @@ from typing import Any, Callable, Optional
 
 log = logging.getLogger(__name__)
 
-#: The dynamo backends whose compiles run on the host alone (others may tune on the card as
-#: they compile, as XLA does); inductor's max-autotune and freezing are kept apart by
-#: `compiles_on_device`.
-LENDING_BACKENDS = frozenset({"inductor", "aot_eager", "aot_eager_decomp_partition", "eager"})
-
 #: torch._dynamo.callback's triggers (CallbackTrigger names) during which the gate is lent:
 #: a frame compiled by dynamo, and the backward that AOTAutograd compiles at its first call.
 #: CUDAGRAPH_RECORDING and TRITON_AUTOTUNING run on the card and keep it.
@@ -60,8 +55,6 @@ class DeviceGate:
         self._state = threading.Lock()
         self._held = False
         self._lent_at: Optional[float] = None
-        self._lending = False
-        self._frozen = False
         self.waited_s = 0.0
         self.lent_s = 0.0
         self.waits = 0
@@ -106,19 +99,13 @@ class DeviceGate:
         backward (torch._dynamo.callback's start and end of a compile)."""
         from torch._dynamo.callback import callback_handler
 
-        if self._callbacks is not None:
-            return
-        self._lending = True
-        self._callbacks = (callback_handler.register_start_callback(self._compile_started),
-                           callback_handler.register_end_callback(self._compile_ended))
-
-    def freeze(self) -> None:
-        """Lend nothing more (the timed runs start): the gate stays held to the end."""
-        self._frozen = True
+        if self._callbacks is None:
+            self._callbacks = (callback_handler.register_start_callback(self._compile_started),
+                               callback_handler.register_end_callback(self._compile_ended))
 
     def stop_lending(self) -> None:
-        """Lend nothing more, and take no more part in torch's compile callbacks."""
-        self._frozen = True
+        """Lend nothing more (the timed runs start, or the child's work is done): the gate
+        stays held to the end."""
         if self._callbacks is not None:
             from torch._dynamo.callback import callback_handler
 
@@ -153,7 +140,7 @@ class DeviceGate:
             log.warning("the waits for the GPU could not be kept for the timeout: %s", error)
 
     def _compile_started(self, args: Any) -> None:
-        if self._frozen or not self._lending or _trigger_name(args) not in LENT_DURING:
+        if _trigger_name(args) not in LENT_DURING:
             return
         if self._held:
             self.release()
@@ -166,20 +153,6 @@ class DeviceGate:
         self.lent_s += self._clock() - self._lent_at
         self._lent_at = None
         self.acquire()
-
-
-def compiles_on_device(options: Optional[dict[str, Any]]) -> bool:
-    """Whether inductor runs work on the card while it compiles, with these options (a
-    mode's included: backends.stacks.dynamo.inductor_options): max-autotune times candidate
-    kernels, freezing folds constants through the graph."""
-    import torch._inductor.config as inductor_config
-
-    options = options or {}
-    tuned = any(
-        bool(options.get(name, getattr(inductor_config, name, False)))
-        for name in ("max_autotune", "max_autotune_gemm", "max_autotune_pointwise"))
-    frozen = bool(options.get("freezing", inductor_config.freezing))
-    return tuned or frozen
 
 
 def _trigger_name(args: Any) -> str:

@@ -110,19 +110,14 @@ def run_child(spec: ChildSpec, result: ChildResult, phases: Optional[Phases] = N
 
 def device_gate(spec: ChildSpec) -> Optional["DeviceGate"]:
     """The turn on the child's GPU (shared with every other CUDA child of this user's runners
-    on this host), taken before the card is first touched and lent while dynamo compiles
-    where compiling runs nothing on the card; None for the other accelerators."""
+    on this host), taken before the card is first touched; None for the other
+    accelerators."""
     if spec.device_gate is None:
         return None
-    from backends.stacks.dynamo import compile_arguments, inductor_options
-    from runner.child.device_gate import LENDING_BACKENDS, DeviceGate, compiles_on_device
+    from runner.child.device_gate import DeviceGate
 
     gate = DeviceGate(spec.device_gate, waits_file=str(Path(spec.folder) / GATE_WAITS_FILE))
     gate.acquire()
-    experiment = spec.experiment
-    if experiment.dynamo in LENDING_BACKENDS and not compiles_on_device(
-            inductor_options(compile_arguments(experiment))):
-        gate.lend_during_compiles()
     return gate
 
 
@@ -213,6 +208,8 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
         eager = stack.reference_experiment(spec.experiment)
         reference = backends.get_stack(eager.stack).prepare(bench, eager, spec.settings)
     prepared = stack.prepare(bench, spec.experiment, spec.settings)
+    if gate is not None and stack.compiles_off_the_card(spec.experiment, prepared):
+        gate.lend_during_compiles()
     observers.attach(prepared)
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
     card = card_watch(spec)
@@ -222,7 +219,7 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     phases.mark("reference_s")
     hooks = SettingsAtTimedCall(
         observers, lambda: torch_settings(prepared, spec.experiment.accelerator),
-        gate.freeze if gate is not None else None)
+        gate.stop_lending if gate is not None else None)
     timing = measure(prepared, bench, spec.settings, hooks, reference=reference, watch=watch,
                      seed=spec.experiment.seed, device_watch=card,
                      pulse=host_pulse if spec.settings.reference_workload else None,

@@ -90,11 +90,22 @@ def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequenc
     One job (the default) keeps today's behaviour: all of the runner's cores, its own view of
     the GPUs. With several, each slot gets its share of the cores and, when the plan has
     CUDA experiments, one GPU: those named by --devices, else the first `jobs` GPUs. With
-    `per_gpu` K above 1, each of those GPUs gets K slots (of their own cores) that share it,
-    the GPUs' first slots first, so that a sweep of few experiments spreads over the GPUs.
+    `per_gpu` K above 1, each of those GPUs (the first one with one job) gets K slots of
+    their own cores that share it, the GPUs' first slots first, so that a sweep of few
+    experiments spreads over the GPUs.
     """
+    chosen = _slot_gpus(jobs, devices, uses_cuda, gpus)
     if per_gpu > 1:
-        return _shared_gpu_slots(jobs, devices, uses_cuda, gpus, cores, per_gpu)
+        return _shared_gpu_slots(chosen, uses_cuda, gpus, cores, per_gpu)
+    if len(chosen) == 1:
+        return [Slot(0, (), chosen[0])]
+    return [Slot(index, share, device)
+            for index, (share, device) in enumerate(zip(split_cores(cores, len(chosen)), chosen))]
+
+
+def _slot_gpus(jobs: int, devices: Sequence[str], uses_cuda: bool,
+               gpus: Sequence[str]) -> list[Optional[str]]:
+    """The GPU of each job (None: the runner's own view), as --jobs and --devices ask."""
     if devices:
         if not uses_cuda:
             raise SlotError(f"--devices={','.join(devices)} names CUDA devices, and this sweep "
@@ -105,28 +116,21 @@ def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequenc
                             "--devices runs one job per device")
         if len(set(devices)) != len(devices):
             raise SlotError(f"--devices={','.join(devices)} names a device twice")
-        jobs = len(devices)
-        chosen: list[Optional[str]] = list(devices)
-    elif jobs > 1 and uses_cuda:
+        return list(devices)
+    if jobs > 1 and uses_cuda:
         if jobs > len(gpus):
             raise SlotError(f"--jobs={jobs} runs one CUDA experiment per GPU, and this runner "
                             f"sees {len(gpus)} GPU(s)" + (f" ({','.join(gpus)})" if gpus else ""))
-        chosen = list(gpus[:jobs])
-    else:
-        chosen = [None] * jobs
-    if jobs == 1:
-        return [Slot(0, (), chosen[0])]
-    return [Slot(index, share, device)
-            for index, (share, device) in enumerate(zip(split_cores(cores, jobs), chosen))]
+        return list(gpus[:jobs])
+    return [None] * jobs
 
 
-def _shared_gpu_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequence[str],
+def _shared_gpu_slots(chosen: list[Optional[str]], uses_cuda: bool, gpus: Sequence[str],
                       cores: Sequence[int], per_gpu: int) -> list[Slot]:
     if not uses_cuda:
         raise SlotError(f"--experiments-per-gpu={per_gpu} shares GPUs, and this sweep runs no "
                         "CUDA experiment: leave it out, or give --jobs to run CPU experiments "
                         "side by side")
-    chosen = [slot.cuda_device for slot in plan_slots(jobs, devices, uses_cuda, gpus, cores)]
     if chosen == [None]:
         if not gpus:
             raise SlotError(f"--experiments-per-gpu={per_gpu} shares GPUs, and this runner sees "
@@ -137,9 +141,8 @@ def _shared_gpu_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: 
         raise SlotError(f"--experiments-per-gpu={per_gpu} on {len(chosen)} GPU(s) runs {count} "
                         f"experiments at a time, each on cores of its own; this runner has "
                         f"{len(cores)} ({_cores_text(sorted(cores))})")
-    shares = split_cores(cores, count)
     return [Slot(index, share, chosen[index % len(chosen)], shares_device=True)
-            for index, share in enumerate(shares)]
+            for index, share in enumerate(split_cores(cores, count))]
 
 
 def _cores_text(cores: Sequence[int]) -> str:

@@ -93,6 +93,7 @@ class ExperimentExecutor:
                                       options.print_subprocess, guard, self._cancelled)
         self._servers = ForkServers(on_start=self._watch_server)
         self._fork_failure_told = False
+        self._gates: dict[str, str] = {}
 
     def start(self) -> None:
         """Start the guard and make the scratch root it removes however the runner ends."""
@@ -192,7 +193,9 @@ class ExperimentExecutor:
             device = slot.cuda_device
         else:
             device = (visible_gpus(0) or ["0"])[0]
-        return str(gate_path(device))
+        if device not in self._gates:  # its folder made once, not per child
+            self._gates[device] = str(gate_path(device))
+        return self._gates[device]
 
     def time_processes(self, planned: PlannedExperiment, count: int,
                        slot: Optional[Slot] = None,

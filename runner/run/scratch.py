@@ -70,13 +70,10 @@ class ScratchRoot:
                                           dir=self.base))
         return self.path
 
-    def root(self) -> Path:
-        """The root, made first if need be."""
-        return self.path if self.path is not None and self.path.is_dir() else self.create()
-
     def new_folder(self) -> Path:
         """A fresh folder for one child (the root is made first if need be)."""
-        return Path(tempfile.mkdtemp(dir=self.root()))
+        root = self.path if self.path is not None and self.path.is_dir() else self.create()
+        return Path(tempfile.mkdtemp(dir=root))
 
     def remove(self) -> None:
         if self.path is not None:

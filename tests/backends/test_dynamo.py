@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -161,3 +163,27 @@ def test_the_inductor_options_a_compile_applies_are_its_modes(mode, options):
     assert autotuned["max_autotune"] is True and "triton.cudagraphs" not in autotuned
     assert inductor_options(compile_arguments(compiled("aot_eager", None),
                                               {"freezing": True})) == {}
+
+
+@pytest.mark.parametrize("dynamo, options, off_the_card", [
+    ("inductor", {}, True),
+    ("inductor", {"triton.cudagraphs": True}, True),
+    ("aot_eager", {}, True),
+    ("inductor", {"max_autotune": True}, False),
+    ("inductor", {"freezing": True}, False),
+    ("tvm", {}, False),
+])
+def test_a_gpus_gate_is_lent_only_while_compiling_runs_nothing_on_the_card(dynamo, options,
+                                                                           off_the_card):
+    import types
+
+    import backends
+
+    planned = ExperimentConfig("cuda", None, dynamo, None, "eval")
+    experiment = dataclasses.replace(planned, stack=backends.stack_for(planned).name)
+    prepared = types.SimpleNamespace(inductor_options=options)
+    stack = backends.get_stack(experiment.stack)
+    assert stack.compiles_off_the_card(experiment, prepared) is off_the_card
+    # Stacks that do not say so keep the gate (XLA's compiles tune on the card).
+    lazy = dataclasses.replace(planned, xla="PJRT", dynamo=None, stack="xla_lazy")
+    assert backends.get_stack("xla_lazy").compiles_off_the_card(lazy, prepared) is False

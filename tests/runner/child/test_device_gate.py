@@ -17,7 +17,8 @@ from torch._dynamo.callback import callback_handler
 import backends
 from core.config import ExperimentConfig
 from core.contract import Role
-from runner.child.device_gate import DeviceGate, compiles_on_device
+from backends.stacks.dynamo import compiles_on_device
+from runner.child.device_gate import DeviceGate
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_the_gate_is_lent_while_a_frame_and_its_lazy_backward_compile(gate, seen
 def test_nothing_is_lent_once_the_timed_runs_start(gate, seen_at_compile_start):
     compiled = torch.compile(lambda x: (x * 2).sum(), backend="eager", dynamic=False)
     compiled(torch.randn(3))
-    gate.freeze()
+    gate.stop_lending()
     compiled(torch.randn(5))  # another shape: a recompile inside the timed runs
     assert seen_at_compile_start == [("DYNAMO", True), ("DYNAMO", False)]
     assert gate.record()["loans"] == 1 and gate.held
