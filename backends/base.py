@@ -75,6 +75,10 @@ class Stack(ABC):
     #: Larger preloads this stack's children may start from when the sweep starts a server of
     #: one anyway (one server instead of two), the first one the sweep has; empty: only its own.
     shared_preloads: tuple[tuple[str, ...], ...] = ()
+    #: Whether its CUDA experiments may share a GPU with others of a sweep by default
+    #: (--experiments-per-gpu=auto): its runtime takes no more of the card's memory than its
+    #: work needs (JAX and PyTorch/XLA reserve most of it at start).
+    shares_a_gpu: bool = False
 
     def preload_for(self, experiment: ExperimentConfig) -> tuple[str, ...]:
         """The preload one experiment of this stack asks of the sweep's servers."""

@@ -41,6 +41,7 @@ from runner.plan.parser import (
     EXIT_BAD_INPUT,
     UsageError,
     build_parser,
+    default_memory_limit,
     reduced_models,
     sweep_flags,
     torchbench_dir,
@@ -152,7 +153,7 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
         ExecutorOptions(
             output_dir=Path(output.dirname),
             timeout_seconds=output.subprocess_timeout,
-            memory_limit_bytes=output.memory_limit_bytes,
+            memory_limit_bytes=output.memory_limit_bytes or default_memory_limit(len(slots)),
             print_subprocess=output.print_subprocess,
             log_level=output.log_level.upper(),
             start_method=scale.start_method,
@@ -209,9 +210,20 @@ def sweep_slots(scale: ScaleOptions, plan: Plan, host) -> list[Slot]:
     try:
         return plan_slots(scale.jobs, list(scale.devices), uses_cuda,
                           visible_gpus(len(host.cuda_device_names)),
-                          sorted(os.sched_getaffinity(0)), scale.per_gpu)
+                          sorted(os.sched_getaffinity(0)), scale.per_gpu,
+                          shareable=scale.executor == "local" and gpus_shareable(plan))
     except SlotError as error:
         raise UsageError(str(error)) from error
+
+
+def gpus_shareable(plan: Plan) -> bool:
+    """Whether every experiment the sweep runs may share its GPU with others
+    (--experiments-per-gpu=auto): all are CUDA ones, of stacks that share a GPU. A CPU
+    experiment's figures depend on the cores it gets, so a sweep with any keeps one
+    experiment a GPU."""
+    return all(planned.experiment.accelerator == "cuda"
+               and backends.get_stack(planned.experiment.stack).shares_a_gpu
+               for planned in plan.experiments)
 
 
 def check_ray(scale: ScaleOptions) -> None:

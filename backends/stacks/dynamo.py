@@ -86,6 +86,7 @@ class DynamoStack(Stack):
     """torch.compile(backend=dynamo) on a CPU or CUDA device."""
 
     name = "dynamo"
+    shares_a_gpu = True
     #: The compiler's modules (seconds to import) with nothing compiled: every child still
     #: starts from empty dynamo counters and caches, and compiles into its own cache folder.
     preload = TORCH_COMPILER_PRELOAD

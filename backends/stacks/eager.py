@@ -13,6 +13,7 @@ from core.host import HostCapabilities
 
 class EagerStack(Stack):
     name = "eager"
+    shares_a_gpu = True
     # An eager-only sweep's server imports torch alone, and torch._dynamo too where the sweep
     # trains: every training child imports dynamo (torch's Optimizer does, and so does its
     # zero_grad, marked not to be compiled), about 1 CPU-s per child here, while a server of

@@ -23,6 +23,11 @@ def _raise() -> None:
     raise RuntimeError("the raises model fails on purpose")
 
 
+def _gpu_oom() -> None:
+    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (the gpu_oom "
+                                 "model fails on purpose)")
+
+
 def _segfault() -> None:
     ctypes.string_at(0)
 
@@ -61,6 +66,7 @@ _FAULTS = {
     "signal": _signal,
     "hang": _hang,
     "memory_hog": _memory_hog,
+    "gpu_oom": _gpu_oom,
 }
 
 

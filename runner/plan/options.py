@@ -48,6 +48,7 @@ class OutputOptions:
     probe_cache: bool = True
     print_subprocess: bool = False
     subprocess_timeout: float = 1800.0
+    #: The memory a child may use; 0: 90% of the machine over the experiments run at a time.
     memory_limit_bytes: int = 0
 
 
@@ -57,8 +58,9 @@ class ScaleOptions:
 
     jobs: int = 1
     devices: tuple[str, ...] = ()
-    #: Experiments that share each GPU, taking turns on the card (runner/child/device_gate.py).
-    per_gpu: int = 1
+    #: Experiments that share each GPU, taking turns on the card (runner/child/device_gate.py);
+    #: None: as many as `runner.plan.slots.auto_per_gpu` chooses.
+    per_gpu: Optional[int] = None
     start_method: str = "forkserver"
     executor: str = "local"
     ray_address: Optional[str] = None
@@ -66,8 +68,3 @@ class ScaleOptions:
     ray_tasks: Optional[int] = None
     retries: int = 0
 
-    @property
-    def at_a_time(self) -> int:
-        """Experiments run at a time on this machine: one per device named, else --jobs;
-        times --experiments-per-gpu."""
-        return (len(self.devices) or self.jobs) * self.per_gpu

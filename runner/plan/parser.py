@@ -79,6 +79,11 @@ def number_parser(cast, kind: str, minimum: float, inclusive: bool = True,
 
 
 positive_int = number_parser(int, "an integer", 1)
+
+
+def per_gpu_count(text: str) -> Optional[int]:
+    """--experiments-per-gpu: a positive integer, or auto (None: the runner chooses)."""
+    return None if text.strip().lower() == "auto" else positive_int(text)
 non_negative_int = number_parser(int, "an integer", 0)
 positive_float = number_parser(float, "a number", 0, inclusive=False)
 #: Seconds since the epoch, up to the end of year 9999 (what a date can show).
@@ -290,10 +295,13 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--devices", type=device_list, default=[],
                        help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them), "
                             "one job each")
-    scale.add_argument("--experiments-per-gpu", type=positive_int, default=1, metavar="K",
+    scale.add_argument("--experiments-per-gpu", type=per_gpu_count, default=None, metavar="K",
                        help="CUDA experiments that share each GPU (of --devices or --jobs), each "
                             "on cores of its own: they take turns on the card, one compiling on "
-                            "its cores while another times (docs/scaling.md); default 1")
+                            "its cores while another times (docs/scaling.md). auto (the "
+                            "default): 3 where every experiment is a CUDA one of a stack that "
+                            "shares a GPU (eager, dynamo) and each keeps 4 CPUs, fewer where "
+                            "the cores do not allow it, else 1")
     scale.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local: on this machine, as --jobs/--devices say; ray: each "
                             "experiment a task of a Ray cluster, which places it (needs the "
@@ -378,11 +386,11 @@ def default_memory_limit(jobs: int = 1) -> int:
     return int(psutil.virtual_memory().total * 0.9 / jobs)
 
 
-def memory_limit_bytes(memory_limit_mb: Optional[int], jobs: int = 1) -> int:
-    """--memory-limit-mb in bytes (default: 90% of the machine over the jobs); UsageError
-    below what any child needs."""
+def memory_limit_bytes(memory_limit_mb: Optional[int]) -> int:
+    """--memory-limit-mb in bytes, 0 when not given (`default_memory_limit` over the
+    sweep's slots); UsageError below what any child needs."""
     if not memory_limit_mb:
-        return default_memory_limit(jobs)
+        return 0
     if memory_limit_mb < MIN_MEMORY_LIMIT_MB:
         raise UsageError(
             f"--memory-limit-mb {memory_limit_mb} is below the {MIN_MEMORY_LIMIT_MB} MiB "
@@ -438,7 +446,7 @@ def check_executor_flags(args: argparse.Namespace) -> None:
             raise UsageError(f"{' '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to "
                              "--executor=ray only")
         return
-    if args.devices or args.jobs != 1 or args.experiments_per_gpu != 1:
+    if args.devices or args.jobs != 1 or args.experiments_per_gpu not in (None, 1):
         flag = (f"--devices={','.join(args.devices)}" if args.devices else
                 f"--jobs={args.jobs}" if args.jobs != 1 else
                 f"--experiments-per-gpu={args.experiments_per_gpu}")
@@ -462,7 +470,7 @@ def output_options(args: argparse.Namespace, scale: ScaleOptions) -> OutputOptio
         dry_run=args.dry_run, progress=not args.no_progress, timestamp=args.timestamp,
         log_level=args.log_level, probe_cache=not args.no_probe_cache,
         print_subprocess=args.print_subprocess, subprocess_timeout=args.subprocess_timeout,
-        memory_limit_bytes=memory_limit_bytes(args.memory_limit_mb, scale.at_a_time))
+        memory_limit_bytes=memory_limit_bytes(args.memory_limit_mb))
 
 
 def sweep_flags(args: argparse.Namespace) -> tuple[WhatToRun, RunSettings, OutputOptions, ScaleOptions]:

@@ -1,7 +1,8 @@
 """Where experiments run side by side: one slot per job, each with its own cores and GPU.
 
 `--jobs N` runs N experiments at a time; `--devices A,B,...` runs one per named GPU, and
-`--experiments-per-gpu K` K per GPU. Each slot gets a disjoint share of the runner's cores
+`--experiments-per-gpu K` K per GPU (by default, `auto`: up to AUTO_PER_GPU where every
+experiment of the sweep may share a GPU, see `auto_per_gpu`). Each slot gets a disjoint share of the runner's cores
 (the children are pinned to it, so two CPU experiments never compete for a core) and, where
 GPUs are used, one GPU that its children see through CUDA_VISIBLE_DEVICES: alone, or with
 the children of the other K - 1 slots of that GPU, taking turns on the card through its
@@ -20,6 +21,11 @@ from typing import Callable, Optional, Sequence
 from core.cpus import cpu_list, physical_cores, thread_siblings
 
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+#: The experiments `--experiments-per-gpu=auto` shares a GPU among, at most (the K whose
+#: figures and cost docs/scaling.md gives).
+AUTO_PER_GPU = 3
+#: ... while each of them keeps at least this many logical CPUs of its own.
+MIN_CPUS_PER_SHARED_SLOT = 4
 
 
 class SlotError(ValueError):
@@ -83,8 +89,22 @@ def split_cores(cores: Sequence[int], parts: int,
     return shares
 
 
+def auto_per_gpu(gpu_count: int, cpu_count: int, shareable: bool) -> int:
+    """`--experiments-per-gpu=auto`: where the sweep's experiments may share a GPU
+    (`shareable`: all on CUDA, of stacks that share one), the most experiments a GPU, up to
+    AUTO_PER_GPU, that leave each at least MIN_CPUS_PER_SHARED_SLOT logical CPUs of the
+    `cpu_count`; else 1."""
+    if not shareable or gpu_count < 1:
+        return 1
+    for per_gpu in range(AUTO_PER_GPU, 1, -1):
+        if cpu_count // (gpu_count * per_gpu) >= MIN_CPUS_PER_SHARED_SLOT:
+            return per_gpu
+    return 1
+
+
 def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequence[str],
-               cores: Sequence[int], per_gpu: int = 1) -> list[Slot]:
+               cores: Sequence[int], per_gpu: Optional[int] = 1,
+               shareable: bool = False) -> list[Slot]:
     """The slots of a sweep.
 
     One job (the default) keeps today's behaviour: all of the runner's cores, its own view of
@@ -92,9 +112,13 @@ def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequenc
     CUDA experiments, one GPU: those named by --devices, else the first `jobs` GPUs. With
     `per_gpu` K above 1, each of those GPUs (the first one with one job) gets K slots of
     their own cores that share it, the GPUs' first slots first, so that a sweep of few
-    experiments spreads over the GPUs.
+    experiments spreads over the GPUs. `per_gpu` None is `auto_per_gpu`'s choice, with
+    `shareable` saying whether the sweep's experiments may share a GPU.
     """
     chosen = _slot_gpus(jobs, devices, uses_cuda, gpus)
+    if per_gpu is None:
+        gpu_count = len(gpus[:1]) if chosen == [None] else len(chosen)
+        per_gpu = auto_per_gpu(gpu_count, len(cores), shareable and uses_cuda)
     if per_gpu > 1:
         return _shared_gpu_slots(chosen, uses_cuda, gpus, cores, per_gpu)
     if len(chosen) == 1:

@@ -1,4 +1,5 @@
-"""What says a child killed by SIGKILL ran out of memory (and nothing else guesses it).
+"""What says a child killed by SIGKILL ran out of memory (and nothing else guesses it), and
+what says an experiment ran out of its GPU's memory.
 
 A SIGKILL alone does not say who sent it: the kernel's out-of-memory killer, a person, a
 cluster's scheduler, a dying parent. A line calls it out of memory only where one of these
@@ -25,6 +26,10 @@ KMSG = Path("/dev/kmsg")
 MAX_KMSG_RECORDS = 20000
 #: Memory available below this share of the machine counts as nearly out of memory.
 LOW_MEMORY_SHARE = 0.03
+#: What PyTorch, the CUDA libraries and XLA raise when a GPU's memory runs out.
+GPU_OUT_OF_MEMORY = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_ALLOC_FAILED"
+    r"|cudaErrorMemoryAllocation|RESOURCE_EXHAUSTED: Out of memory")
 
 
 def cgroup_oom_kills() -> Optional[int]:
@@ -105,3 +110,9 @@ class MemoryWatch:
             return (f"the memory watch saw {self.last_available / 2**20:.0f} MiB of "
                     f"{self.total / 2**20:.0f} MiB available just before")
         return None
+
+
+def gpu_memory_ran_out(*texts: Optional[str]) -> bool:
+    """Whether any of `texts` (a line's error, its verification's reason) says a GPU ran out
+    of memory."""
+    return any(text and GPU_OUT_OF_MEMORY.search(text) for text in texts)

@@ -136,3 +136,18 @@ def test_small_models_are_a_flag(capsys, monkeypatch):
     small = dict(row.split("\t") for row in capsys.readouterr().out.splitlines())
     assert small.keys() == full.keys()
     assert max(map(int, small.values())) <= 4 < max(map(int, full.values()))
+
+
+def test_gpus_are_shared_by_default_only_where_every_experiment_is_a_cuda_one_that_shares():
+    from core.config import ExperimentConfig, ModelConfig
+    from runner.plan.matrix import Plan, PlannedExperiment
+
+    def planned(accelerator, stack, dynamo=None, torch_xla2=None):
+        experiment = ExperimentConfig(accelerator, None, dynamo, torch_xla2, "eval", stack=stack)
+        return PlannedExperiment(ModelConfig("builtin", "mlp"), experiment, stack)
+
+    compiled, eager = planned("cuda", "dynamo", "inductor"), planned("cuda", "eager")
+    assert app.gpus_shareable(Plan(experiments=[compiled, eager]))
+    assert not app.gpus_shareable(Plan(experiments=[compiled, planned("cpu", "eager")]))
+    assert not app.gpus_shareable(Plan(experiments=[eager, planned("cuda", "torchax",
+                                                                   torch_xla2="torch_export")]))

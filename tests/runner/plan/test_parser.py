@@ -38,7 +38,9 @@ def test_verify_only_implies_verify():
 
 @pytest.mark.parametrize("flag, message", [("--repeat=0", "must be at least 1"),
                                            ("--warmup=-1", "must be at least 0"),
-                                           ("--timing-core=slowest", "invalid choice")])
+                                           ("--timing-core=slowest", "invalid choice"),
+                                           ("--experiments-per-gpu=0", "must be at least 1"),
+                                           ("--experiments-per-gpu=many", "an integer")])
 def test_a_bad_setting_is_refused_naming_the_flag(flag, message, capsys):
     with pytest.raises(SystemExit) as stop:
         _parse(flag)
@@ -56,6 +58,12 @@ def test_the_sweep_gets_typed_values_not_the_flags(tmp_path):
     assert output == OutputOptions(dirname=str(tmp_path), resume=False,
                                    memory_limit_bytes=1024 * 2**20)
     assert scale == ScaleOptions(jobs=2, start_method=scale.start_method)
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ((), None), (("--experiments-per-gpu=auto",), None), (("--experiments-per-gpu=2",), 2)])
+def test_experiments_per_gpu_is_auto_unless_a_count_is_given(flags, expected):
+    assert sweep_flags(_parse(*flags))[3].per_gpu == expected
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.plan.slots import (CUDA_VISIBLE_DEVICES, Slot, SlotError,
+from runner.plan.slots import (CUDA_VISIBLE_DEVICES, Slot, SlotError, auto_per_gpu,
                                plan_slots, split_cores, visible_gpus)
 
 
@@ -118,3 +118,28 @@ def test_sharing_the_first_gpu_when_no_gpu_is_named():
 def test_sharing_gpus_that_cannot_be_shared_is_refused(uses_cuda, gpus, cores, message):
     with pytest.raises(SlotError, match=message):
         plan_slots(1, [], uses_cuda=uses_cuda, gpus=gpus, cores=cores, per_gpu=2)
+
+
+@pytest.mark.parametrize("gpu_count, cpu_count, shareable, expected", [
+    (1, 16, True, 3), (4, 64, True, 3),  # each of 3 keeps 5 CPUs
+    (1, 8, True, 2), (2, 16, True, 2),   # 3 would leave 2, and 2 leave 4
+    (1, 7, True, 1),                     # 2 would leave 3 CPUs
+    (1, 64, False, 1), (0, 16, True, 1),
+])
+def test_auto_shares_a_gpu_among_at_most_three_each_keeping_four_cpus(
+        gpu_count, cpu_count, shareable, expected):
+    assert auto_per_gpu(gpu_count, cpu_count, shareable) == expected
+
+
+def test_auto_slots_share_the_runners_gpus_only_where_its_experiments_may():
+    shared = plan_slots(2, [], uses_cuda=True, gpus=["0", "1"], cores=range(24), per_gpu=None,
+                        shareable=True)
+    assert [(slot.cuda_device, len(slot.cpu_set)) for slot in shared] == [
+        ("0", 4), ("1", 4), ("0", 4), ("1", 4), ("0", 4), ("1", 4)]
+    assert all(slot.shares_device for slot in shared)
+    alone = plan_slots(2, [], uses_cuda=True, gpus=["0", "1"], cores=range(24), per_gpu=None)
+    assert [(slot.cuda_device, slot.shares_device) for slot in alone] == [("0", False), ("1", False)]
+    # A CPU sweep, or a runner that sees no GPU, keeps its one slot of all cores.
+    for uses_cuda, gpus in ((False, ["0"]), (True, [])):
+        assert plan_slots(1, [], uses_cuda=uses_cuda, gpus=gpus, cores=range(24), per_gpu=None,
+                          shareable=True) == [Slot(0, (), None)]

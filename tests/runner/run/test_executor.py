@@ -16,7 +16,7 @@ from runner.run.supervision import ExperimentCancelled
 
 SWEEP = SweepInfo(run_id="sweep-1")
 EAGER = ExperimentConfig("cpu", None, None, None, "eval", stack="eager")
-FAULTS = ["raises", "segfault", "exit", "signal", "hang", "memory_hog"]
+FAULTS = ["raises", "segfault", "exit", "signal", "hang", "memory_hog", "gpu_oom"]
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +56,7 @@ def test_every_fault_gives_exactly_one_failed_line_and_the_sweep_goes_on(fault_s
     ("signal", r"killed by SIGTERM"),
     ("hang", r"past the timeout of 15 s; its whole process tree was killed"),
     ("memory_hog", r"over the memory limit of 1200 MiB"),
+    ("gpu_oom", r"raised OutOfMemoryError: CUDA out of memory"),
 ])
 def test_the_error_says_what_happened(fault_sweep, model, expected):
     _, lines = fault_sweep
