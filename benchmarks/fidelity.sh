@@ -138,9 +138,10 @@ suites_default_batches() {
   done
 }
 
-# Ours: one runner invocation per suite, precision, mode and test when every case of that group
-# asks for its model's default batch size (so --jobs spreads the whole group over OUR_GPUS),
-# else one per batch size as well.
+# Ours: one runner invocation per suite, precision and mode when every case of that group asks
+# for its model's default batch size (so --jobs spreads the whole group over OUR_GPUS), else one
+# per batch size as well; one for all the group's tests where every model of it runs every test
+# (the product a sweep runs: --test given once per test), else one per test.
 run_ours() {
   local devices=() jobs=1
   if [ -n "$our_gpus" ]; then
@@ -148,7 +149,7 @@ run_ours() {
     jobs=$(echo "$our_gpus" | tr ',' '\n' | grep -c .)
   fi
   # This invocation's own groups: another one may run other cases into the same OUT_DIR.
-  local defaults groups="$out/.ours-groups.$$"
+  local defaults groups="$out/.ours-groups.$$" members tests models
   defaults=$(suites_default_batches)
   case_lines | while read -r suite model batch precision mode test; do
     if echo "$defaults" | grep -qx "$suite $model $batch"; then
@@ -157,27 +158,42 @@ run_ours() {
       echo "$suite $batch $precision $mode $test $model"
     fi
   done > "$groups"
-  awk '{print $1, $2, $3, $4, $5}' "$groups" | awk '!seen[$0]++' |
-  while read -r suite batch precision mode test; do
-    filters=()
-    while read -r model; do filters+=(-k "^$model\$"); done < <(awk -v s="$suite" -v b="$batch" \
-        -v p="$precision" -v m="$mode" -v t="$test" \
-        '$1 == s && $2 == b && $3 == p && $4 == m && $5 == t {print $6}' "$groups")
-    batch_flag=()
-    [ "$batch" = default ] || batch_flag=(--batch-size="$batch")
-    group="$suite-bs$batch-$precision-$mode-$test"
-    echo "== ours: $group ($(( ${#filters[@]} / 2 )) models)" >&2
-    started=$(date +%s.%N)
-    (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" "${filters[@]}" \
-        --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" --test="$test" \
-        --precision="$precision" "${batch_flag[@]}" --repeat="$repeat" --warmup=3 \
-        --jobs="$jobs" "${devices[@]}" --timing-core="$timing_core" "${our_flags[@]}" --no-progress \
-        --output-dirname="$out/ours" \
-        >>"$out/ours-$group.log" 2>&1) \
-      || echo "ours failed in $group: see ours-$group.log" >&2
-    # The invocation's start, end and GPU count (benchmarks/sweep_cost.py reads them).
-    echo "$started $(date +%s.%N) $jobs" > "$out/ours-$group.wall"
+  awk '{print $1, $2, $3, $4}' "$groups" | awk '!seen[$0]++' |
+  while read -r suite batch precision mode; do
+    members=$(awk -v s="$suite" -v b="$batch" -v p="$precision" -v m="$mode" \
+      '$1 == s && $2 == b && $3 == p && $4 == m {print $5, $6}' "$groups" | sort -u)
+    tests=$(echo "$members" | awk '{print $1}' | sort -u)
+    models=$(echo "$members" | awk '{print $2}' | awk '!seen[$0]++')
+    if [ "$(echo "$members" | wc -l)" -eq $(( $(echo "$tests" | wc -l) * $(echo "$models" | wc -l) )) ]; then
+      ours_group "$suite" "$batch" "$precision" "$mode" "$(echo $tests)" "$(echo $models)"
+    else
+      for test in $tests; do
+        ours_group "$suite" "$batch" "$precision" "$mode" "$test" \
+          "$(echo "$members" | awk -v t="$test" '$1 == t {print $2}' | xargs)"
+      done
+    fi
   done
+}
+
+# ours_group SUITE BATCH PRECISION MODE "TESTS" "MODELS": one invocation of our runner for
+# every model and test of the lists (BATCH: default, or a batch size), on run_ours' GPUs.
+ours_group() {
+  local suite=$1 batch=$2 precision=$3 mode=$4 filters=() test_flags=() batch_flag=()
+  for model in $6; do filters+=(-k "^$model\$"); done
+  for test in $5; do test_flags+=(--test="$test"); done
+  [ "$batch" = default ] || batch_flag=(--batch-size="$batch")
+  local group="$suite-bs$batch-$precision-$mode-${5// /+}"
+  echo "== ours: $group ($(( ${#filters[@]} / 2 )) models)" >&2
+  started=$(date +%s.%N)
+  (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" "${filters[@]}" \
+      --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" "${test_flags[@]}" \
+      --precision="$precision" "${batch_flag[@]}" --repeat="$repeat" --warmup=3 \
+      --jobs="$jobs" "${devices[@]}" --timing-core="$timing_core" "${our_flags[@]}" --no-progress \
+      --output-dirname="$out/ours" \
+      >>"$out/ours-$group.log" 2>&1) \
+    || echo "ours failed in $group: see ours-$group.log" >&2
+  # The invocation's start, end and GPU count (benchmarks/sweep_cost.py reads them).
+  echo "$started $(date +%s.%N) $jobs" > "$out/ours-$group.wall"
 }
 
 # ours_case GPU SUITE MODEL BATCH PRECISION MODE TEST: our runner on one case, on one GPU, in an

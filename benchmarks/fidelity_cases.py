@@ -3,6 +3,7 @@ drawn at random over them.
 
     python benchmarks/fidelity_cases.py [--reference DIR] [--training N] > cases.txt
     python benchmarks/fidelity_cases.py --sample N --seed S [--reference DIR] > cases.txt
+    python benchmarks/fidelity_cases.py --sweep N --seed S [--reference DIR] > cases.txt
     python benchmarks/fidelity_cases.py --flags harness|ours PRECISION MODE TEST BATCH
 
 Without --sample: every model of DIR/huggingface_models_list.txt (bf16) and
@@ -15,6 +16,10 @@ With --sample N --seed S: N distinct cases, each a model drawn from both whole l
 smaller power of two, or 1) and a test (eval, train; at least a third of the cases train),
 the same for the same seed. The header names the seed (and the models --exclude left out):
 each new table uses a new one.
+
+With --sweep N --seed S: the cases of a nightly sweep of N models drawn from each list, the same
+for the same seed: each model in inference and in training, at amp, with inductor's default
+mode and the list's batch size (fidelity.sh runs ours on them in one invocation per list).
 
 --flags prints the flags each tool takes for a case (fidelity.sh runs both tools with them).
 Hub checkpoints (names with '/') need downloaded weights and are left out, with a comment.
@@ -107,6 +112,22 @@ def sample(models: list[tuple[str, str, int]], count: int, seed: int
     return drawn
 
 
+def sweep(models: list[tuple[str, str, int]], count: int, seed: int
+          ) -> list[tuple[str, str, int, str, str, str]]:
+    """`count` models of each list drawn with `random.Random(seed)`, in the lists' order, each
+    in eval and in train at amp, default mode and the list's batch size."""
+    rng = random.Random(seed)
+    chosen: list[tuple[str, str, int]] = []
+    for suite in ("huggingface", "timm"):
+        listed_models = [entry for entry in models if entry[0] == suite]
+        if count > len(listed_models):
+            raise ValueError(f"--sweep {count}: the {suite} list has {len(listed_models)} models")
+        picked = set(rng.sample(range(len(listed_models)), count))
+        chosen += [entry for index, entry in enumerate(listed_models) if index in picked]
+    return [(suite, model, batch, "amp", "default", test)
+            for suite, model, batch in chosen for test in TESTS]
+
+
 def tool_flags(tool: str, precision: str, mode: str, test: str, batch: str) -> list[str]:
     """The flags of the case for PyTorch's harness or for our runner."""
     if precision not in PRECISIONS or mode not in MODES or test not in TESTS \
@@ -132,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="how many models also run in training (default %(default)s)")
     parser.add_argument("--sample", type=int, metavar="N",
                         help="draw N cases across models, modes, precisions, batch sizes, tests")
-    parser.add_argument("--seed", type=int, help="the draw's seed (with --sample; required)")
+    parser.add_argument("--sweep", type=int, metavar="N",
+                        help="draw N models of each list, each in eval and train at amp")
+    parser.add_argument("--seed", type=int,
+                        help="the draw's seed (with --sample or --sweep; required)")
     parser.add_argument("--exclude", action="append", default=[], metavar="MODEL",
                         help="leave this model out of the draw (repeatable; e.g. one the "
                              "harness cannot build offline); the header names it")
@@ -146,19 +170,38 @@ def main(argv: list[str] | None = None) -> int:
             print(error, file=sys.stderr)
             return 2
         return 0
-    if options.sample is not None and (options.seed is None or options.sample < 1):
-        print(f"--sample {options.sample} needs a positive count and --seed", file=sys.stderr)
+    for flag, count in (("--sample", options.sample), ("--sweep", options.sweep)):
+        if count is not None and (options.seed is None or count < 1):
+            print(f"{flag} {count} needs a positive count and --seed", file=sys.stderr)
+            return 2
+    if options.sample is not None and options.sweep is not None:
+        print("--sample and --sweep are two kinds of draw: give one", file=sys.stderr)
         return 2
     models = listed(options.reference)
     skipped = [line.split(",")[0] for line in
                (options.reference / "huggingface_models_list.txt").read_text().splitlines()
                if "/" in line]
-    if options.sample is not None:
+    if options.sample is not None or options.sweep is not None:
         unknown = sorted(set(options.exclude) - {model for _, model, _ in models})
         if unknown:
             print(f"--exclude: {', '.join(unknown)} is not a model of the lists", file=sys.stderr)
             return 2
         models = [entry for entry in models if entry[1] not in options.exclude]
+    excluded = "".join(f" --exclude {name}" for name in sorted(options.exclude))
+    if options.sweep is not None:
+        try:
+            drawn = sweep(models, options.sweep, options.seed)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        print(f"# seed {options.seed}: the sweep of {options.sweep} models drawn from each list, "
+              "in eval and train, by benchmarks/fidelity_cases.py --sweep "
+              f"{options.sweep} --seed {options.seed}{excluded}")
+        print(HEADER)
+        for suite, model, batch, precision, mode, test in drawn:
+            print(case(suite, model, batch, precision, test, mode))
+        return 0
+    if options.sample is not None:
         try:
             drawn = sample(models, options.sample, options.seed)
         except ValueError as error:
@@ -166,8 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"# seed {options.seed}: {options.sample} cases drawn over both whole lists "
               f"({len(models)} models) by benchmarks/fidelity_cases.py --sample "
-              f"{options.sample} --seed {options.seed}"
-              + "".join(f" --exclude {name}" for name in sorted(options.exclude)))
+              f"{options.sample} --seed {options.seed}{excluded}")
         print(HEADER)
         if skipped:
             print(f"# left out (hub checkpoints, not offline): {', '.join(skipped)}")

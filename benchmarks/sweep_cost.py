@@ -54,7 +54,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -104,6 +104,8 @@ class Case:
     parts: dict[str, float] = field(default_factory=dict)
     #: fidelity.sh's name of the case (`fidelity_key`).
     key: str = ""
+    #: The GPU its children saw (CUDA_VISIBLE_DEVICES), "" where none was named.
+    gpu: str = ""
 
     @property
     def wall(self) -> float:
@@ -156,8 +158,9 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     environment = line.get("environment") or {}
     variables = environment.get("variables") or {}
     settings = environment.get("torch_settings") or {}
-    slot = str(variables.get("CUDA_VISIBLE_DEVICES") or settings.get("cpu_affinity") or "")
-    return Case(name, slot, asked_at(processes[0]), max(ends), parts, fidelity_key(line))
+    gpu = str(variables.get("CUDA_VISIBLE_DEVICES") or "")
+    slot = "|".join((gpu, str(settings.get("cpu_affinity") or "")))
+    return Case(name, slot, asked_at(processes[0]), max(ends), parts, fidelity_key(line), gpu)
 
 
 def attribute(cases: list[Case], runner_start: Optional[float], runner_end: Optional[float],
@@ -331,6 +334,22 @@ def attribute_invocations(cases: list[Case], out: Path) -> None:
         attribute(inside, span.start, span.end, span.gpus)
 
 
+def share_gpus(cases: list[Case], sharers: Callable[[Case], int]) -> None:
+    """Count each case at its share of its GPU: its parts over the `sharers` of it."""
+    for case in cases:
+        count = max(1, sharers(case))
+        case.parts = {part: seconds / count for part, seconds in case.parts.items()}
+
+
+def whole_run(invocations: list[Span], slots_per_gpu: int) -> Span:
+    """Our invocations of one OUT_DIR (one after the other) as one span of the GPU time they
+    held: from the first start, on the most GPUs one held, with `slots_per_gpu` slots a GPU."""
+    gpus = max(span.gpus for span in invocations)
+    start = min(span.start for span in invocations)
+    return Span(start, start + sum(span.held for span in invocations) / gpus, gpus,
+                gpus * slots_per_gpu)
+
+
 def fidelity_key(line: dict[str, Any]) -> str:
     """fidelity.sh's name of a line's case: SUITE-MODEL-bsBATCH-PRECISION-MODE-TEST."""
     model, experiment = line.get("model") or {}, line.get("experiment") or {}
@@ -361,10 +380,22 @@ def gpu_report(outs: list[Path]) -> int:
         if lanes is not None:
             # PER_GPU lanes share each GPU: a case held its GPU for its lane's time over the
             # lanes per GPU.
-            share = lanes.gpus / lanes.lanes
-            for case in found:
-                case.parts = {part: seconds * share for part, seconds in case.parts.items()}
+            share_gpus(found, lambda case: lanes.lanes / lanes.gpus)
             spans.append((lanes, read_span(out / "peer-streams.wall")))
+        else:
+            # Slots of one invocation that share a GPU (--experiments-per-gpu): a case held
+            # its GPU for its time over its GPU's slots.
+            walls = invocation_walls(out)
+            alone = {case_name for _, case_name in walls if case_name is not None}
+            grouped = [case for case in found if case.key not in alone]
+            slots: dict[str, set[str]] = {}
+            for case in grouped:
+                slots.setdefault(case.gpu, set()).add(case.slot)
+            share_gpus(grouped, lambda case: len(slots[case.gpu]))
+            invocations = [span for span, case_name in walls if case_name is None]
+            if invocations:
+                spans.append((whole_run(invocations, max(map(len, slots.values()), default=1)),
+                              read_span(out / "peer-streams.wall")))
         cases += found
     if not cases:
         print("no lines with clock readings in " + ", ".join(map(str, outs)))
@@ -380,7 +411,7 @@ def gpu_report(outs: list[Path]) -> int:
               f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}, max {max(ratios):.2f})")
     for ours, harness in spans:
         text = (f"whole run: ours held {ours.gpus} GPU(s) for {ours.end - ours.start:.0f} s "
-                f"({ours.lanes // ours.gpus} lanes a GPU): {ours.held:.0f} GPU-s")
+                f"({ours.lanes // ours.gpus} lanes or slots a GPU): {ours.held:.0f} GPU-s")
         if harness is not None:
             text += (f"; the harness held {harness.gpus} for {harness.end - harness.start:.0f} "
                      f"s: {harness.held:.0f} GPU-s; ours/harness {ours.held / harness.held:.2f}x")

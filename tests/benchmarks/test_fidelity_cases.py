@@ -126,3 +126,21 @@ def test_excluded_models_are_never_drawn_and_are_named(capsys):
     assert any(line == "# left out (--exclude): GoogleFnet, T5Small" for line in header)
     assert cases.main(["--sample", "5", "--seed", "1", "--exclude", "NoSuchModel"]) == 2
     assert "NoSuchModel" in capsys.readouterr().err
+
+
+@needs_lists
+def test_a_sweep_draw_runs_n_models_of_each_list_in_both_tests_at_the_lists_batch(capsys):
+    header, rows = drawn_rows(capsys, "--sweep", "4", "--seed", "3", "--exclude", "GoogleFnet")
+    _, again = drawn_rows(capsys, "--sweep", "4", "--seed", "3", "--exclude", "GoogleFnet")
+    _, other = drawn_rows(capsys, "--sweep", "4", "--seed", "4", "--exclude", "GoogleFnet")
+    assert rows == again and rows != other
+    assert header[0].startswith("# seed 3: the sweep of 4 models") and "--exclude GoogleFnet" in header[0]
+    listed = {(suite, model): batch for suite, model, batch in cases.listed(REFERENCE)}
+    for suite in ("huggingface", "timm"):
+        models = {row[1] for row in rows if row[0] == suite}
+        assert len(models) == 4 and "GoogleFnet" not in models
+        for model in models:
+            mine = sorted((row[5], row[3], row[4], int(row[2])) for row in rows if row[1] == model)
+            batch = listed[(suite, model)]
+            assert mine == [("eval", "amp", "default", batch), ("train", "amp", "default", batch)]
+    assert cases.main(["--sweep", "4"]) == 2 and "--seed" in capsys.readouterr().err

@@ -141,6 +141,46 @@ def test_our_flags_reach_our_runner_after_its_own(tmp_path):
     assert arguments.index("--timing-core=any") < arguments.index("--processes=5")
 
 
+APPENDING_PYTHON = '''#!/usr/bin/env bash
+if [ "$1" = experiment_runner.py ] && [[ " $* " != *" --list-models "* ]]; then
+  echo "$*" >> "{record}"; exit 0
+fi
+exec "{python}" "$@"
+'''
+
+
+def test_ours_runs_a_groups_tests_in_one_invocation_where_every_model_runs_each(tmp_path):
+    record = tmp_path / "invocations.txt"
+    python = tmp_path / "python"
+    python.write_text(APPENDING_PYTHON.format(record=record, python=sys.executable))
+    python.chmod(0o755)
+    cases = tmp_path / "cases.txt"
+    # A product (2 models x eval, train) at the list's batch sizes, and a group that is not
+    # one (a model in eval only), at amp.
+    cases.write_text("timm adv_inception_v3 128 amp default eval\n"
+                     "timm beit_base_patch16_224 128 amp default train\n"
+                     "timm adv_inception_v3 128 amp default train\n"
+                     "timm beit_base_patch16_224 128 amp default eval\n"
+                     "timm convnextv2_nano 128 bf16 default eval\n"
+                     "timm deit_base_distilled_patch16_224 128 bf16 default train\n")
+    environment = {**os.environ, "TOOLS": "ours", "PYTHON": str(python), "PYTHONPATH": str(ROOT)}
+    completed = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(tmp_path / "harness"),
+         str(tmp_path / "out"), str(cases)],
+        env=environment, capture_output=True, text=True, timeout=120)
+    invocations = [line.split() for line in record.read_text().splitlines()]
+    assert len(invocations) == 3, completed.stderr[-2000:]
+    product, *others = invocations
+    assert [word for word in product if word.startswith("--test=")] == ["--test=eval",
+                                                                         "--test=train"]
+    assert product.count("-k") == 2 and "--precision=amp" in product
+    assert not any(word.startswith("--batch-size") for word in product)
+    assert sorted((word for invocation in others for word in invocation
+                   if word.startswith("--test=") or word.startswith("^")), key=str) == [
+        "--test=eval", "--test=train", "^convnextv2_nano$", "^deit_base_distilled_patch16_224$"]
+    assert (tmp_path / "out" / "ours-timm-bsdefault-amp-default-eval+train.wall").exists()
+
+
 # Stands in for our runner under LOCKSTEP: python itself, except that a sweep
 # (experiment_runner.py without --list-models) records its GPU, cores, flags and start, sleeps,
 # and records its end.

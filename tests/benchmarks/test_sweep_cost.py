@@ -75,7 +75,7 @@ def test_lanes_that_share_a_gpu_count_each_case_at_its_share_and_the_whole_run(t
     start, end, gpus, count = lanes.split()
     harness = (out / "peer-streams.wall").read_text().split()
     assert (f"whole run: ours held {gpus} GPU(s) for {float(end) - float(start):.0f} s "
-            f"({int(count) // int(gpus)} lanes a GPU)") in shared
+            f"({int(count) // int(gpus)} lanes or slots a GPU)") in shared
     assert f"the harness held {harness[2]} for {float(harness[1]) - float(harness[0]):.0f} s" in shared
     # An invocation's end is its own case's: no case's "writing the line" runs on to the
     # next case another lane started.
