@@ -257,11 +257,14 @@ def _object(line: Mapping[str, Any], part: str) -> Mapping[str, Any]:
 
 def longest_first(experiments: Iterable[PlannedExperiment],
                   durations: Mapping[str, float]) -> list[PlannedExperiment]:
-    """Never-timed experiments first (plan order), then the others, longest first: the
-    longest-processing-time rule, which keeps every slot busy until the end."""
+    """Never-timed experiments first, training ones before inference ones (a training
+    iteration runs the forward, the backward and the optimizer, and compiles two graphs),
+    then the others, longest first: the longest-processing-time rule, which keeps every
+    slot busy until the end."""
     # Stable sort: never-timed ones (infinitely long) first, ties in plan order.
-    return sorted(experiments, key=lambda planned: -durations.get(
-        planned_duration_key(planned), float("inf")))
+    return sorted(experiments, key=lambda planned: (
+        -durations.get(planned_duration_key(planned), float("inf")),
+        planned_duration_key(planned) not in durations and planned.experiment.test != "train"))
 
 
 def describe(planned: PlannedExperiment) -> str:

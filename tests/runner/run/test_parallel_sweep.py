@@ -105,10 +105,10 @@ def test_ctrl_c_kills_every_running_child_and_keeps_finished_lines(tmp_path):
     assert "0 experiment(s) finished and recorded" in stderr
 
 
-def planned(model, label="eager"):
+def planned(model, label="eager", test="eval"):
     return SimpleNamespace(model=SimpleNamespace(model_name=model), label=label,
-                           experiment=SimpleNamespace(to_dict=lambda: {
-                               "test": "eval", "precision": "fp32", "accelerator": "cpu",
+                           experiment=SimpleNamespace(test=test, to_dict=lambda: {
+                               "test": test, "precision": "fp32", "accelerator": "cpu",
                                "batch_size": None}))
 
 
@@ -139,3 +139,11 @@ def test_durations_leave_out_lines_whose_parts_are_not_objects():
 def test_without_durations_the_plan_order_stays():
     order = longest_first([planned(name) for name in "cab"], {})
     assert [item.model.model_name for item in order] == ["c", "a", "b"]
+
+
+def test_never_timed_training_goes_before_never_timed_inference_in_plan_order():
+    order = longest_first([planned("c"), planned("c", test="train"), planned("a"),
+                           planned("a", test="train"), planned("b")],
+                          {"b|eager|eval|fp32|cpu|None": 50.0})
+    assert [(item.model.model_name, item.experiment.test) for item in order] == [
+        ("c", "train"), ("a", "train"), ("c", "eval"), ("a", "eval"), ("b", "eval")]
