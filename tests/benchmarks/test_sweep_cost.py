@@ -89,3 +89,39 @@ def test_lanes_that_share_a_gpu_count_each_case_at_its_share_and_the_whole_run(t
     rows = [line.split("|") for line in capsys.readouterr().out.splitlines()
             if line.startswith("| huggingface") or line.startswith("| timm")]
     assert len(rows) == 12 and all(float(row[3]) > 0 for row in rows)
+
+
+def test_slots_sharing_a_gpu_in_one_invocation_count_each_case_at_its_share(tmp_path, capsys):
+    """Real lines of a 2-H200 run: one invocation per list, 3 experiments sharing ours' GPU
+    (--experiments-per-gpu=auto); each case counts over its GPU's 3 slots, and the report
+    gives both tools' whole runs."""
+    import shutil
+
+    from benchmarks.sweep_cost import gpu_report
+
+    out = tmp_path / "out"
+    shutil.copytree(ROOT / "benchmarks" / "tables" / "2026-11-29-h200x2-sweep-cost" / "b", out)
+    lines = read_results(out / "ours" / "results.jsonl").lines
+    slots = {tuple(line["environment"]["torch_settings"]["cpu_affinity"]) for line in lines}
+    assert len(slots) == 3 and {line["environment"]["variables"]["CUDA_VISIBLE_DEVICES"]
+                                for line in lines} == {"1"}
+    assert gpu_report([out]) == 0
+    shared = capsys.readouterr().out
+    whole = {}
+    for line in lines:
+        case = case_of(line)
+        whole[case.key] = case.wall
+    rows = {row[1].strip(): float(row[2]) for row in
+            (text.split("|") for text in shared.splitlines() if text.startswith("| "))
+            if row[1].strip().startswith(("huggingface-", "timm-"))}
+    assert rows.keys() == whole.keys()
+    spans = [(out / name).read_text().split() for name in (
+        "ours-huggingface-bsdefault-amp-default-eval+train.wall",
+        "ours-timm-bsdefault-amp-default-eval+train.wall")]
+    held = sum(float(end) - float(start) for start, end, _ in spans)
+    # Its own parts over the 3 slots, plus its share of the invocation's start and end; the
+    # cases together held the GPU no longer than the invocations did.
+    for key, seconds in rows.items():
+        assert seconds >= whole[key] / 3 - 0.02
+    assert sum(rows.values()) <= held
+    assert f"whole run: ours held 1 GPU(s) for {held:.0f} s (3 lanes or slots a GPU)" in shared
