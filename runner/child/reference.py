@@ -16,9 +16,11 @@ millisecond or two fits in one slice and does not see it). The reading's cost sc
 the timed runs it guards: the one before them makes one try of each (after a single call of
 each operation, which pays the one-time costs); the one after makes as many as
 `REFERENCE_SHARE` of the process's timed runs (its warm-up and compiling left out) pays
-for, from one to `REPEATS` (a try of both pieces costs about 20 ms on a quiet CPU, and
-many times that on loaded cores, where a thread pool waits at each barrier). Each reading says how many tries it took
-(`tries`). The parent compares them with this host's usual figures
+for, up to `REPEATS` (a try of both pieces costs about 20 ms on a quiet CPU, and many times
+that on loaded cores, where a thread pool waits at each barrier), and none where that share
+pays for less than one try: timed runs of a fraction of a second are guarded by the reading
+made just before them and by the host pulses during them. Each reading says how many tries
+it took (`tries`). The parent compares them with this host's usual figures
 (runner/run/slow_periods.py), taking for each figure the lesser of the two readings.
 
 A third figure is read *during* the timed runs, not around them: after each timed run, the
@@ -72,11 +74,11 @@ def _median_seconds(work: Callable[[], None], sync: Callable[[], None], repeats:
 
 def tries_for(guarded_seconds: float, try_seconds: Optional[float]) -> int:
     """The tries a reading after `guarded_seconds` of measuring may take: as many as
-    REFERENCE_SHARE of that time pays for at `try_seconds` a try (one without it), from 1 to
-    REPEATS."""
+    REFERENCE_SHARE of that time pays for at `try_seconds` a try, up to REPEATS; none where
+    it pays for less than one (one where no try's cost is known: no reading before)."""
     if not try_seconds or try_seconds <= 0:
         return 1
-    return max(1, min(REPEATS, int(REFERENCE_SHARE * guarded_seconds / try_seconds)))
+    return max(0, min(REPEATS, int(REFERENCE_SHARE * guarded_seconds / try_seconds)))
 
 
 def measure_reference(device_type: str, repeats: int = REPEATS,

@@ -226,11 +226,11 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
                      core_picker=picker,
                      warmup_clock=gate.working_clock if gate is not None else time.perf_counter)
     phases.mark("measure_s")
-    # What the reading guards: the timed runs, the warm-up (with its compiling) left out.
-    guarded = phases.seconds["measure_s"] - sum(timing.warmup_times) - sum(
-        timing.reference_warmup_times)
-    after = reference_reading(spec, tries=tries_for(guarded, (before or {}).get("try_s")),
-                              warm=before is None)
+    # What the reading guards: the timed runs (the stack's and eager's), not the warm-up
+    # with its compiling nor the contention check's idle probe.
+    guarded = sum(timing.total_time) + sum(timing.reference_total_time)
+    tries = tries_for(guarded, (before or {}).get("try_s"))
+    after = reference_reading(spec, tries=tries, warm=before is None) if tries else None
     phases.mark("reference_s")
     during = pulse_reading(timing.host_pulses, before or after, spec.experiment.accelerator)
     if picker is not None:

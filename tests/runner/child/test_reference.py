@@ -27,8 +27,11 @@ def test_a_reading_says_its_tries_and_what_one_cost():
 
 
 def test_the_reading_after_the_timed_runs_costs_a_share_of_them():
-    # A short process gets one try, a long one the most; a reading that gave no cost one.
-    assert tries_for(0.05, 0.02) == 1
+    # Timed runs whose share pays for no try get none, a long one the most; a reading that
+    # gave no cost one.
+    assert tries_for(0.05, 0.02) == 0
+    assert tries_for(0.99 * 0.02 / REFERENCE_SHARE, 0.02) == 0
+    assert tries_for(1.01 * 0.02 / REFERENCE_SHARE, 0.02) == 1
     assert tries_for(2 * 0.02 / REFERENCE_SHARE, 0.02) == 2
     assert tries_for(600.0, 0.02) == REPEATS
     assert tries_for(600.0, None) == 1
