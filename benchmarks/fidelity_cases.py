@@ -188,28 +188,21 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         models = [entry for entry in models if entry[1] not in options.exclude]
     excluded = "".join(f" --exclude {name}" for name in sorted(options.exclude))
-    if options.sweep is not None:
+    if options.sample is not None or options.sweep is not None:
         try:
-            drawn = sweep(models, options.sweep, options.seed)
+            if options.sweep is not None:
+                drawn = sweep(models, options.sweep, options.seed)
+                what = f"the sweep of {options.sweep} models drawn from each list, in eval and train,"
+                flag = f"--sweep {options.sweep}"
+            else:
+                drawn = sample(models, options.sample, options.seed)
+                what = f"{options.sample} cases drawn over both whole lists ({len(models)} models)"
+                flag = f"--sample {options.sample}"
         except ValueError as error:
             print(error, file=sys.stderr)
             return 2
-        print(f"# seed {options.seed}: the sweep of {options.sweep} models drawn from each list, "
-              "in eval and train, by benchmarks/fidelity_cases.py --sweep "
-              f"{options.sweep} --seed {options.seed}{excluded}")
-        print(HEADER)
-        for suite, model, batch, precision, mode, test in drawn:
-            print(case(suite, model, batch, precision, test, mode))
-        return 0
-    if options.sample is not None:
-        try:
-            drawn = sample(models, options.sample, options.seed)
-        except ValueError as error:
-            print(error, file=sys.stderr)
-            return 2
-        print(f"# seed {options.seed}: {options.sample} cases drawn over both whole lists "
-              f"({len(models)} models) by benchmarks/fidelity_cases.py --sample "
-              f"{options.sample} --seed {options.seed}{excluded}")
+        print(f"# seed {options.seed}: {what} by benchmarks/fidelity_cases.py {flag} "
+              f"--seed {options.seed}{excluded}")
         print(HEADER)
         if skipped:
             print(f"# left out (hub checkpoints, not offline): {', '.join(skipped)}")

@@ -106,32 +106,43 @@ def test_each_case_reaches_the_harness_with_its_precision_test_batch_and_mode(fa
     assert not list(out.glob("peer-huggingface-ModelB-*"))
 
 
-# Stands in for the Python that runs our runner: records a sweep's arguments instead of running
-# it; anything else (listing the suite's models, splitting the cores) runs for real.
+# Stands in for the Python that runs our runner: records each sweep's arguments (a line per
+# invocation) instead of running it; anything else (listing the suite's models, splitting the
+# cores) runs for real.
 RECORDING_PYTHON = '''#!/usr/bin/env bash
-for argument in "$@"; do
-  if [ "$argument" = "--no-progress" ]; then printf '%s\\n' "$@" > "{record}"; exit 0; fi
-done
+if [ "$1" = experiment_runner.py ] && [[ " $* " != *" --list-models "* ]]; then
+  echo "$*" >> "{record}"; exit 0
+fi
 exec "{python}" "$@"
 '''
 
 
-def test_our_flags_reach_our_runner_after_its_own(tmp_path):
-    record = tmp_path / "arguments.txt"
+def run_recorded_ours(tmp_path, cases_text, **variables):
+    """fidelity.sh with TOOLS=ours on `cases_text`: each invocation's arguments, and the run."""
+    record = tmp_path / "invocations.txt"
     python = tmp_path / "python"
     python.write_text(RECORDING_PYTHON.format(record=record, python=sys.executable))
     python.chmod(0o755)
     cases = tmp_path / "cases.txt"
-    cases.write_text("timm mobilenetv2_100 8 amp default eval\n")
+    cases.write_text(cases_text)
     environment = {**os.environ, "TOOLS": "ours", "PYTHON": str(python),
-                   "PYTHONPATH": str(ROOT), "OUR_FLAGS": "--processes=5 --process-caches=fresh"}
+                   "PYTHONPATH": str(ROOT), **variables}
     completed = subprocess.run(
         ["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(tmp_path / "harness"),
          str(tmp_path / "out"), str(cases)],
         env=environment, capture_output=True, text=True, timeout=120)
-    arguments = record.read_text().split("\n")
-    assert "--processes=5" in arguments and "--process-caches=fresh" in arguments, \
-        completed.stderr[-2000:]
+    invocations = [line.split() for line in record.read_text().splitlines()] \
+        if record.exists() else []
+    return invocations, completed
+
+
+def test_our_flags_reach_our_runner_after_its_own(tmp_path):
+    invocations, completed = run_recorded_ours(
+        tmp_path, "timm mobilenetv2_100 8 amp default eval\n",
+        OUR_FLAGS="--processes=5 --process-caches=fresh")
+    assert len(invocations) == 1, completed.stderr[-2000:]
+    arguments = invocations[0]
+    assert "--processes=5" in arguments and "--process-caches=fresh" in arguments
     assert arguments.index("--process-caches=fresh") > arguments.index("--repeat=30")
     assert "--batch-size=8" in arguments and "-k" in arguments
     start, end, gpus = (tmp_path / "out" / "ours-timm-bs8-amp-default-eval.wall").read_text().split()
@@ -141,34 +152,16 @@ def test_our_flags_reach_our_runner_after_its_own(tmp_path):
     assert arguments.index("--timing-core=any") < arguments.index("--processes=5")
 
 
-APPENDING_PYTHON = '''#!/usr/bin/env bash
-if [ "$1" = experiment_runner.py ] && [[ " $* " != *" --list-models "* ]]; then
-  echo "$*" >> "{record}"; exit 0
-fi
-exec "{python}" "$@"
-'''
-
-
 def test_ours_runs_a_groups_tests_in_one_invocation_where_every_model_runs_each(tmp_path):
-    record = tmp_path / "invocations.txt"
-    python = tmp_path / "python"
-    python.write_text(APPENDING_PYTHON.format(record=record, python=sys.executable))
-    python.chmod(0o755)
-    cases = tmp_path / "cases.txt"
     # A product (2 models x eval, train) at the list's batch sizes, and a group that is not
     # one (a model in eval only), at amp.
-    cases.write_text("timm adv_inception_v3 128 amp default eval\n"
-                     "timm beit_base_patch16_224 128 amp default train\n"
-                     "timm adv_inception_v3 128 amp default train\n"
-                     "timm beit_base_patch16_224 128 amp default eval\n"
-                     "timm convnextv2_nano 128 bf16 default eval\n"
-                     "timm deit_base_distilled_patch16_224 128 bf16 default train\n")
-    environment = {**os.environ, "TOOLS": "ours", "PYTHON": str(python), "PYTHONPATH": str(ROOT)}
-    completed = subprocess.run(
-        ["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(tmp_path / "harness"),
-         str(tmp_path / "out"), str(cases)],
-        env=environment, capture_output=True, text=True, timeout=120)
-    invocations = [line.split() for line in record.read_text().splitlines()]
+    invocations, completed = run_recorded_ours(
+        tmp_path, "timm adv_inception_v3 128 amp default eval\n"
+                  "timm beit_base_patch16_224 128 amp default train\n"
+                  "timm adv_inception_v3 128 amp default train\n"
+                  "timm beit_base_patch16_224 128 amp default eval\n"
+                  "timm convnextv2_nano 128 bf16 default eval\n"
+                  "timm deit_base_distilled_patch16_224 128 bf16 default train\n")
     assert len(invocations) == 3, completed.stderr[-2000:]
     product, *others = invocations
     assert [word for word in product if word.startswith("--test=")] == ["--test=eval",
