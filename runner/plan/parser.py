@@ -295,13 +295,13 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--devices", type=device_list, default=[],
                        help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them), "
                             "one job each")
-    scale.add_argument("--experiments-per-gpu", type=per_gpu_count, default=None, metavar="K",
+    scale.add_argument("--experiments-per-gpu", type=per_gpu_count, default="auto", metavar="K",
                        help="CUDA experiments that share each GPU (of --devices or --jobs), each "
                             "on cores of its own: they take turns on the card, one compiling on "
-                            "its cores while another times (docs/scaling.md). auto (the "
-                            "default): 3 where every experiment is a CUDA one of a stack that "
-                            "shares a GPU (eager, dynamo) and each keeps 4 CPUs, fewer where "
-                            "the cores do not allow it, else 1")
+                            "its cores while another times (docs/scaling.md). auto: 3 where every "
+                            "experiment is a CUDA one of a stack that shares a GPU (eager, "
+                            "dynamo) and each keeps 4 CPUs, fewer where the cores do not allow "
+                            "it, else 1")
     scale.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local: on this machine, as --jobs/--devices say; ray: each "
                             "experiment a task of a Ray cluster, which places it (needs the "
