@@ -211,7 +211,8 @@ def sweep_slots(scale: ScaleOptions, plan: Plan, host) -> list[Slot]:
         return plan_slots(scale.jobs, list(scale.devices), uses_cuda,
                           visible_gpus(len(host.cuda_device_names)),
                           sorted(os.sched_getaffinity(0)), scale.per_gpu,
-                          shareable=scale.executor == "local" and gpus_shareable(plan))
+                          shareable=scale.executor == "local" and gpus_shareable(plan),
+                          experiments=len(plan.experiments))
     except SlotError as error:
         raise UsageError(str(error)) from error
 

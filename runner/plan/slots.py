@@ -89,14 +89,17 @@ def split_cores(cores: Sequence[int], parts: int,
     return shares
 
 
-def auto_per_gpu(gpu_count: int, cpu_count: int, shareable: bool) -> int:
+def auto_per_gpu(gpu_count: int, cpu_count: int, shareable: bool,
+                 experiments: Optional[int] = None) -> int:
     """`--experiments-per-gpu=auto`: where the sweep's experiments may share a GPU
     (`shareable`: all on CUDA, of stacks that share one), the most experiments a GPU, up to
     AUTO_PER_GPU, that leave each at least MIN_CPUS_PER_SHARED_SLOT logical CPUs of the
-    `cpu_count`; else 1."""
+    `cpu_count`, and no more than the sweep's `experiments` need (a sweep of one experiment
+    keeps all the cores); else 1."""
     if not shareable or gpu_count < 1:
         return 1
-    for per_gpu in range(AUTO_PER_GPU, 1, -1):
+    most = AUTO_PER_GPU if experiments is None else min(AUTO_PER_GPU, -(-experiments // gpu_count))
+    for per_gpu in range(most, 1, -1):
         if cpu_count // (gpu_count * per_gpu) >= MIN_CPUS_PER_SHARED_SLOT:
             return per_gpu
     return 1
@@ -104,7 +107,7 @@ def auto_per_gpu(gpu_count: int, cpu_count: int, shareable: bool) -> int:
 
 def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequence[str],
                cores: Sequence[int], per_gpu: Optional[int] = 1,
-               shareable: bool = False) -> list[Slot]:
+               shareable: bool = False, experiments: Optional[int] = None) -> list[Slot]:
     """The slots of a sweep.
 
     One job (the default) keeps today's behaviour: all of the runner's cores, its own view of
@@ -113,12 +116,12 @@ def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequenc
     `per_gpu` K above 1, each of those GPUs (the first one with one job) gets K slots of
     their own cores that share it, the GPUs' first slots first, so that a sweep of few
     experiments spreads over the GPUs. `per_gpu` None is `auto_per_gpu`'s choice, with
-    `shareable` saying whether the sweep's experiments may share a GPU.
+    `shareable` saying whether the sweep's `experiments` may share a GPU.
     """
     chosen = _slot_gpus(jobs, devices, uses_cuda, gpus)
     if per_gpu is None:
         gpu_count = len(gpus[:1]) if chosen == [None] else len(chosen)
-        per_gpu = auto_per_gpu(gpu_count, len(cores), shareable and uses_cuda)
+        per_gpu = auto_per_gpu(gpu_count, len(cores), shareable and uses_cuda, experiments)
     if per_gpu > 1:
         return _shared_gpu_slots(chosen, uses_cuda, gpus, cores, per_gpu)
     if len(chosen) == 1:

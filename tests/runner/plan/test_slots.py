@@ -131,6 +131,13 @@ def test_auto_shares_a_gpu_among_at_most_three_each_keeping_four_cpus(
     assert auto_per_gpu(gpu_count, cpu_count, shareable) == expected
 
 
+@pytest.mark.parametrize("experiments, expected", [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3),
+                                                   (40, 3)])
+def test_auto_makes_no_more_slots_than_the_experiments_need(experiments, expected):
+    # On 2 GPUs: one experiment a GPU keeps all of the GPU's cores for it.
+    assert auto_per_gpu(2, 64, True, experiments) == expected
+
+
 def test_auto_slots_share_the_runners_gpus_only_where_its_experiments_may():
     shared = plan_slots(2, [], uses_cuda=True, gpus=["0", "1"], cores=range(24), per_gpu=None,
                         shareable=True)
