@@ -19,13 +19,18 @@ ALL_FLAGS = [
 ]
 
 
+#: The module's sweep less its stacks: children forked from a fork server.
+TORCH_SWEEP = ["-k", "mlp", "--accelerator=cpu", "--xla=None", "--test=eval", "--repeat=2",
+               "--warmup=1", *ALL_FLAGS]
+
+
 @pytest.fixture(scope="module")
 def torch_sweep(tmp_path_factory):
-    """eager, aot_eager and inductor with every flag, into a relative output folder."""
+    """eager, aot_eager and inductor with every flag, into a relative output folder, each
+    child forked from a fork server."""
     cwd = tmp_path_factory.mktemp("observe")
-    command = cli_command(Path("output"), "-k", "mlp", "--accelerator=cpu", "--xla=None",
-                          "--dynamo=None", "--dynamo=aot_eager", "--dynamo=inductor",
-                          "--test=eval", "--repeat=2", "--warmup=1", *ALL_FLAGS)
+    command = cli_command(Path("output"), "--dynamo=None", "--dynamo=aot_eager",
+                          "--dynamo=inductor", "--start-method=forkserver", *TORCH_SWEEP)
     completed = subprocess.run(command, capture_output=True, text=True, timeout=900,
                                env=cli_environment(), cwd=str(cwd))
     run = CliRun(completed.returncode, completed.stdout, completed.stderr, cwd / "output")
@@ -98,6 +103,27 @@ def test_dynamo_stacks_record_graphs_and_counters(torch_sweep):
             assert dumped["changed_in_run"].get("stats", {}).get("unique_graphs", 0) == 0
     assert "inductor" in lines["inductor"]["summary"]["dynamo_counters"][0]
     assert "dynamo_graph_count" not in lines["eager"]["summary"]
+
+
+def warmup_counters(line):
+    """Dynamo's counters after the warm-up (compilation, cache misses and all)."""
+    return line["summary"]["dynamo_counters"][0]
+
+
+def test_forked_and_spawned_children_give_the_same_dynamo_counters(torch_sweep, tmp_path):
+    """The sweep's inductor child, forked from a server (that forked the other stacks'
+    children before it), against the same experiment in a spawned child."""
+    _, lines = torch_sweep
+    command = cli_command(tmp_path / "spawn", "--dynamo=inductor", "--start-method=spawn",
+                          *TORCH_SWEEP)
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                               env=cli_environment(), cwd=str(tmp_path))
+    assert completed.returncode == 0, completed.stderr
+    (spawned,) = CliRun(0, "", "", tmp_path / "spawn").lines()
+    assert spawned["status"] == "ok", spawned["metrics"].get("error")
+    # The same compilation from zero: a fresh dynamo state, and a compile cache that misses.
+    assert warmup_counters(lines["inductor"]) == warmup_counters(spawned)
+    assert warmup_counters(spawned)["stats"]["unique_graphs"] >= 1
 
 
 def test_flags_that_do_not_apply_say_so_once(torch_sweep):
