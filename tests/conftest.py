@@ -9,6 +9,7 @@ below makes a process started by a unit test (or by a fixture it sets up) fail t
 from __future__ import annotations
 
 import _posixsubprocess
+import contextlib
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -249,6 +251,35 @@ def run_cli(tmp_path, request):
     return run
 
 
+#: The module of torch's that appends a folder of its own to sys.path when it is imported
+#: (torch._dynamo imports it): a fresh temporary folder in every process.
+TORCH_TEMPLATE_MODULE = "torch.distributed.nn.jit.instantiator"
+
+
+@contextlib.contextmanager
+def keyed_as_runners():
+    """sys.path as the runners the tests start have it, while the pytest process computes
+    the probe's key (probe_key, probe_cache_path, probe_host). The key hashes sys.path's
+    folders, and importing torch._dynamo (which collecting the tests does in every pytest
+    process) appends torch's template folder, a fresh temporary one per process, that no
+    runner's parent has: each pytest process keyed the answer apart from the runners and
+    probed again (8 to 10 CPU-seconds), into a file no runner reads. The folder is left
+    out here, as the runners never have it."""
+    template = getattr(sys.modules.get(TORCH_TEMPLATE_MODULE), "INSTANTIATED_TEMPLATE_DIR_PATH",
+                       None)
+    with mock.patch.object(sys, "path", [entry for entry in sys.path if entry != template]):
+        yield
+
+
+def probe_as_runners_key_it():
+    """The probe's answer, from the cache the runners the tests start use (for a test that
+    needs it in the pytest process)."""
+    from runner.plan.probe import probe_host
+
+    with keyed_as_runners():
+        return probe_host()
+
+
 @pytest.fixture
 def probed_compiler(monkeypatch):
     """For a test that compiles with inductor in its own process: what the runner's probe
@@ -258,9 +289,7 @@ def probed_compiler(monkeypatch):
     of the runner does; the same kernels are built either way."""
     from torch._inductor import config
 
-    from runner.plan.probe import probe_host
-
-    variables = probe_host().child_environment
+    variables = probe_as_runners_key_it().child_environment
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     checked = variables.get("TORCHINDUCTOR_VEC_ISA_OK") == "1"

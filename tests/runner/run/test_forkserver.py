@@ -16,7 +16,7 @@ import pytest
 from runner.run.supervision import kill_tree
 from runner.run.forkserver_client import (ForkServer, ForkServerError, ForkServers, names_own_folder,
                                server_key)
-from tests.conftest import PROJECT_ROOT, TEST_RUN_VARIABLES
+from tests.conftest import PROJECT_ROOT, TEST_RUN_VARIABLES, probe_as_runners_key_it
 
 PROBE = "tests.fixtures.fork_probe"
 CUDA_POISON = "tests.fixtures.cuda_poison"
@@ -40,9 +40,7 @@ def compiler_variables():
     per ISA, about 8 CPU-seconds), which is not what these tests are about. The probe's kept
     answer, which the runners of the whole test run share (tests/conftest.py), not the checks
     made again for this module (about 7 s of each run of it)."""
-    from runner.plan.probe import probe_host
-
-    return probe_host().child_environment
+    return probe_as_runners_key_it().child_environment
 
 
 @pytest.fixture(scope="module")
