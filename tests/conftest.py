@@ -9,7 +9,6 @@ below makes a process started by a unit test (or by a fixture it sets up) fail t
 from __future__ import annotations
 
 import _posixsubprocess
-import contextlib
 import os
 import shutil
 import signal
@@ -19,7 +18,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 
@@ -253,31 +251,13 @@ def run_cli(tmp_path, request):
 
 #: The module of torch's that appends a folder of its own to sys.path when it is imported
 #: (torch._dynamo imports it): a fresh temporary folder in every process.
-TORCH_TEMPLATE_MODULE = "torch.distributed.nn.jit.instantiator"
-
-
-@contextlib.contextmanager
-def keyed_as_runners():
-    """sys.path as the runners the tests start have it, while the pytest process computes
-    the probe's key (probe_key, probe_cache_path, probe_host). The key hashes sys.path's
-    folders, and importing torch._dynamo (which collecting the tests does in every pytest
-    process) appends torch's template folder, a fresh temporary one per process, that no
-    runner's parent has: each pytest process keyed the answer apart from the runners and
-    probed again (8 to 10 CPU-seconds), into a file no runner reads. The folder is left
-    out here, as the runners never have it."""
-    template = getattr(sys.modules.get(TORCH_TEMPLATE_MODULE), "INSTANTIATED_TEMPLATE_DIR_PATH",
-                       None)
-    with mock.patch.object(sys, "path", [entry for entry in sys.path if entry != template]):
-        yield
-
-
 def probe_as_runners_key_it():
     """The probe's answer, from the cache the runners the tests start use (for a test that
-    needs it in the pytest process)."""
+    needs it in the pytest process, which imported torch._dynamo: the key leaves torch's
+    own folder on sys.path out, runner/plan/probe.py)."""
     from runner.plan.probe import probe_host
 
-    with keyed_as_runners():
-        return probe_host()
+    return probe_host()
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from runner.plan.probe import probe_cache_path, probe_host
-from tests.conftest import keyed_as_runners
 
 MLP = ["--suite-name=builtin", "-k", "^mlp$", "--accelerator=cpu", "--xla=None",
        "--dynamo=None", "--test=eval", "--batch-size=2", "--repeat=2", "--warmup=1"]
@@ -23,11 +22,10 @@ def own_cache(tmp_path, monkeypatch) -> Path:
     the probe's answer from the tests' shared cache (made there first where no runner had
     yet): these tests are about the files beside the results, and a probe of their own cost
     each test 8 to 10 CPU-seconds (tests/runner/plan/test_probe.py tests the probe's file)."""
-    with keyed_as_runners():  # the tests' shared cache, as every runner of the session keys it
-        probe_host()
-        shared = probe_cache_path()
-        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-        own = probe_cache_path()
+    probe_host()  # the tests' shared cache, as every runner of the session keys it
+    shared = probe_cache_path()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    own = probe_cache_path()
     own.parent.mkdir(parents=True)
     shutil.copy2(shared, own)
     return tmp_path / "cache" / "experiment-runner"

@@ -124,6 +124,19 @@ def import_roots(entries: list[str], site_folders: list[str]) -> list[str]:
             if not any(os.path.abspath(entry or ".").startswith(site) for site in sites)]
 
 
+#: The module of torch that puts a fresh temporary folder of its own on sys.path as it is
+#: imported (torch._dynamo imports it), `INSTANTIATED_TEMPLATE_DIR_PATH`.
+TORCH_TEMPLATE_MODULE = "torch.distributed.nn.jit.instantiator"
+
+
+def library_temporary_folders() -> list[str]:
+    """The folders libraries this process imported put on sys.path for themselves, fresh
+    ones per process: a process that imported them keys the probe as one that did not (the
+    runner's parent never imports torch; a process that runs sweeps in-process does)."""
+    folder = getattr(sys.modules.get(TORCH_TEMPLATE_MODULE), "INSTANTIATED_TEMPLATE_DIR_PATH", None)
+    return [folder] if isinstance(folder, str) else []
+
+
 def site_folders() -> list[str]:
     """This interpreter's folders of installed packages (its environment's and the user's)."""
     return [*site.getsitepackages(), site.getusersitepackages()]
@@ -170,7 +183,9 @@ def probe_key() -> str:
     """What the probe's answer depends on, hashed. The package versions are in it through
     the distributions' folder names (`installed_distributions`), not asked again of
     importlib.metadata (6 to 10 ms of the runner's start for the same facts)."""
-    folders = unique_folders(import_roots(sys.path, site_folders()))  # PYTHONPATH's among them
+    own = set(library_temporary_folders())
+    folders = unique_folders(import_roots([entry for entry in sys.path if entry not in own],
+                                          site_folders()))  # PYTHONPATH's among them
     paths = [(folder, installed_distributions(folder)) for folder in folders]
     variables = {name: os.environ.get(name) for name in DEVICE_VARIABLES}
     if variables["PYTHONPATH"]:  # the same folders, however often and however spelled

@@ -136,6 +136,26 @@ def test_a_folder_a_library_adds_inside_a_path_entry_leaves_the_key_alone(own_ca
         == ["/a", "/ab", "/p"]
 
 
+def test_the_key_leaves_out_the_folder_torch_puts_on_sys_path_for_itself(monkeypatch, tmp_path):
+    # torch._dynamo imports torch's jit template module, which puts a fresh temporary folder
+    # of its own on sys.path: a process that imported it keys the probe as the runner does.
+    import types
+
+    from runner.plan.probe import TORCH_TEMPLATE_MODULE
+
+    key = probe_key()
+    template = tmp_path / "torch-templates"
+    template.mkdir()
+    monkeypatch.setitem(sys.modules, TORCH_TEMPLATE_MODULE, types.SimpleNamespace(
+        INSTANTIATED_TEMPLATE_DIR_PATH=str(template)))
+    monkeypatch.syspath_prepend(str(template))
+    assert probe_key() == key
+    other = tmp_path / "project"
+    other.mkdir()
+    monkeypatch.syspath_prepend(str(other))  # any other folder still counts
+    assert probe_key() != key
+
+
 def test_the_key_follows_the_cpp_compiler(own_cache, monkeypatch, tmp_path):
     key = probe_key()
     compiler = tmp_path / "c++"
