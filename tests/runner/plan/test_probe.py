@@ -143,11 +143,11 @@ def test_the_key_leaves_out_the_folder_torch_puts_on_sys_path_for_itself(monkeyp
 
     from runner.plan.probe import TORCH_TEMPLATE_MODULE
 
-    key = probe_key()
     template = tmp_path / "torch-templates"
     template.mkdir()
     monkeypatch.setitem(sys.modules, TORCH_TEMPLATE_MODULE, types.SimpleNamespace(
         INSTANTIATED_TEMPLATE_DIR_PATH=str(template)))
+    key = probe_key()  # (this process's own template folder, if any, now counts as any)
     monkeypatch.syspath_prepend(str(template))
     assert probe_key() == key
     other = tmp_path / "project"
