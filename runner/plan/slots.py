@@ -2,7 +2,8 @@
 
 `--jobs N` runs N experiments at a time; `--devices A,B,...` runs one per named GPU, and
 `--experiments-per-gpu K` K per GPU (by default, `auto`: up to AUTO_PER_GPU where every
-experiment of the sweep may share a GPU, see `auto_per_gpu`). Each slot gets a disjoint share of the runner's cores
+experiment of the sweep may share a GPU, see `auto_per_gpu`). Each slot gets a disjoint
+share of the runner's cores
 (the children are pinned to it, so two CPU experiments never compete for a core) and, where
 GPUs are used, one GPU that its children see through CUDA_VISIBLE_DEVICES: alone, or with
 the children of the other K - 1 slots of that GPU, taking turns on the card through its
