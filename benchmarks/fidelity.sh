@@ -184,33 +184,34 @@ ours_group() {
   [ "$batch" = default ] || batch_flag=(--batch-size="$batch")
   local group="$suite-bs$batch-$precision-$mode-${5// /+}"
   echo "== ours: $group ($(( ${#filters[@]} / 2 )) models)" >&2
+  our_invocation "$group" "$jobs" --suite-name="$suite" "${filters[@]}" --mode="$mode" \
+    "${test_flags[@]}" --precision="$precision" "${batch_flag[@]}" --jobs="$jobs" "${devices[@]}"
+}
+
+# our_invocation NAME GPUS FLAGS...: our runner with FLAGS on CUDA with inductor, at the
+# settings both tools share (REPEAT timed runs, 3 warm-up iterations, TIMING_CORE), then
+# OUR_FLAGS, into OUT_DIR/ours; its output in ours-NAME.log, its start, end and GPU count in
+# ours-NAME.wall (benchmarks/sweep_cost.py reads them).
+our_invocation() {
+  local name=$1 gpus=$2 started
+  shift 2
   started=$(date +%s.%N)
-  (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" "${filters[@]}" \
-      --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" "${test_flags[@]}" \
-      --precision="$precision" "${batch_flag[@]}" --repeat="$repeat" --warmup=3 \
-      --jobs="$jobs" "${devices[@]}" --timing-core="$timing_core" "${our_flags[@]}" --no-progress \
-      --output-dirname="$out/ours" \
-      >>"$out/ours-$group.log" 2>&1) \
-    || echo "ours failed in $group: see ours-$group.log" >&2
-  # The invocation's start, end and GPU count (benchmarks/sweep_cost.py reads them).
-  echo "$started $(date +%s.%N) $jobs" > "$out/ours-$group.wall"
+  (cd "$root" && "$python" experiment_runner.py "$@" --accelerator=cuda --xla=None \
+      --dynamo=inductor --repeat="$repeat" --warmup=3 --timing-core="$timing_core" \
+      "${our_flags[@]}" --no-progress --output-dirname="$out/ours" >>"$out/ours-$name.log" 2>&1) \
+    || echo "ours failed in $name: see ours-$name.log" >&2
+  echo "$started $(date +%s.%N) $gpus" > "$out/ours-$name.wall"
 }
 
 # ours_case GPU SUITE MODEL BATCH PRECISION MODE TEST: our runner on one case, on one GPU, in an
 # invocation of its own (its start-up counted in the case's wall: ours-case-NAME.wall).
 ours_case() {
-  local gpu=$1 suite=$2 model=$3 batch=$4 precision=$5 mode=$6 test=$7
-  local name="$suite-$model-bs$batch-$precision-$mode-$test" batch_flag=()
+  local gpu=$1 suite=$2 model=$3 batch=$4 precision=$5 mode=$6 test=$7 batch_flag=()
   grep -qx "$suite $model $batch" "$out/.default-batches.$$" || batch_flag=(--batch-size="$batch")
   echo "== ours: $suite $model bs=$batch $precision $mode $test" >&2
-  started=$(date +%s.%N)
-  (cd "$root" && "$python" experiment_runner.py --suite-name="$suite" -k "^$model\$" \
-      --accelerator=cuda --xla=None --dynamo=inductor --mode="$mode" --test="$test" \
-      --precision="$precision" "${batch_flag[@]}" --repeat="$repeat" --warmup=3 \
-      --jobs=1 --devices="$gpu" --timing-core="$timing_core" "${our_flags[@]}" --no-progress \
-      --output-dirname="$out/ours" >>"$out/ours-case-$name.log" 2>&1) \
-    || echo "ours failed on $name: see ours-case-$name.log" >&2
-  echo "$started $(date +%s.%N) 1" > "$out/ours-case-$name.wall"
+  our_invocation "case-$suite-$model-bs$batch-$precision-$mode-$test" 1 --suite-name="$suite" \
+    -k "^$model\$" --mode="$mode" --test="$test" --precision="$precision" "${batch_flag[@]}" \
+    --jobs=1 --devices="$gpu"
 }
 
 # run_lockstep: lane k of the GPU pairs (HARNESS_GPUS[k], OUR_GPUS[k]) takes every n-th case

@@ -324,11 +324,12 @@ def invocation_walls(out: Path) -> list[tuple[Span, Optional[str]]]:
     return found
 
 
-def attribute_invocations(cases: list[Case], out: Path) -> None:
-    """Give each of our invocations in `out` its start and end (`attribute`): to its one
-    case, or to the cases that started within it (lanes run other invocations meanwhile, so
-    an invocation of one case names it)."""
-    for span, case_name in invocation_walls(out):
+def attribute_invocations(cases: list[Case],
+                          invocations: list[tuple[Span, Optional[str]]]) -> None:
+    """Give each of our invocations (`invocation_walls`) its start and end (`attribute`): to
+    its one case, or to the cases that started within it (lanes run other invocations
+    meanwhile, so an invocation of one case names it)."""
+    for span, case_name in invocations:
         inside = [c for c in cases if (c.key == case_name if case_name is not None
                                        else span.start <= c.start <= span.end)]
         attribute(inside, span.start, span.end, span.gpus)
@@ -365,7 +366,7 @@ def gpu_report(outs: list[Path]) -> int:
     cases, theirs = [], {}
     spans: list[tuple[Span, Optional[Span]]] = []
     for out in outs:
-        walls = harness_walls(out)
+        harness = harness_walls(out)
         lines = read_results(out / "ours" / "results.jsonl").lines if (out / "ours" / "results.jsonl").exists() else []
         found = []
         for line in lines:
@@ -373,9 +374,10 @@ def gpu_report(outs: list[Path]) -> int:
             if case is not None:
                 case.name = case.key
                 found.append(case)
-                if case.key in walls:
-                    theirs[case.key] = walls[case.key]
-        attribute_invocations(found, out)
+                if case.key in harness:
+                    theirs[case.key] = harness[case.key]
+        invocations = invocation_walls(out)
+        attribute_invocations(found, invocations)
         lanes = read_span(out / "ours-lanes.wall")
         if lanes is not None:
             # PER_GPU lanes share each GPU: a case held its GPU for its lane's time over the
@@ -385,16 +387,15 @@ def gpu_report(outs: list[Path]) -> int:
         else:
             # Slots of one invocation that share a GPU (--experiments-per-gpu): a case held
             # its GPU for its time over its GPU's slots.
-            walls = invocation_walls(out)
-            alone = {case_name for _, case_name in walls if case_name is not None}
+            alone = {case_name for _, case_name in invocations if case_name is not None}
             grouped = [case for case in found if case.key not in alone]
             slots: dict[str, set[str]] = {}
             for case in grouped:
                 slots.setdefault(case.gpu, set()).add(case.slot)
             share_gpus(grouped, lambda case: len(slots[case.gpu]))
-            invocations = [span for span, case_name in walls if case_name is None]
-            if invocations:
-                spans.append((whole_run(invocations, max(map(len, slots.values()), default=1)),
+            groups = [span for span, case_name in invocations if case_name is None]
+            if groups:
+                spans.append((whole_run(groups, max(map(len, slots.values()), default=1)),
                               read_span(out / "peer-streams.wall")))
         cases += found
     if not cases:
@@ -438,7 +439,7 @@ def gpu(options: argparse.Namespace) -> int:
 def parts(options: argparse.Namespace) -> int:
     found = [c for c in map(case_of, read_results(options.results).lines) if c is not None]
     if options.runner_wall:
-        attribute_invocations(found, options.runner_wall)
+        attribute_invocations(found, invocation_walls(options.runner_wall))
     else:
         attribute(found, None, None)
     if not found:

@@ -52,8 +52,8 @@ class ChildSpec:
     #: Whether the compile caches already hold this experiment's compiles (a timing process
     #: after the first, with the caches shared): inductor then starts no compile workers.
     warm_caches: bool = False
-    #: The lock file of a GPU this child shares with the children of other slots
-    #: (--experiments-per-gpu): it takes turns on the card (runner/child/device_gate.py).
+    #: A CUDA child's GPU's lock file, through which it takes turns on the card with every
+    #: other child there, of its runner's slots or of other runners (runner/child/device_gate.py).
     device_gate: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -229,8 +229,8 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     # What the reading guards: the timed runs (the stack's and eager's), not the warm-up
     # with its compiling nor the contention check's idle probe.
     guarded = sum(timing.total_time) + sum(timing.reference_total_time)
-    tries = tries_for(guarded, (before or {}).get("try_s"))
-    after = reference_reading(spec, tries=tries, warm=before is None) if tries else None
+    after = reference_reading(spec, tries=tries_for(guarded, (before or {}).get("try_s")),
+                              warm=before is None)
     phases.mark("reference_s")
     during = pulse_reading(timing.host_pulses, before or after, spec.experiment.accelerator)
     if picker is not None:
@@ -293,10 +293,11 @@ def card_watch(spec: ChildSpec) -> Optional[GpuWatch]:
 
 def reference_reading(spec: ChildSpec, tries: int, warm: bool = True) -> Optional[dict[str, Any]]:
     """The reference workload's figures on the experiment's device over `tries` tries
-    (runner/child/reference.py), or None where it has none or could not run (logged)."""
+    (runner/child/reference.py), or None where it has none, could not run (logged), or is
+    given no try."""
     from runner.child.reference import measure_reference
 
-    if not spec.settings.reference_workload:
+    if not spec.settings.reference_workload or tries < 1:
         return None
     try:
         return measure_reference(spec.experiment.accelerator, tries, warm)

@@ -121,8 +121,8 @@ def plan_slots(jobs: int, devices: Sequence[str], uses_cuda: bool, gpus: Sequenc
     """
     chosen = _slot_gpus(jobs, devices, uses_cuda, gpus)
     if per_gpu is None:
-        gpu_count = len(gpus[:1]) if chosen == [None] else len(chosen)
-        per_gpu = auto_per_gpu(gpu_count, len(cores), shareable and uses_cuda, experiments)
+        per_gpu = auto_per_gpu(len(_gpus_to_share(chosen, gpus)), len(cores),
+                               shareable and uses_cuda, experiments)
     if per_gpu > 1:
         return _shared_gpu_slots(chosen, uses_cuda, gpus, cores, per_gpu)
     if len(chosen) == 1:
@@ -159,11 +159,10 @@ def _shared_gpu_slots(chosen: list[Optional[str]], uses_cuda: bool, gpus: Sequen
         raise SlotError(f"--experiments-per-gpu={per_gpu} shares GPUs, and this sweep runs no "
                         "CUDA experiment: leave it out, or give --jobs to run CPU experiments "
                         "side by side")
-    if chosen == [None]:
-        if not gpus:
-            raise SlotError(f"--experiments-per-gpu={per_gpu} shares GPUs, and this runner sees "
-                            "none")
-        chosen = list(gpus[:1])
+    chosen = _gpus_to_share(chosen, gpus)
+    if not chosen:
+        raise SlotError(f"--experiments-per-gpu={per_gpu} shares GPUs, and this runner sees "
+                        "none")
     count = len(chosen) * per_gpu
     if count > len(cores):
         raise SlotError(f"--experiments-per-gpu={per_gpu} on {len(chosen)} GPU(s) runs {count} "
@@ -171,6 +170,12 @@ def _shared_gpu_slots(chosen: list[Optional[str]], uses_cuda: bool, gpus: Sequen
                         f"{len(cores)} ({_cores_text(sorted(cores))})")
     return [Slot(index, share, chosen[index % len(chosen)], shares_device=True)
             for index, share in enumerate(split_cores(cores, count))]
+
+
+def _gpus_to_share(chosen: list[Optional[str]], gpus: Sequence[str]) -> list[Optional[str]]:
+    """The GPUs whose slots share them: those chosen, or the runner's first where one job
+    has its own view of them (none where it sees none)."""
+    return list(gpus[:1]) if chosen == [None] else chosen
 
 
 def _cores_text(cores: Sequence[int]) -> str:

@@ -111,7 +111,7 @@ class LocalDispatcher:
         slot = self._free.get()
         try:
             log.debug("%s runs on slot %d (%s)", planned.experiment_id, slot.index, slot.describe())
-            if not slot.shares_device or slot.cuda_device is None:
+            if not slot.shares_device:
                 return self.executor.run(planned, slot).to_dict()
             with self._turns.shared(slot.cuda_device):
                 line = self.executor.run(planned, slot)

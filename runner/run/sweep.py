@@ -10,6 +10,7 @@ experiment of its plan is recorded, by itself or by others.
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
@@ -261,10 +262,13 @@ def longest_first(experiments: Iterable[PlannedExperiment],
     iteration runs the forward, the backward and the optimizer, and compiles two graphs),
     then the others, longest first: the longest-processing-time rule, which keeps every
     slot busy until the end."""
-    # Stable sort: never-timed ones (infinitely long) first, ties in plan order.
-    return sorted(experiments, key=lambda planned: (
-        -durations.get(planned_duration_key(planned), float("inf")),
-        planned_duration_key(planned) not in durations and planned.experiment.test != "train"))
+    def order(planned: PlannedExperiment) -> tuple[float, bool]:
+        known = durations.get(planned_duration_key(planned))
+        if known is None:  # never timed: as if infinitely long, training first
+            return -math.inf, planned.experiment.test != "train"
+        return -known, False
+
+    return sorted(experiments, key=order)  # stable: ties stay in plan order
 
 
 def describe(planned: PlannedExperiment) -> str:
