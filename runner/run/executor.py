@@ -104,6 +104,7 @@ class ExperimentExecutor:
     def close(self) -> None:
         """Stop the fork servers (their children are killed with them), remove the scratch
         root and end the guard."""
+        self._supervisor.wait_for_exits()
         self._servers.close()
         self.scratch.remove()
         if self.guard is not None:
@@ -179,7 +180,7 @@ class ExperimentExecutor:
         asked_at = time.time()
         outcome = self._supervisor.run(folder, scratch, lambda: self._start(
             planned, folder, self.child_environment(planned, role, folder, scratch, slot)),
-            keep_scratch=shared)
+            keep_scratch=shared, done_at_output_end=planned.experiment.accelerator == "cpu")
         _add_parent_phases(outcome, asked_at)
         return outcome
 

@@ -28,7 +28,8 @@ import sys
 import tempfile
 import traceback
 import weakref
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
 #: The runner's own modules a server imports too (no import-time side effects): all a
 #: child imports before it loads its model, so that no child pays for them.
@@ -173,8 +174,19 @@ def _run_forked_child(request: dict[str, Any], output_fd: int, closing: Sequence
         atexit._run_exitfuncs()  # what a normal interpreter exit would run (XLA's shutdown)
         sys.stdout.flush()
         sys.stderr.flush()
+        _end_output()
     finally:
         os._exit(code if isinstance(code, int) else 1)
+
+
+def _end_output() -> None:
+    """End the child's output before its exit: the runner takes that, with its result, as a
+    CPU experiment's child being done, and goes on while the kernel tears down the process
+    (10 ms and more for one that loaded torch; runner/run/supervision.py)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
 
 
 def serve(sock: socket.socket, modules: Sequence[str]) -> int:
@@ -197,46 +209,129 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ)
     selector.register(wake_read, selectors.EVENT_READ)
-    while True:
-        events = selector.select(timeout=PARENT_CHECK_SECONDS)
-        if os.getppid() != parent:  # the runner is gone (its socket may outlive it)
-            _kill_all(children)
-            return 0
-        for key, _ in events:
-            if key.fileobj == wake_read:
-                try:
-                    while os.read(wake_read, 512):
-                        pass
-                except BlockingIOError:
-                    pass
-                _reap(sock, children)
-                continue
-            try:
-                data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 4)
-            except OSError:
-                data, fds = b"", []
-            if not data:
+    # What a child closes of the server's: its socket, its wake-up pipe and its selector.
+    closing = (sock.fileno(), wake_read, wake_write, selector.fileno())
+    spare = Spare.fork(closing)
+    try:
+        while True:
+            events = selector.select(timeout=PARENT_CHECK_SECONDS)
+            if os.getppid() != parent:  # the runner is gone (its socket may outlive it)
                 _kill_all(children)
                 return 0
-            request = json.loads(data)
-            if request.get("op") == "status":
-                _send_message(sock, _state())
-                continue
-            try:
-                pid = os.fork()
-            except OSError as error:
+            for key, _ in events:
+                if key.fileobj == wake_read:
+                    try:
+                        while os.read(wake_read, 512):
+                            pass
+                    except BlockingIOError:
+                        pass
+                    spare = _reap(sock, children, spare)
+                    continue
+                try:
+                    data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 4)
+                except OSError:
+                    data, fds = b"", []
+                if not data:
+                    _kill_all(children)
+                    return 0
+                request = json.loads(data)
+                if request.get("op") == "status":
+                    _send_message(sock, _state())
+                    continue
+                pid = spare.hand_over(data, fds) if spare is not None else None
+                spare = None
+                if pid is None:
+                    pid = _fork_child(sock, request, fds, closing)
                 for fd in fds:
                     os.close(fd)
-                _send_message(sock, {"error": f"fork failed: {error.strerror or error}"})
-                continue
-            if pid == 0:
-                selector.close()
-                _run_forked_child(request, fds[0], [sock.fileno(), wake_read, wake_write])
-            for fd in fds:
-                os.close(fd)
-            children.add(pid)
-            _send_message(sock, {"op": "forked", "pid": pid})
-            _reap(sock, children)
+                if pid is None:
+                    continue
+                children.add(pid)
+                _send_message(sock, {"op": "forked", "pid": pid})
+                # The next request's child, forked now, while this one sets itself up.
+                spare = Spare.fork(closing)
+                spare = _reap(sock, children, spare)
+    finally:
+        if spare is not None:
+            spare.kill()
+
+
+def _fork_child(sock: socket.socket, request: dict[str, Any], fds: list[int],
+                closing: Sequence[int]) -> Optional[int]:
+    """Fork a child for `request` now (no spare was ready); None where the fork failed (the
+    runner is told why)."""
+    try:
+        pid = os.fork()
+    except OSError as error:
+        _send_message(sock, {"error": f"fork failed: {error.strerror or error}"})
+        return None
+    if pid == 0:
+        _run_forked_child(request, fds[0], closing)
+    return pid
+
+
+@dataclass
+class Spare:
+    """A child forked ahead of its request: it waits on `channel` for the request (and its
+    output pipe), then runs it as a child forked on request would. Forking the server's
+    preloaded libraries copies their page tables (about 10 ms on a 2-core machine with
+    torch and dynamo loaded), which a spare pays while the previous child sets itself up
+    instead of while the runner waits for the next child to start."""
+
+    pid: int
+    channel: socket.socket
+
+    @classmethod
+    def fork(cls, closing: Sequence[int]) -> Optional["Spare"]:
+        """A new spare, or None where it cannot be forked (children are then forked on
+        request, which reports the failure)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            pid = os.fork()
+        except OSError:
+            ours.close()
+            theirs.close()
+            return None
+        if pid == 0:
+            ours.close()
+            _wait_for_request(theirs, closing)
+        theirs.close()
+        return cls(pid, ours)
+
+    def hand_over(self, data: bytes, fds: list[int]) -> Optional[int]:
+        """Give the spare its request; its pid, or None where it is gone."""
+        try:
+            socket.send_fds(self.channel, [data], fds)
+        except OSError:
+            self.kill()
+            return None
+        self.channel.close()
+        return self.pid
+
+    def kill(self) -> None:
+        """End a spare that got no request (it exits when its channel closes, too)."""
+        self.channel.close()
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+
+
+def _wait_for_request(channel: socket.socket, closing: Sequence[int]) -> None:
+    """In a spare: let go of the server's files (so that the runner sees the server's end
+    when it comes), wait for the request, then run it; exit where the server ends first."""
+    try:
+        signal.set_wakeup_fd(-1)
+        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(number, signal.SIG_DFL)
+        for fd in closing:
+            os.close(fd)
+        data, fds, _, _ = socket.recv_fds(channel, MAX_MESSAGE_BYTES, 4)
+        channel.close()
+    except BaseException:
+        os._exit(1)
+    if not data or not fds:
+        os._exit(0)
+    _run_forked_child(json.loads(data), fds[0], ())
 
 
 def _kill_all(children: set[int]) -> None:
@@ -247,14 +342,20 @@ def _kill_all(children: set[int]) -> None:
             pass
 
 
-def _reap(sock: socket.socket, children: set[int]) -> None:
-    while children:
+def _reap(sock: socket.socket, children: set[int], spare: Optional[Spare]) -> Optional[Spare]:
+    """Tell the runner the exit status of each child that ended; returns the spare, or None
+    where it ended (nobody asked for it: nothing is told)."""
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return spare
         if pid == 0:
-            return
+            return spare
+        if spare is not None and pid == spare.pid:
+            spare.channel.close()
+            spare = None
+            continue
         children.discard(pid)
         _send_message(sock, {"op": "exit", "pid": pid,
                              "returncode": os.waitstatus_to_exitcode(status)})

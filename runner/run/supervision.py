@@ -15,6 +15,7 @@ OSError naming the file; so does a child that could not write its result
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import os
 import shutil
@@ -154,6 +155,8 @@ class OutputPump:
         self._head_left = head_bytes
         self._tail: collections.deque[bytes] = collections.deque()
         self._tail_size = 0
+        #: Set once the output has ended and the log holds all of it.
+        self.ended = threading.Event()
 
     def run(self) -> None:
         fd = self.stream.fileno()
@@ -173,6 +176,7 @@ class OutputPump:
                 sys.stderr.write(chunk.decode("utf-8", "replace"))
                 sys.stderr.flush()
         self._finish()
+        self.ended.set()
 
     def _keep(self, chunk: bytes) -> None:
         if self._head_left > 0:
@@ -258,13 +262,36 @@ class Supervisor:
         self.echo = echo
         self.guard = guard
         self.cancelled = cancelled
+        self._exits: list[threading.Thread] = []
+        self._exits_lock = threading.Lock()
+
+    def wait_for_exits(self, timeout: float = 10.0) -> None:
+        """Wait for the children that were done but still exiting when the runner went on
+        (before their fork servers end: an orphan's exit would wait on another reaper)."""
+        with self._exits_lock:
+            exits, self._exits = self._exits, []
+        deadline = time.monotonic() + timeout
+        for thread in exits:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _release_later(self, process: "subprocess.Popen | ForkedChild") -> None:
+        thread = threading.Thread(target=release, args=(process, self.guard, True), daemon=True)
+        with self._exits_lock:
+            self._exits = [running for running in self._exits if running.is_alive()]
+            self._exits.append(thread)
+        thread.start()
 
     def run(self, folder: Path, scratch: Path,
             start_child: Callable[[], "subprocess.Popen | ForkedChild"],
-            keep_scratch: bool = False) -> ChildOutcome:
+            keep_scratch: bool = False, done_at_output_end: bool = False) -> ChildOutcome:
         """Start the child with `start_child()`, watch it, kill its tree, remove its
         `scratch` folder (unless `keep_scratch`: a later process reuses its compile caches),
-        and collect its result and output."""
+        and collect its result and output. `done_at_output_end`: the child holds no device
+        that the next child may need (a CPU experiment's), so it is done once it has written
+        its result and ended its output, which a forked child does just before its exit:
+        its exit (the kernel's teardown of a process that loaded torch, 10 ms and more) is
+        then waited for in the background, not before the next child starts. A child that
+        holds a device is done at its exit, which frees the device."""
         result_path = folder / RESULT_FILE
         outcome = ChildOutcome(folder)
         start = time.monotonic()
@@ -278,14 +305,16 @@ class Supervisor:
                 pump = OutputPump(process.stdout, log_file, self.echo)
                 pumping = threading.Thread(target=pump.run, daemon=True)
                 pumping.start()
+                done = False
                 try:
-                    self.watch(process, result_path, outcome, start, memory)
+                    done = self.watch(process, result_path, outcome, start, memory,
+                                      pump.ended if done_at_output_end else None)
                 finally:
-                    kill_tree(process.pid)
-                    process.wait()
-                    pumping.join(timeout=5)
-                    if self.guard is not None:
-                        self.guard.forget(process.pid)
+                    if done:
+                        self._release_later(process)
+                    else:
+                        release(process, self.guard)
+                        pumping.join(timeout=5)
         finally:
             if not keep_scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -309,11 +338,14 @@ class Supervisor:
         return outcome
 
     def watch(self, process: "subprocess.Popen | ForkedChild", result_path: Path,
-              outcome: ChildOutcome, start: float, memory: Optional[MemoryWatch] = None) -> None:
+              outcome: ChildOutcome, start: float, memory: Optional[MemoryWatch] = None,
+              output_ended: Optional[threading.Event] = None) -> bool:
         """Poll the child until it exits, or kill-worthy: past the timeout, over the memory
         limit, or lingering after its result; raise ExperimentCancelled when the sweep stops,
         also when the child ended meanwhile without a result (whatever ended it then, a
-        stopped runner's clean-up included, is no outcome of the experiment)."""
+        stopped runner's clean-up included, is no outcome of the experiment). With
+        `output_ended` (the end of the child's output), True where the child is done but may
+        not have exited yet: it wrote its result and ended its output."""
         result_seen_at: Optional[float] = None
         while process.poll() is None:
             if self.cancelled.is_set():
@@ -347,6 +379,14 @@ class Supervisor:
                     f"{EXIT_GRACE_SECONDS:g} s; it was killed"
                 )
                 return
+            if output_ended is not None:
+                if output_ended.is_set() and result_seen_at is not None:
+                    outcome.exit_seconds = time.monotonic() - result_seen_at
+                    return True
+                if not output_ended.is_set():
+                    # Wakes as soon as the output ends: at the child's exit, or just before.
+                    output_ended.wait(timeout=POLL_SECONDS)
+                    continue
             try:  # wakes as soon as the child exits
                 process.wait(timeout=POLL_SECONDS)
             except subprocess.TimeoutExpired:
@@ -357,6 +397,21 @@ class Supervisor:
             outcome.exit_seconds = time.monotonic() - result_seen_at
         if self.cancelled.is_set() and not result_path.exists():
             raise ExperimentCancelled("the sweep was stopped")
+        return False
+
+
+def release(process: "subprocess.Popen | ForkedChild", guard: Optional[ProcessGuard],
+            exiting: bool = False) -> None:
+    """Kill what is left of a child's process tree, wait for its exit, and stop guarding it.
+    `exiting`: the child is on its way out by itself (it ended its output after its result);
+    its exit comes first, then what is left of its tree is killed."""
+    if exiting:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=EXIT_GRACE_SECONDS)
+    kill_tree(process.pid)
+    process.wait()
+    if guard is not None:
+        guard.forget(process.pid)
 
 
 def gpu_waits(folder: Path) -> float:

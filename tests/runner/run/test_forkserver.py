@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 
 import psutil
@@ -338,3 +339,37 @@ def test_prestarted_servers_run_side_by_side_and_are_the_ones_children_get(tmp_p
         servers.close()
     for server in started:
         assert server.process.poll() is not None  # ended, none left behind
+
+
+def idle_children(server, expected: int, seconds: float = 30.0) -> list[psutil.Process]:
+    """The server's children once they number `expected` (or after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        children = [child for child in psutil.Process(server.pid).children()
+                    if child.status() != psutil.STATUS_ZOMBIE]
+        if len(children) == expected or time.monotonic() > deadline:
+            return children
+
+
+@pytest.mark.e2e
+def test_each_child_comes_from_a_spare_forked_ahead_and_a_new_spare_follows(tmp_path):
+    server = ForkServer(["torch"], environment())
+    try:
+        (spare,) = idle_children(server, 1)  # forked once the server was ready
+        code, output = run_probe(server, tmp_path, "first")
+        assert code == 0 and probe_state(output)["pid"] == spare.pid
+        (next_spare,) = idle_children(server, 1)
+        assert next_spare.pid != spare.pid
+        # A spare that is gone is replaced at the next request (the child forked on request).
+        next_spare.kill()
+        next_spare.wait(timeout=30)
+        code, output = run_probe(server, tmp_path, "second", FORK_PROBE="seen")
+        state = probe_state(output)
+        assert code == 0 and state["argv"] == ["second"]
+        assert state["variables"]["FORK_PROBE"] == "seen" and state["cwd"] == str(tmp_path)
+        assert state["pid"] != next_spare.pid and state["pgid"] == state["pid"]
+        assert len(idle_children(server, 1)) == 1
+    finally:
+        server.close()
+    assert not psutil.pid_exists(spare.pid) or spare.status() == psutil.STATUS_ZOMBIE
+

@@ -108,7 +108,7 @@ def test_only_later_processes_with_shared_caches_are_told_their_caches_are_warm(
     runner = executor(tmp_path)
     told = []
 
-    def supervise(folder, scratch, start, keep_scratch):  # no child is started
+    def supervise(folder, scratch, start, keep_scratch, **options):  # no child is started
         told.append((folder.name, read_message(folder / SPEC_FILE, ChildSpec).warm_caches))
         return ChildOutcome(folder, returncode=0, result=ok(0.1), wall_seconds=1.0)
 
