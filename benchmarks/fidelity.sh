@@ -344,7 +344,10 @@ elif [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
   wait "${harness_pids[@]}"
   echo "$harness_started $(date +%s.%N) ${#harness_list[@]}" > "$out/peer-streams.wall"
 else
+  # One after the other on the machine's first GPU, each tool with all its cores.
+  harness_started=$(date +%s.%N)
   run_harness
+  echo "$harness_started $(date +%s.%N) 1" > "$out/peer-streams.wall"
   run_ours
 fi
 "$python" "$root/benchmarks/fidelity_table.py" "$out" "$cases" | tee "$out/table.md"

@@ -10,7 +10,8 @@ Two comparisons:
 - `gpu`: the cases of a cases file (benchmarks/fidelity.sh's format) run by PyTorch's dynamo
   harness and by ours side by side, each tool on its own GPUs and cores, through
   benchmarks/fidelity.sh (HARNESS_GPUS, OUR_GPUS; ours at its defaults, so 3 timing
-  processes per case). The harness's wall per case is its process's (fidelity.sh records it
+  processes per case); with neither set (a host of one GPU), one tool after the other on
+  the first GPU, each with all the cores. The harness's wall per case is its process's (fidelity.sh records it
   in peer-*.wall); ours' is read from its lines (below), and its invocations' walls from
   ours-*.wall. Each tool's total is the GPU-seconds it held: the sum of its cases' walls,
   our invocations' start and end shared among their cases.
@@ -40,6 +41,7 @@ lanes per GPU), and the report adds each tool's whole run: its GPUs times its sp
 
     python benchmarks/sweep_cost.py cpu XLA_RUNNER_DIR [--rounds 5] [--case FLAGS ...]
     HARNESS_GPUS=0,1 OUR_GPUS=2,3 python benchmarks/sweep_cost.py gpu HARNESS_DIR OUT_DIR CASES
+    python benchmarks/sweep_cost.py gpu HARNESS_DIR OUT_DIR CASES      # one GPU
     python benchmarks/sweep_cost.py parts RESULTS.jsonl [--runner-wall OUT_DIR]
 """
 
@@ -421,10 +423,12 @@ def gpu_report(outs: list[Path]) -> int:
 
 
 def gpu(options: argparse.Namespace) -> int:
-    for name in ("HARNESS_GPUS", "OUR_GPUS"):
-        if not os.environ.get(name):
-            raise SystemExit(f"{name} is not set: name each tool's GPUs (say HARNESS_GPUS=0,1 "
-                             "OUR_GPUS=2,3)")
+    named = [name for name in ("HARNESS_GPUS", "OUR_GPUS") if os.environ.get(name)]
+    if len(named) == 1:
+        missing = ({"HARNESS_GPUS", "OUR_GPUS"} - set(named)).pop()
+        raise SystemExit(f"{missing} is not set: name each tool's GPUs (say HARNESS_GPUS=0,1 "
+                         "OUR_GPUS=2,3), or neither, for one tool after the other on the "
+                         "first GPU")
     script = ROOT / "benchmarks" / "fidelity.sh"
     start = time.time()
     # Each tool at its own pace, ours in few invocations as a sweep runs (not in lockstep,
