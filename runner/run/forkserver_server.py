@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -202,6 +203,10 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The preloaded objects out of the collector's sight: a child's collections would walk
+    # them all, touching (and so copying) the pages the fork let it share with the server.
+    gc.collect()
+    gc.freeze()
     ready = _state()
     ready["ready"] = True
     _send_message(sock, ready)

@@ -248,6 +248,14 @@ def test_a_childs_exit_leaves_the_servers_temporary_folders(tmp_path):
 
 
 @pytest.mark.e2e
+def test_a_childs_collections_leave_the_servers_preloaded_objects_alone(server, tmp_path):
+    """Frozen in the server: a child's collections would otherwise walk every object of
+    torch, touching (and so copying) pages it shares with the server."""
+    code, output = run_probe(server, tmp_path)
+    assert code == 0 and probe_state(output)["frozen_objects"] > 100_000
+
+
+@pytest.mark.e2e
 def test_exit_statuses_come_back_as_from_a_spawned_child(server, tmp_path):
     assert run_probe(server, tmp_path, "3")[0] == 3
     code, output = run_probe(server, tmp_path, "fail")
