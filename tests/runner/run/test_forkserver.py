@@ -353,10 +353,16 @@ def idle_children(server, expected: int, seconds: float = 30.0) -> list[psutil.P
     """The server's children once they number `expected` (or after `seconds`)."""
     deadline = time.monotonic() + seconds
     while True:
-        children = [child for child in psutil.Process(server.pid).children()
-                    if child.status() != psutil.STATUS_ZOMBIE]
+        children = []
+        for child in psutil.Process(server.pid).children():
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    children.append(child)
+            except psutil.NoSuchProcess:  # reaped meanwhile
+                continue
         if len(children) == expected or time.monotonic() > deadline:
             return children
+        time.sleep(0.02)
 
 
 @pytest.mark.e2e
