@@ -423,9 +423,9 @@ def gpu_report(outs: list[Path]) -> int:
 
 
 def gpu(options: argparse.Namespace) -> int:
-    named = [name for name in ("HARNESS_GPUS", "OUR_GPUS") if os.environ.get(name)]
-    if len(named) == 1:
-        missing = ({"HARNESS_GPUS", "OUR_GPUS"} - set(named)).pop()
+    harness, ours = (bool(os.environ.get(name)) for name in ("HARNESS_GPUS", "OUR_GPUS"))
+    if harness != ours:
+        missing = "OUR_GPUS" if harness else "HARNESS_GPUS"
         raise SystemExit(f"{missing} is not set: name each tool's GPUs (say HARNESS_GPUS=0,1 "
                          "OUR_GPUS=2,3), or neither, for one tool after the other on the "
                          "first GPU")

@@ -15,6 +15,8 @@ shared core.
 
 from __future__ import annotations
 
+import math
+
 import os
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -99,7 +101,7 @@ def auto_per_gpu(gpu_count: int, cpu_count: int, shareable: bool,
     keeps all the cores); else 1."""
     if not shareable or gpu_count < 1:
         return 1
-    most = AUTO_PER_GPU if experiments is None else min(AUTO_PER_GPU, -(-experiments // gpu_count))
+    most = AUTO_PER_GPU if experiments is None else min(AUTO_PER_GPU, math.ceil(experiments / gpu_count))
     for per_gpu in range(most, 1, -1):
         if cpu_count // (gpu_count * per_gpu) >= MIN_CPUS_PER_SHARED_SLOT:
             return per_gpu

@@ -1,4 +1,5 @@
-"""The fork server's side: preload a stack family's libraries, then fork one child per request.
+"""The fork server's side: preload a stack family's libraries, then fork one child per request
+(ahead of it: each child waits as a spare until its request comes).
 
 Run by the runner (runner/run/forkserver_client.py) as
 `python -m runner.run.forkserver_server FD MODULES`: FD is its end of a SOCK_SEQPACKET socket,
@@ -142,17 +143,13 @@ def _leave_finalizers_to_the_server() -> None:
             atexit.unregister(held[0].cleanup)
 
 
-def _run_forked_child(request: dict[str, Any], output_fd: int, closing: Sequence[int]) -> None:
-    """In the forked child: become what a spawned worker would be, run it, never return."""
+def _run_forked_child(request: dict[str, Any], output_fd: int) -> None:
+    """In a spare given its request: become what a spawned worker would be, run it, never
+    return."""
     code = 1
     _leave_finalizers_to_the_server()
     try:
         os.setsid()
-        for fd in closing:
-            os.close(fd)
-        signal.set_wakeup_fd(-1)
-        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(number, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -216,7 +213,7 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
     selector.register(wake_read, selectors.EVENT_READ)
     # What a child closes of the server's: its socket, its wake-up pipe and its selector.
     closing = (sock.fileno(), wake_read, wake_write, selector.fileno())
-    spare = Spare.fork(closing)
+    spare = _next_spare(closing)
     try:
         while True:
             events = selector.select(timeout=PARENT_CHECK_SECONDS)
@@ -225,11 +222,7 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
                 return 0
             for key, _ in events:
                 if key.fileobj == wake_read:
-                    try:
-                        while os.read(wake_read, 512):
-                            pass
-                    except BlockingIOError:
-                        pass
+                    _drain(wake_read)
                     spare = _reap(sock, children, spare)
                     continue
                 try:
@@ -239,77 +232,92 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
                 if not data:
                     _kill_all(children)
                     return 0
-                request = json.loads(data)
-                if request.get("op") == "status":
+                if json.loads(data).get("op") == "status":
                     _send_message(sock, _state())
                     continue
-                pid = spare.hand_over(data, fds) if spare is not None else None
-                spare = None
-                if pid is None:
-                    pid = _fork_child(sock, request, fds, closing)
-                for fd in fds:
-                    os.close(fd)
-                if pid is None:
+                try:
+                    pid = _start_child(spare, data, fds, closing)
+                except OSError as error:
+                    _send_message(sock, {"error": f"fork failed: {error.strerror or error}"})
                     continue
+                finally:
+                    spare = None  # handed the request, or gone
+                    for fd in fds:
+                        os.close(fd)
                 children.add(pid)
                 _send_message(sock, {"op": "forked", "pid": pid})
                 # The next request's child, forked now, while this one sets itself up.
-                spare = Spare.fork(closing)
-                spare = _reap(sock, children, spare)
+                spare = _reap(sock, children, _next_spare(closing))
     finally:
         if spare is not None:
             spare.kill()
 
 
-def _fork_child(sock: socket.socket, request: dict[str, Any], fds: list[int],
-                closing: Sequence[int]) -> Optional[int]:
-    """Fork a child for `request` now (no spare was ready); None where the fork failed (the
-    runner is told why)."""
+def _drain(fd: int) -> None:
     try:
-        pid = os.fork()
-    except OSError as error:
-        _send_message(sock, {"error": f"fork failed: {error.strerror or error}"})
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _start_child(spare: Optional["Spare"], data: bytes, fds: list[int],
+                 closing: Sequence[int]) -> int:
+    """The pid of the child that runs the request `data` (its output pipe in `fds`): the
+    spare, or a new one where it is gone or none was ready; OSError where none can be
+    forked."""
+    if spare is not None:
+        try:
+            return spare.hand_over(data, fds)
+        except OSError:
+            pass  # the spare is gone: a new one takes the request
+    return Spare.fork(closing).hand_over(data, fds)
+
+
+def _next_spare(closing: Sequence[int]) -> Optional["Spare"]:
+    """A spare for the next request, or None where none can be forked now (that request
+    then forks its own, or says why it cannot)."""
+    try:
+        return Spare.fork(closing)
+    except OSError:
         return None
-    if pid == 0:
-        _run_forked_child(request, fds[0], closing)
-    return pid
 
 
 @dataclass
 class Spare:
     """A child forked ahead of its request: it waits on `channel` for the request (and its
-    output pipe), then runs it as a child forked on request would. Forking the server's
-    preloaded libraries copies their page tables (about 10 ms on a 2-core machine with
-    torch and dynamo loaded), which a spare pays while the previous child sets itself up
-    instead of while the runner waits for the next child to start."""
+    output pipe), then runs it (`_run_forked_child`). Forking the server's preloaded
+    libraries copies their page tables (about 10 ms on a 2-core machine with torch and
+    dynamo loaded), which a spare pays while the previous child sets itself up instead of
+    while the runner waits for the next child to start. Every child starts as a spare."""
 
     pid: int
     channel: socket.socket
 
     @classmethod
-    def fork(cls, closing: Sequence[int]) -> Optional["Spare"]:
-        """A new spare, or None where it cannot be forked (children are then forked on
-        request, which reports the failure)."""
+    def fork(cls, closing: Sequence[int]) -> "Spare":
+        """A new spare, which lets go of the server's files `closing`; OSError where it
+        cannot be forked."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             pid = os.fork()
         except OSError:
             ours.close()
             theirs.close()
-            return None
+            raise
         if pid == 0:
             ours.close()
             _wait_for_request(theirs, closing)
         theirs.close()
         return cls(pid, ours)
 
-    def hand_over(self, data: bytes, fds: list[int]) -> Optional[int]:
-        """Give the spare its request; its pid, or None where it is gone."""
+    def hand_over(self, data: bytes, fds: list[int]) -> int:
+        """Give the spare its request; its pid, or OSError where it is gone (it is ended)."""
         try:
             socket.send_fds(self.channel, [data], fds)
         except OSError:
             self.kill()
-            return None
+            raise
         self.channel.close()
         return self.pid
 
@@ -322,8 +330,9 @@ class Spare:
 
 
 def _wait_for_request(channel: socket.socket, closing: Sequence[int]) -> None:
-    """In a spare: let go of the server's files (so that the runner sees the server's end
-    when it comes), wait for the request, then run it; exit where the server ends first."""
+    """In a spare: let go of the server's files and signal handlers (so that the runner sees
+    the server's end when it comes), wait for the request, then run it; exit where the
+    server ends first."""
     try:
         signal.set_wakeup_fd(-1)
         for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
@@ -336,7 +345,7 @@ def _wait_for_request(channel: socket.socket, closing: Sequence[int]) -> None:
         os._exit(1)
     if not data or not fds:
         os._exit(0)
-    _run_forked_child(json.loads(data), fds[0], ())
+    _run_forked_child(json.loads(data), fds[0])
 
 
 def _kill_all(children: set[int]) -> None:

@@ -379,14 +379,13 @@ class Supervisor:
                     f"{EXIT_GRACE_SECONDS:g} s; it was killed"
                 )
                 return
-            if output_ended is not None:
-                if output_ended.is_set() and result_seen_at is not None:
-                    outcome.exit_seconds = time.monotonic() - result_seen_at
-                    return True
-                if not output_ended.is_set():
-                    # Wakes as soon as the output ends: at the child's exit, or just before.
-                    output_ended.wait(timeout=POLL_SECONDS)
-                    continue
+            if output_ended is not None and not output_ended.is_set():
+                # Wakes as soon as the output ends: at the child's exit, or just before.
+                output_ended.wait(timeout=POLL_SECONDS)
+                continue
+            if output_ended is not None and result_seen_at is not None:
+                outcome.exit_seconds = time.monotonic() - result_seen_at
+                return True
             try:  # wakes as soon as the child exits
                 process.wait(timeout=POLL_SECONDS)
             except subprocess.TimeoutExpired:
