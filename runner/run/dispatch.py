@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import queue
 import threading
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
 
 from core.schema import ResultLine, error_headline
 from runner.run.executor import ExperimentExecutor
@@ -35,6 +34,10 @@ class Dispatcher(Protocol):
 
     def skipped_line(self, planned: PlannedExperiment, reason: str) -> dict[str, Any]:
         """The line of an experiment its suite says cannot run (made without a child)."""
+
+    def set_backlog(self, count: int) -> None:
+        """Tell how many experiments the sweep still has to submit (0: it has submitted all
+        it can; idle capacity may then help the experiments still running)."""
 
     def cancel(self) -> None:
         """Stop what runs now (Ctrl-C, a fatal error): its children are killed."""
@@ -70,6 +73,11 @@ class GpuTurns:
                 self._running[gpu] -= 1
                 self._changed.notify_all()
 
+    def reserved(self, gpu: str) -> bool:
+        """Whether an experiment runs, or waits to run, alone on `gpu`."""
+        with self._changed:
+            return gpu in self._alone
+
     @contextmanager
     def alone(self, gpu: str) -> Iterator[None]:
         """Run an experiment on `gpu` with nothing else running on it."""
@@ -85,12 +93,84 @@ class GpuTurns:
                 self._changed.notify_all()
 
 
+class SlotPool:
+    """The free slots of a dispatcher, taken by experiments one each, and lent at the end
+    of a sweep.
+
+    Once the sweep has submitted every experiment it has (`set_backlog(0)`) and none waits
+    for a slot, a free slot that shares a GPU with a running experiment's slot is lent to it
+    for its later timing processes (`borrow`), which then run two at a time, taking turns on
+    the card through its gate as any two experiments of the GPU do. Without it the last
+    experiment's later processes run one after the other while its GPU's other slots idle.
+    Only slots of one GPU lend to each other: a CPU experiment's figure depends on the cores
+    it gets, so its processes stay on its own."""
+
+    def __init__(self, slots: Sequence[Slot], turns: GpuTurns,
+                 poll_seconds: float = 1.0) -> None:
+        self._free = list(slots)
+        self._turns = turns
+        self._poll_seconds = poll_seconds
+        self._changed = threading.Condition()
+        self._awaited = 0  # experiments submitted that do not hold a slot yet
+        self._backlog: Optional[int] = None  # unknown until the sweep tells
+
+    def expect(self) -> None:
+        """Count an experiment that will take a slot (called as it is submitted, so that
+        no slot is lent between its submission and its start)."""
+        with self._changed:
+            self._awaited += 1
+
+    def take(self) -> Slot:
+        """A free slot for an experiment counted by `expect` (waits for one)."""
+        with self._changed:
+            self._changed.wait_for(lambda: bool(self._free))
+            self._awaited -= 1
+            return self._free.pop(0)
+
+    def put(self, slot: Slot) -> None:
+        """Give back a slot taken or borrowed."""
+        with self._changed:
+            self._free.append(slot)
+            self._changed.notify_all()
+
+    def set_backlog(self, count: int) -> None:
+        with self._changed:
+            self._backlog = count
+            self._changed.notify_all()
+
+    def borrow(self, like: Slot, wanted: Callable[[], bool]) -> Optional[Slot]:
+        """A free slot of `like`'s GPU, once one is free and nothing else needs it; None
+        as soon as `wanted()` is false (checked at least every poll period)."""
+        if not like.shares_device or like.cuda_device is None:
+            return None
+        with self._changed:
+            while wanted():
+                slot = self._lendable(like)
+                if slot is not None:
+                    self._free.remove(slot)
+                    return slot
+                self._changed.wait(self._poll_seconds)
+        return None
+
+    def wake(self) -> None:
+        """Have every `borrow` check its `wanted()` now."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def _lendable(self, like: Slot) -> Optional[Slot]:
+        if self._backlog != 0 or self._awaited or self._turns.reserved(like.cuda_device):
+            return None
+        return next((slot for slot in self._free if slot.shares_device
+                     and slot.cuda_device == like.cuda_device), None)
+
+
 class LocalDispatcher:
     """One experiment per slot at a time, each in the isolated children of the executor.
 
     An experiment that runs out of GPU memory on a GPU it shares with other slots runs
     again alone on it (`GpuTurns`), and its line says so in its notes: sharing a GPU must
-    never fail an experiment that would run on the GPU alone."""
+    never fail an experiment that would run on the GPU alone. At the sweep's end, idle
+    slots of a GPU run later timing processes of its running experiments (`SlotPool`)."""
 
     def __init__(self, executor: ExperimentExecutor, slots: Sequence[Slot]) -> None:
         if not slots:
@@ -98,23 +178,25 @@ class LocalDispatcher:
         self.executor = executor
         self.slots = list(slots)
         self.capacity = len(self.slots)
-        self._free: "queue.SimpleQueue[Slot]" = queue.SimpleQueue()
-        for slot in self.slots:
-            self._free.put(slot)
         self._turns = GpuTurns()
+        self._free = SlotPool(self.slots, self._turns)
         self._pool = ThreadPoolExecutor(max_workers=self.capacity, thread_name_prefix="experiment")
 
     def submit(self, planned: PlannedExperiment) -> "Future[dict[str, Any]]":
+        self._free.expect()
         return self._pool.submit(self._run, planned)
 
+    def set_backlog(self, count: int) -> None:
+        self._free.set_backlog(count)
+
     def _run(self, planned: PlannedExperiment) -> dict[str, Any]:
-        slot = self._free.get()
+        slot = self._free.take()
         try:
             log.debug("%s runs on slot %d (%s)", planned.experiment_id, slot.index, slot.describe())
             if not slot.shares_device:
                 return self.executor.run(planned, slot).to_dict()
             with self._turns.shared(slot.cuda_device):
-                line = self.executor.run(planned, slot)
+                line = self.executor.run(planned, slot, lender=self._free)
             if not gpu_memory_ran_out(line.metrics.get("error"), line.verification_reason):
                 return line.to_dict()
             return self._run_alone(planned, slot, line).to_dict()

@@ -19,9 +19,10 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Protocol, Sequence
 
 import backends
 import models
@@ -64,6 +65,17 @@ class ExecutorOptions:
     #: The preloads the sweep's experiments ask for (Stack.preload_for; Stack.preload_in: which
     #: server a child starts from).
     sweep_preloads: frozenset[tuple[str, ...]] = frozenset()
+
+
+class SlotLender(Protocol):
+    """Where an experiment borrows idle slots of its GPU for its later timing processes
+    (runner/run/dispatch.py: `SlotPool`)."""
+
+    def borrow(self, like: Slot, wanted: Callable[[], bool]) -> Optional[Slot]: ...
+
+    def put(self, slot: Slot) -> None: ...
+
+    def wake(self) -> None: ...
 
 
 def server_preload(planned: PlannedExperiment,
@@ -199,13 +211,16 @@ class ExperimentExecutor:
         return self._gates[device]
 
     def time_processes(self, planned: PlannedExperiment, count: int,
-                       slot: Optional[Slot] = None,
-                       attempt: int = 1) -> tuple[ChildOutcome, list[ChildOutcome]]:
-        """Run the timing child `count` times, one process after the other, each with its
-        own warm-up and timed runs; later ones reuse the first one's compile caches (a
-        folder shared by them, removed at the end), or with `process_caches` "fresh" each
-        gets empty ones of its own. The experiment's outcome (its result made of every
-        process's: runner/run/processes.py) and each process's outcome.
+                       slot: Optional[Slot] = None, attempt: int = 1,
+                       lender: Optional[SlotLender] = None,
+                       ) -> tuple[ChildOutcome, list[ChildOutcome]]:
+        """Run the timing child `count` times, each process with its own warm-up and timed
+        runs; later ones reuse the first one's compile caches (a folder shared by them,
+        removed at the end), or with `process_caches` "fresh" each gets empty ones of its
+        own. The later processes run one after the other on `slot`, and, with a `lender`,
+        also on the slots of its GPU that it lends meanwhile (`_run_later`). The
+        experiment's outcome (its result made of every process's:
+        runner/run/processes.py) and each process's outcome, in order.
 
         When the first process fails, no other runs: its outcome is the experiment's."""
         if count == 1:
@@ -213,31 +228,90 @@ class ExperimentExecutor:
             return outcome, [outcome]
         fresh = planned.experiment.process_caches == "fresh"
         caches = None if fresh else self.scratch.new_folder()
-        outcomes: list[ChildOutcome] = []
+        places: dict[int, Optional[Slot]] = {1: slot}
         try:
-            for process in range(1, count + 1):
-                outcome = self.run_child(planned, Role.TIME, slot, process, caches, attempt)
-                outcomes.append(outcome)
-                if process == 1 and not outcome_succeeded(outcome):
-                    return outcome, outcomes
+            first = self.run_child(planned, Role.TIME, slot, 1, caches, attempt)
+            if not outcome_succeeded(first):
+                return first, [first]
+            later = self._run_later(planned, range(2, count + 1), slot, caches, attempt,
+                                    lender, places)
         finally:
             if caches is not None:
                 shutil.rmtree(caches, ignore_errors=True)
+        outcomes = [first] + [later[process] for process in range(2, count + 1)]
         results = [outcome.result if outcome_succeeded(outcome) else _failed_result(outcome)
                    for outcome in outcomes]
-        first = outcomes[0]
         result = combine(results, count)
         if isinstance(result.summary.get("processes"), dict):
-            # What each process cost, start to exit, and its exit alone (the parent's view).
+            # What each process cost, start to exit, and its exit alone (the parent's view);
+            # the slot each ran on where the sweep has slots.
             result.summary["processes"].update(
                 wall_seconds=[round(o.wall_seconds, 3) for o in outcomes],
                 exit_seconds=[None if o.exit_seconds is None else round(o.exit_seconds, 3)
                               for o in outcomes])
+            if slot is not None:
+                result.summary["processes"]["slots"] = [
+                    places[process].index for process in range(1, count + 1)]
         combined = dataclasses.replace(
             first, result=result,
             peak_tree_rss_bytes=max(o.peak_tree_rss_bytes for o in outcomes),
             wall_seconds=sum(o.wall_seconds for o in outcomes))
         return combined, outcomes
+
+    def _run_later(self, planned: PlannedExperiment, processes: range, slot: Optional[Slot],
+                   caches: Optional[Path], attempt: int, lender: Optional[SlotLender],
+                   places: dict[int, Optional[Slot]]) -> dict[int, ChildOutcome]:
+        """Run the later timing processes: on `slot`, one after the other, and on each
+        slot `lender` lends meanwhile (a thread per process beyond the next one waits for
+        a loan while a process is left). Raises what a process's start raised (the sweep
+        stopped) once the others have ended."""
+        left = deque(processes)
+        lock = threading.Lock()
+        failures: list[BaseException] = []
+        outcomes: dict[int, ChildOutcome] = {}
+
+        def next_process() -> Optional[int]:
+            with lock:
+                process = left.popleft() if left and not failures else None
+            if lender is not None and not left:
+                lender.wake()  # the borrowers waiting for a slot give up
+            return process
+
+        def work(on: Optional[Slot]) -> None:
+            try:
+                while (process := next_process()) is not None:
+                    places[process] = on
+                    outcomes[process] = self.run_child(planned, Role.TIME, on, process,
+                                                       caches, attempt)
+            except BaseException as error:
+                with lock:
+                    failures.append(error)
+                if lender is not None:
+                    lender.wake()
+
+        def borrow_and_work() -> None:
+            assert lender is not None and slot is not None
+            borrowed = lender.borrow(slot, lambda: bool(left) and not failures)
+            if borrowed is None:
+                return
+            log.debug("%s: slot %d runs a later timing process of slot %d's experiment",
+                      planned.experiment_id, borrowed.index, slot.index)
+            try:
+                work(borrowed)
+            finally:
+                lender.put(borrowed)
+
+        borrowers = [threading.Thread(target=borrow_and_work, daemon=True,
+                                      name=f"borrow-{planned.experiment_id}")
+                     for _ in range(len(left) - 1)] if lender and slot else []
+        for borrower in borrowers:
+            borrower.start()
+        work(slot)
+        for borrower in borrowers:
+            borrower.join()
+        if failures:
+            raise failures[0]
+        return outcomes
 
     def _start(self, planned: PlannedExperiment, folder: Path,
                environment: dict[str, str]) -> "subprocess.Popen | ForkedChild":
@@ -255,9 +329,11 @@ class ExperimentExecutor:
                     log.warning("%s; such children start as fresh interpreters instead", error)
         return spawn_worker(folder, environment)
 
-    def run(self, planned: PlannedExperiment, slot: Optional[Slot] = None) -> ResultLine:
-        """Run one experiment (on `slot` when given) and return its results line (never
-        raises for the child; raises ExperimentCancelled when the sweep is stopped).
+    def run(self, planned: PlannedExperiment, slot: Optional[Slot] = None,
+            lender: Optional[SlotLender] = None) -> ResultLine:
+        """Run one experiment (on `slot` when given, its later timing processes also on the
+        slots `lender` lends) and return its results line (never raises for the child;
+        raises ExperimentCancelled when the sweep is stopped).
 
         Timing and verification run in separate children: verification needs eager
         references in a process that no other stack has touched.
@@ -273,7 +349,7 @@ class ExperimentExecutor:
         planned = dataclasses.replace(
             planned, experiment=dataclasses.replace(planned.experiment, processes=count))
         attempt = self.next_attempt(planned, Role.TIME)
-        outcome, outcomes = self.time_processes(planned, count, slot, attempt)
+        outcome, outcomes = self.time_processes(planned, count, slot, attempt, lender)
         self._log_child_notes(outcome)
         line = self.line_from_outcome(planned, outcome)
         line.artifacts = {artifact_key(Role.TIME, process): self._relative(each.folder)

@@ -398,6 +398,9 @@ class RayDispatcher:
             verification_code=VerificationCode.VERIFIER_DIDNT_RUN,
             failure_kind=FailureKind.INFRASTRUCTURE).to_dict()
 
+    def set_backlog(self, count: int) -> None:
+        """Ray's tasks hold their resources to the end: nothing is lent."""
+
     def skipped_line(self, planned: PlannedExperiment, reason: str) -> dict[str, Any]:
         return self.executor.skipped_line(planned, reason).to_dict()
 

@@ -89,6 +89,7 @@ def run_plan(
                             continue
                     progress.finished(describe(planned), report.lines[-1]
                                       if len(report.lines) > written else None)
+                dispatcher.set_backlog(len(pending))
                 if in_flight:
                     done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                     for future in done:

@@ -187,7 +187,7 @@ class MeasuredThenTrouble(ExperimentExecutor):
         super().__init__(ExecutorOptions(output_dir=tmp_path), settings, SWEEP)
         self.trouble = trouble
 
-    def time_processes(self, planned, count, slot=None, attempt=1):
+    def time_processes(self, planned, count, slot=None, attempt=1, lender=None):
         from core.contract import ChildResult
         from core.schema import Status
         from runner.run.supervision import ChildOutcome

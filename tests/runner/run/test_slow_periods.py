@@ -231,6 +231,9 @@ class FakeDispatcher:
         future.set_result(answer)
         return future
 
+    def set_backlog(self, count: int) -> None:
+        pass
+
     def cancel(self) -> None:
         pass
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from core.config import ExperimentConfig, ModelConfig, RunSettings
 from core.contract import SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, read_message
 from core.schema import Status
@@ -121,3 +123,64 @@ def test_only_later_processes_with_shared_caches_are_told_their_caches_are_warm(
     runner.time_processes(fresh, 2)
     assert told == [("time", False), ("time-2", True), ("time-3", True),
                     ("time", False), ("time-2", False)]
+
+
+def sleeping_children(runner: ExperimentExecutor, seconds: float, runs: list):
+    """Children that take `seconds` each, noting their process, slot and times."""
+    import time
+
+    def run_child(planned, role, slot=None, process=1, scratch=None, attempt=1):
+        started = time.monotonic()
+        time.sleep(seconds)
+        runs.append((process, slot.index, started, time.monotonic()))
+        folder = runner.child_folder(planned, role, process, attempt)
+        return ChildOutcome(folder, returncode=0, result=ok(0.1 * process), wall_seconds=seconds)
+
+    runner.run_child = run_child
+
+
+def shared_pool(poll_seconds: float):
+    from runner.plan.slots import Slot
+    from runner.run.dispatch import GpuTurns, SlotPool
+
+    slots = [Slot(index, (index,), "0", shares_device=True) for index in range(2)]
+    pool = SlotPool(slots, GpuTurns(), poll_seconds=poll_seconds)
+    pool.expect()
+    return pool, pool.take()
+
+
+def test_an_idle_slot_of_the_gpu_runs_later_processes_beside_the_experiments_own(tmp_path):
+    runner = executor(tmp_path)
+    pool, own = shared_pool(poll_seconds=30)
+    pool.set_backlog(0)
+    runs: list = []
+    sleeping_children(runner, 0.5, runs)
+    outcome, outcomes = runner.time_processes(planned(), 3, own, lender=pool)
+    by_process = {process: (slot, start, end) for process, slot, start, end in runs}
+    assert by_process[1][0] == own.index
+    assert {by_process[2][0], by_process[3][0]} == {0, 1}
+    assert by_process[1][2] <= min(by_process[2][1], by_process[3][1])  # after the first
+    assert max(by_process[2][1], by_process[3][1]) < min(by_process[2][2], by_process[3][2])
+    processes = outcome.result.summary["processes"]
+    assert processes["slots"] == [own.index, by_process[2][0], by_process[3][0]]
+    assert processes["medians"] == pytest.approx([0.1, 0.2, 0.3])
+    assert [o.folder.name for o in outcomes] == ["time", "time-2", "time-3"]
+    pool.expect()
+    assert pool.take().index == 1  # the borrowed slot is back
+
+
+def test_without_an_idle_slot_later_processes_run_in_turn_and_nothing_waits_for_a_loan(tmp_path):
+    import time
+
+    runner = executor(tmp_path)
+    pool, own = shared_pool(poll_seconds=30)
+    pool.expect()
+    pool.take()  # the GPU's other slot runs another experiment
+    pool.set_backlog(0)
+    runs: list = []
+    sleeping_children(runner, 0.2, runs)
+    began = time.monotonic()
+    outcome, _ = runner.time_processes(planned(), 3, own, lender=pool)
+    assert time.monotonic() - began < 5  # the waiting borrower was woken, not polled out
+    assert [(process, slot) for process, slot, _, _ in runs] == [(1, 0), (2, 0), (3, 0)]
+    assert outcome.result.summary["processes"]["slots"] == [0, 0, 0]
