@@ -31,8 +31,10 @@ the runner record in every line (runner/common/phases.py: `summary.phases`,
                                 the idle probe between them
     reference workload          the reference readings before and after the timed runs
     verification                the verification child, start to exit
-    writing the line            from the case's last child to the next case's first (the
-                                line, the claim and the next start), or to the runner's end
+    writing the line            from the case's last child on a slot to the next child
+                                there (the line, the claim and the next start), or to the
+                                runner's end; a later process run on a slot lent at the
+                                sweep's end counts on that slot (summary.processes.slots)
     waiting for the GPU         where lanes or slots share a GPU, the children's waits for
                                 their turn on it (summary.device_gate_processes)
 
@@ -108,6 +110,11 @@ class Case:
     key: str = ""
     #: The GPU its children saw (CUDA_VISIBLE_DEVICES), "" where none was named.
     gpu: str = ""
+    #: Each of its children: the slot it ran on, its start and its end (epoch seconds).
+    children: list[tuple[str, float, float]] = field(default_factory=list)
+    #: The slots of its invocation that shared its GPU (`attribute_invocations`; 0: not
+    #: known, the invocation's span was not recorded).
+    sharers: int = 0
 
     @property
     def wall(self) -> float:
@@ -123,6 +130,7 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     summary = line.get("summary") or {}
     parts = dict.fromkeys(PARTS, 0.0)
     ends = []
+    spans = []
     for phases in processes:
         parts["child"] += (_number(phases.get("start_s")) + _number(phases.get("setup_s"))
                            + _number(phases.get("exit_s")) + _number(phases.get("finish_s")))
@@ -131,6 +139,7 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
         parts["reference"] += _number(phases.get("reference_s"))
         parts["timing"] += _number(phases.get("measure_s"))
         ends.append(asked_at(phases) + _number(phases.get("wall_s")))
+        spans.append((asked_at(phases), ends[-1]))
     listed = summary.get("processes") if isinstance(summary.get("processes"), dict) else {}
     colds = listed.get("cold_start_times") or [summary.get("cold_start_time")]
     warmups = listed.get("warmup_seconds") or [sum(summary.get("warmup_times") or [])]
@@ -152,6 +161,7 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     if isinstance(verify, dict):
         parts["verify"] = _number(verify.get("wall_s"))
         ends.append(asked_at(verify) + parts["verify"])
+        spans.append((asked_at(verify), ends[-1]))
     ends.append(_number(line.get("finished_at")))
     model, experiment = line.get("model") or {}, line.get("experiment") or {}
     name = " ".join(str(x) for x in (model.get("suite_name"), model.get("model_name"),
@@ -162,22 +172,36 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     settings = environment.get("torch_settings") or {}
     gpu = str(variables.get("CUDA_VISIBLE_DEVICES") or "")
     slot = "|".join((gpu, str(settings.get("cpu_affinity") or "")))
-    return Case(name, slot, asked_at(processes[0]), max(ends), parts, fidelity_key(line), gpu)
+    # Where each child ran: the slots the runner names (a later process may have run on a
+    # slot lent at the sweep's end), else the line's own slot; verification on the first's.
+    indices = listed.get("slots") if isinstance(listed.get("slots"), list) else None
+    if indices is not None and len(indices) == len(processes):
+        places = [f"{gpu}|slot {index}" for index in indices]
+    else:
+        places = [slot] * len(processes)
+    places += [places[0]] * (len(spans) - len(places))
+    children = [(place, start, end) for place, (start, end) in zip(places, spans)]
+    return Case(name, places[0], asked_at(processes[0]), max(ends), parts, fidelity_key(line),
+                gpu, children)
 
 
 def attribute(cases: list[Case], runner_start: Optional[float], runner_end: Optional[float],
               slots: int = 1) -> None:
-    """Give each case the time between it and the next case of its slot (writing its line,
-    starting the next), and its share of the runner's start and end (when known: each of
-    `slots` slots waited for them)."""
-    by_slot: dict[str, list[Case]] = {}
-    for case in sorted(cases, key=lambda c: c.start):
-        by_slot.setdefault(case.slot, []).append(case)
+    """Give each case the time between its children and the next child of their slots
+    (writing its line, starting the next; between two processes of its own, the parent's
+    time between children), the time from a slot's last child to the runner's end (when
+    known), and its share of the runner's start (each of `slots` slots waited for it)."""
+    by_slot: dict[str, list[tuple[float, float, Case]]] = {}
+    for case in cases:
+        for place, start, end in case.children:
+            by_slot.setdefault(place, []).append((start, end, case))
     for chain in by_slot.values():
-        for case, following in zip(chain, chain[1:]):
-            case.parts["line"] = max(0.0, following.start - case.end)
+        chain.sort(key=lambda child: child[0])
+        for (_, end, case), (following, _, other) in zip(chain, chain[1:]):
+            case.parts["child" if other is case else "line"] += max(0.0, following - end)
         if runner_end is not None:
-            chain[-1].parts["line"] = max(0.0, runner_end - chain[-1].end)
+            _, end, case = chain[-1]
+            case.parts["line"] += max(0.0, runner_end - end)
     if runner_start is not None and cases:
         first = min(case.start for case in cases)
         share = max(0.0, first - runner_start) * slots / len(cases)
@@ -330,11 +354,16 @@ def attribute_invocations(cases: list[Case],
                           invocations: list[tuple[Span, Optional[str]]]) -> None:
     """Give each of our invocations (`invocation_walls`) its start and end (`attribute`): to
     its one case, or to the cases that started within it (lanes run other invocations
-    meanwhile, so an invocation of one case names it)."""
+    meanwhile, so an invocation of one case names it). Every slot of the invocation (several
+    a GPU with --experiments-per-gpu) waited for its start."""
     for span, case_name in invocations:
         inside = [c for c in cases if (c.key == case_name if case_name is not None
                                        else span.start <= c.start <= span.end)]
-        attribute(inside, span.start, span.end, span.gpus)
+        places = {place for case in inside for place, _, _ in case.children}
+        attribute(inside, span.start, span.end, max(span.gpus, len(places)))
+        for case in inside:
+            case.sharers = len({place for other in inside if other.gpu == case.gpu
+                                for place, _, _ in other.children})
 
 
 def share_gpus(cases: list[Case], sharers: Callable[[Case], int]) -> None:
@@ -388,17 +417,20 @@ def gpu_report(outs: list[Path]) -> int:
             spans.append((lanes, read_span(out / "peer-streams.wall")))
         else:
             # Slots of one invocation that share a GPU (--experiments-per-gpu): a case held
-            # its GPU for its time over its GPU's slots.
+            # its GPU for its time over the slots of its invocation on that GPU.
             alone = {case_name for _, case_name in invocations if case_name is not None}
             grouped = [case for case in found if case.key not in alone]
-            slots: dict[str, set[str]] = {}
-            for case in grouped:
-                slots.setdefault(case.gpu, set()).add(case.slot)
-            share_gpus(grouped, lambda case: len(slots[case.gpu]))
+            # A run stopped before its invocation's end has no span: its cases' slots are
+            # those its lines name on each GPU.
+            unknown = [case for case in grouped if not case.sharers]
+            for case in unknown:
+                case.sharers = len({place for other in unknown if other.gpu == case.gpu
+                                    for place, _, _ in other.children})
+            share_gpus(grouped, lambda case: case.sharers)
             groups = [span for span, case_name in invocations if case_name is None]
             if groups:
-                spans.append((whole_run(groups, max(map(len, slots.values()), default=1)),
-                              read_span(out / "peer-streams.wall")))
+                most = max((case.sharers for case in grouped), default=1)
+                spans.append((whole_run(groups, most), read_span(out / "peer-streams.wall")))
         cases += found
     if not cases:
         print("no lines with clock readings in " + ", ".join(map(str, outs)))
