@@ -51,6 +51,13 @@
 # main thread as our runner pins ours (at its first timed run, and again after a slow host
 # pulse) and leaves its code as it is; so on a host whose cores change speed from second to
 # second both time at its fast speed.
+# The harness's --cold-start-latency gives each case a fresh compile cache only where
+# TORCHINDUCTOR_CACHE_DIR is not set (where it is, the harness keeps the caches it names): an
+# environment that sets it (an image, a CI job) lets a case reuse what an earlier run of the
+# same case compiled on the host, and its compile time and wall drop several times over. The
+# harness runs without TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR, so that every case
+# compiles cold as on the dashboard; harness-env.txt records what was left out. (Ours gives
+# each experiment caches of its own whatever the environment.)
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
 # .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.
 set -uo pipefail
@@ -69,6 +76,11 @@ per_gpu=${PER_GPU:-1}
 case "$per_gpu" in ''|*[!0-9]*|0) echo "PER_GPU must be a whole number of at least 1, not '$per_gpu'" >&2; exit 2 ;; esac
 read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
+if [ "$tools" != ours ]; then
+  for name in TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR; do
+    [ -n "${!name+set}" ] && echo "$name=${!name} (left out of the harness's environment)"
+  done > "$out/harness-env.txt"
+fi
 case "$timing_core" in
   fastest) harness_launcher=("$python" "$root/benchmarks/harness_on_fast_core.py") ;;
   any) harness_launcher=("$python") ;;
@@ -107,7 +119,8 @@ harness_case() {
   echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
   [ -s "$out/peer-$name.csv" ] && return
   started=$(date +%s.%N)
-  (cd "$harness" && "${harness_launcher[@]}" "$script" --performance \
+  (cd "$harness" && env -u TORCHINDUCTOR_CACHE_DIR -u TRITON_CACHE_DIR \
+      "${harness_launcher[@]}" "$script" --performance \
       "${peer_flags[@]}" --backend inductor --device cuda --only "$peer_model" \
       --cold-start-latency --repeat "$repeat" \
       --output "$out/peer-$name.csv" >"$out/peer-$name.log" 2>&1) \

@@ -318,3 +318,36 @@ def test_a_bad_per_gpu_is_named_with_a_non_zero_exit(fake_harness, tmp_path, var
     completed = run_fake_harness(fake_harness, tmp_path / "out", cases, **variables)
     assert completed.returncode == 2
     assert message in completed.stderr
+
+
+def test_the_harness_compiles_cold_whatever_cache_folder_the_caller_names(tmp_path):
+    """Its --cold-start-latency gives each case a fresh cache only where
+    TORCHINDUCTOR_CACHE_DIR is not set: the harness runs without it, and without
+    TRITON_CACHE_DIR, and harness-env.txt says what was left out."""
+    harness = tmp_path / "harness"
+    harness.mkdir()
+    (harness / "huggingface.py").write_text(
+        "import os, sys\n"
+        "output = sys.argv[sys.argv.index('--output') + 1]\n"
+        "with open(output, 'w') as file:\n"
+        "    file.write(repr([os.environ.get(name) for name in\n"
+        "                     ('TORCHINDUCTOR_CACHE_DIR', 'TRITON_CACHE_DIR', 'KEPT')]))\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    out = tmp_path / "out"
+    completed = run_fake_harness(harness, out, cases, TORCHINDUCTOR_CACHE_DIR="/kept/inductor",
+                                 TRITON_CACHE_DIR="/kept/triton", KEPT="yes")
+    seen = (out / "peer-huggingface-ModelA-bs8-bf16-default-eval.csv").read_text()
+    assert seen == "[None, None, 'yes']", completed.stderr[-2000:]
+    recorded = (out / "harness-env.txt").read_text().splitlines()
+    assert recorded == [
+        "TORCHINDUCTOR_CACHE_DIR=/kept/inductor (left out of the harness's environment)",
+        "TRITON_CACHE_DIR=/kept/triton (left out of the harness's environment)"]
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    again = tmp_path / "again"
+    subprocess.run(["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(harness), str(again),
+                    str(cases)], env={**environment, "TOOLS": "harness",
+                                      "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)},
+                   capture_output=True, text=True, timeout=120, check=True)
+    assert (again / "harness-env.txt").read_text() == ""
