@@ -56,7 +56,7 @@
 # environment that sets it (an image, a CI job) lets a case reuse what an earlier run of the
 # same case compiled on the host, and its compile time and wall drop several times over. The
 # harness runs without TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR, so that every case
-# compiles cold as on the dashboard; harness-env.txt records what was left out. (Ours gives
+# compiles cold as its flag asks; harness-env.txt records what was left out. (Ours gives
 # each experiment caches of its own whatever the environment.)
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
 # .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.

@@ -102,9 +102,6 @@ class Case:
     """One experiment's line, read for its cost."""
 
     name: str
-    slot: str
-    start: float
-    end: float
     parts: dict[str, float] = field(default_factory=dict)
     #: fidelity.sh's name of the case (`fidelity_key`).
     key: str = ""
@@ -120,6 +117,11 @@ class Case:
     def wall(self) -> float:
         return sum(self.parts.values())
 
+    @property
+    def start(self) -> float:
+        """When the runner asked for its first child (epoch seconds)."""
+        return self.children[0][1]
+
 
 def case_of(line: dict[str, Any]) -> Optional[Case]:
     """The line's case with its parts (the line's own; `start` and `line` are filled by
@@ -129,7 +131,6 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
         return None
     summary = line.get("summary") or {}
     parts = dict.fromkeys(PARTS, 0.0)
-    ends = []
     spans = []
     for phases in processes:
         parts["child"] += (_number(phases.get("start_s")) + _number(phases.get("setup_s"))
@@ -138,8 +139,7 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
         parts["workload"] += _number(phases.get("workload_s"))
         parts["reference"] += _number(phases.get("reference_s"))
         parts["timing"] += _number(phases.get("measure_s"))
-        ends.append(asked_at(phases) + _number(phases.get("wall_s")))
-        spans.append((asked_at(phases), ends[-1]))
+        spans.append((asked_at(phases), asked_at(phases) + _number(phases.get("wall_s"))))
     listed = summary.get("processes") if isinstance(summary.get("processes"), dict) else {}
     colds = listed.get("cold_start_times") or [summary.get("cold_start_time")]
     warmups = listed.get("warmup_seconds") or [sum(summary.get("warmup_times") or [])]
@@ -160,9 +160,7 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     verify = summary.get("verify_phases")
     if isinstance(verify, dict):
         parts["verify"] = _number(verify.get("wall_s"))
-        ends.append(asked_at(verify) + parts["verify"])
-        spans.append((asked_at(verify), ends[-1]))
-    ends.append(_number(line.get("finished_at")))
+        spans.append((asked_at(verify), asked_at(verify) + parts["verify"]))
     model, experiment = line.get("model") or {}, line.get("experiment") or {}
     name = " ".join(str(x) for x in (model.get("suite_name"), model.get("model_name"),
                                      line.get("stack_label") or experiment.get("stack"),
@@ -171,18 +169,16 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     variables = environment.get("variables") or {}
     settings = environment.get("torch_settings") or {}
     gpu = str(variables.get("CUDA_VISIBLE_DEVICES") or "")
-    slot = "|".join((gpu, str(settings.get("cpu_affinity") or "")))
     # Where each child ran: the slots the runner names (a later process may have run on a
-    # slot lent at the sweep's end), else the line's own slot; verification on the first's.
+    # slot lent at the sweep's end), else the line's own cores; verification on the first's.
     indices = listed.get("slots") if isinstance(listed.get("slots"), list) else None
     if indices is not None and len(indices) == len(processes):
         places = [f"{gpu}|slot {index}" for index in indices]
     else:
-        places = [slot] * len(processes)
+        places = ["|".join((gpu, str(settings.get("cpu_affinity") or "")))] * len(processes)
     places += [places[0]] * (len(spans) - len(places))
     children = [(place, start, end) for place, (start, end) in zip(places, spans)]
-    return Case(name, places[0], asked_at(processes[0]), max(ends), parts, fidelity_key(line),
-                gpu, children)
+    return Case(name, parts, fidelity_key(line), gpu, children)
 
 
 def attribute(cases: list[Case], runner_start: Optional[float], runner_end: Optional[float],
@@ -359,11 +355,18 @@ def attribute_invocations(cases: list[Case],
     for span, case_name in invocations:
         inside = [c for c in cases if (c.key == case_name if case_name is not None
                                        else span.start <= c.start <= span.end)]
-        places = {place for case in inside for place, _, _ in case.children}
-        attribute(inside, span.start, span.end, max(span.gpus, len(places)))
+        per_gpu = slots_per_gpu(inside)
+        attribute(inside, span.start, span.end, max(span.gpus, sum(per_gpu.values())))
         for case in inside:
-            case.sharers = len({place for other in inside if other.gpu == case.gpu
-                                for place, _, _ in other.children})
+            case.sharers = per_gpu[case.gpu]
+
+
+def slots_per_gpu(cases: list[Case]) -> dict[str, int]:
+    """How many slots the children of `cases` ran on, for each GPU."""
+    places: dict[str, set[str]] = {}
+    for case in cases:
+        places.setdefault(case.gpu, set()).update(place for place, _, _ in case.children)
+    return {gpu: len(found) for gpu, found in places.items()}
 
 
 def share_gpus(cases: list[Case], sharers: Callable[[Case], int]) -> None:
@@ -423,9 +426,9 @@ def gpu_report(outs: list[Path]) -> int:
             # A run stopped before its invocation's end has no span: its cases' slots are
             # those its lines name on each GPU.
             unknown = [case for case in grouped if not case.sharers]
+            per_gpu = slots_per_gpu(unknown)
             for case in unknown:
-                case.sharers = len({place for other in unknown if other.gpu == case.gpu
-                                    for place, _, _ in other.children})
+                case.sharers = per_gpu[case.gpu]
             share_gpus(grouped, lambda case: case.sharers)
             groups = [span for span, case_name in invocations if case_name is None]
             if groups:

@@ -125,6 +125,7 @@ class SlotPool:
         with self._changed:
             self._changed.wait_for(lambda: bool(self._free))
             self._awaited -= 1
+            self._changed.notify_all()  # with none awaited, a borrower may take the rest
             return self._free.pop(0)
 
     def put(self, slot: Slot) -> None:

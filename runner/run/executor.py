@@ -228,17 +228,16 @@ class ExperimentExecutor:
             return outcome, [outcome]
         fresh = planned.experiment.process_caches == "fresh"
         caches = None if fresh else self.scratch.new_folder()
-        places: dict[int, Optional[Slot]] = {1: slot}
         try:
             first = self.run_child(planned, Role.TIME, slot, 1, caches, attempt)
             if not outcome_succeeded(first):
                 return first, [first]
-            later = self._run_later(planned, range(2, count + 1), slot, caches, attempt,
-                                    lender, places)
+            later = self._run_later(planned, range(2, count + 1), slot, caches, attempt, lender)
         finally:
             if caches is not None:
                 shutil.rmtree(caches, ignore_errors=True)
-        outcomes = [first] + [later[process] for process in range(2, count + 1)]
+        places = [slot] + [later[process][0] for process in range(2, count + 1)]
+        outcomes = [first] + [later[process][1] for process in range(2, count + 1)]
         results = [outcome.result if outcome_succeeded(outcome) else _failed_result(outcome)
                    for outcome in outcomes]
         result = combine(results, count)
@@ -250,8 +249,7 @@ class ExperimentExecutor:
                 exit_seconds=[None if o.exit_seconds is None else round(o.exit_seconds, 3)
                               for o in outcomes])
             if slot is not None:
-                result.summary["processes"]["slots"] = [
-                    places[process].index for process in range(1, count + 1)]
+                result.summary["processes"]["slots"] = [place.index for place in places]
         combined = dataclasses.replace(
             first, result=result,
             peak_tree_rss_bytes=max(o.peak_tree_rss_bytes for o in outcomes),
@@ -260,15 +258,15 @@ class ExperimentExecutor:
 
     def _run_later(self, planned: PlannedExperiment, processes: range, slot: Optional[Slot],
                    caches: Optional[Path], attempt: int, lender: Optional[SlotLender],
-                   places: dict[int, Optional[Slot]]) -> dict[int, ChildOutcome]:
+                   ) -> dict[int, tuple[Optional[Slot], ChildOutcome]]:
         """Run the later timing processes: on `slot`, one after the other, and on each
         slot `lender` lends meanwhile (a thread per process beyond the next one waits for
-        a loan while a process is left). Raises what a process's start raised (the sweep
-        stopped) once the others have ended."""
+        a loan while a process is left). Each process's slot and outcome. Raises what a
+        process's start raised (the sweep stopped) once the others have ended."""
         left = deque(processes)
         lock = threading.Lock()
         failures: list[BaseException] = []
-        outcomes: dict[int, ChildOutcome] = {}
+        outcomes: dict[int, tuple[Optional[Slot], ChildOutcome]] = {}
 
         def next_process() -> Optional[int]:
             with lock:
@@ -280,9 +278,8 @@ class ExperimentExecutor:
         def work(on: Optional[Slot]) -> None:
             try:
                 while (process := next_process()) is not None:
-                    places[process] = on
-                    outcomes[process] = self.run_child(planned, Role.TIME, on, process,
-                                                       caches, attempt)
+                    outcomes[process] = on, self.run_child(planned, Role.TIME, on, process,
+                                                           caches, attempt)
             except BaseException as error:
                 with lock:
                     failures.append(error)
