@@ -187,7 +187,8 @@ def test_at_the_sweeps_end_an_idle_slot_of_the_gpu_runs_a_later_process(tmp_path
     experiment, whose slots never share a GPU in a sweep, stands in for a CUDA one)."""
     from core.contract import SPEC_FILE, ChildSpec, read_message
 
-    executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path, timeout_seconds=120),
+    executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path, timeout_seconds=120,
+                                                  start_method="forkserver"),
                                   RunSettings(repeat=2, warmup=1), SweepInfo(run_id="sweep-1"))
     cores = sorted(os.sched_getaffinity(0))
     slots = [Slot(index, (cores[index % len(cores)],), "0", shares_device=True)
