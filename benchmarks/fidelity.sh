@@ -51,13 +51,15 @@
 # main thread as our runner pins ours (at its first timed run, and again after a slow host
 # pulse) and leaves its code as it is; so on a host whose cores change speed from second to
 # second both time at its fast speed.
-# The harness's --cold-start-latency gives each case a fresh compile cache only where
-# TORCHINDUCTOR_CACHE_DIR is not set (where it is, the harness keeps the caches it names): an
-# environment that sets it (an image, a CI job) lets a case reuse what an earlier run of the
-# same case compiled on the host, and its compile time and wall drop several times over. The
-# harness runs without TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR, so that every case
-# compiles cold as its flag asks; harness-env.txt records what was left out. (Ours gives
-# each experiment caches of its own whatever the environment.)
+# Each harness case compiles cold, as its --cold-start-latency asks: it runs with
+# TORCHINDUCTOR_CACHE_DIR set to an empty folder of its own (removed after it), and without
+# TRITON_CACHE_DIR, so that Triton's kernels go into that folder too. The flag alone does not
+# do it with torch 2.11: importing torch._dynamo sets TORCHINDUCTOR_CACHE_DIR to the host's
+# default folder (TMPDIR/torchinductor_USER), and the flag makes a fresh cache only where the
+# variable is unset, so a case run a second time on a host would load what its first run
+# compiled and tuned, its compile time and wall several times shorter. harness-env.txt records
+# the caller's cache variables that were replaced. (Ours gives each experiment caches of its
+# own whatever the environment.)
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
 # .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.
 set -uo pipefail
@@ -78,7 +80,7 @@ read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
 if [ "$tools" != ours ]; then
   for name in TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR; do
-    [ -n "${!name+set}" ] && echo "$name=${!name} (left out of the harness's environment)"
+    [ -n "${!name+set}" ] && echo "$name=${!name} (replaced: each harness case gets an empty cache folder)"
   done > "$out/harness-env.txt"
 fi
 case "$timing_core" in
@@ -101,7 +103,7 @@ case_lines() {
 # harness_case SUITE MODEL BATCH PRECISION MODE TEST: the harness on one case, plainly (a case
 # with a CSV already in OUT_DIR is left as it is).
 harness_case() {
-  local suite=$1 model=$2 batch=$3 precision=$4 mode=$5 test=$6 peer_model=$2 script
+  local suite=$1 model=$2 batch=$3 precision=$4 mode=$5 test=$6 peer_model=$2 script cache
   case "$suite" in
     huggingface) script=huggingface.py ;;
     timm) script=timm_models.py
@@ -118,8 +120,9 @@ harness_case() {
   name="$suite-$model-bs$batch-$precision-$mode-$test"
   echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
   [ -s "$out/peer-$name.csv" ] && return
+  cache=$(mktemp -d "${TMPDIR:-/tmp}/harness-cache.XXXXXX")
   started=$(date +%s.%N)
-  (cd "$harness" && env -u TORCHINDUCTOR_CACHE_DIR -u TRITON_CACHE_DIR \
+  (cd "$harness" && env -u TRITON_CACHE_DIR TORCHINDUCTOR_CACHE_DIR="$cache" \
       "${harness_launcher[@]}" "$script" --performance \
       "${peer_flags[@]}" --backend inductor --device cuda --only "$peer_model" \
       --cold-start-latency --repeat "$repeat" \
@@ -127,6 +130,7 @@ harness_case() {
     || echo "harness failed on $name: see peer-$name.log" >&2
   # The case's wall, start and end (benchmarks/sweep_cost.py reads it).
   echo "$started $(date +%s.%N)" > "$out/peer-$name.wall"
+  rm -rf "$cache"
 }
 
 # run_harness [STREAM STREAMS]: the cases, or every STREAMS-th of them from the STREAM-th (0-based).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -320,29 +321,46 @@ def test_a_bad_per_gpu_is_named_with_a_non_zero_exit(fake_harness, tmp_path, var
     assert message in completed.stderr
 
 
-def test_the_harness_compiles_cold_whatever_cache_folder_the_caller_names(tmp_path):
-    """Its --cold-start-latency gives each case a fresh cache only where
-    TORCHINDUCTOR_CACHE_DIR is not set: the harness runs without it, and without
-    TRITON_CACHE_DIR, and harness-env.txt says what was left out."""
+def test_each_harness_case_compiles_in_an_empty_cache_folder_of_its_own(tmp_path):
+    """With torch 2.11 the harness's --cold-start-latency keeps the host's default cache
+    (importing dynamo sets TORCHINDUCTOR_CACHE_DIR): each case runs with the variable set
+    to an empty folder of its own, removed after it, and without TRITON_CACHE_DIR, whatever
+    the caller set; harness-env.txt names what was replaced."""
     harness = tmp_path / "harness"
     harness.mkdir()
+    # The stand-in records what it sees and leaves a compiled artefact in its cache folder.
     (harness / "huggingface.py").write_text(
         "import os, sys\n"
         "output = sys.argv[sys.argv.index('--output') + 1]\n"
+        "cache = os.environ.get('TORCHINDUCTOR_CACHE_DIR')\n"
+        "seen = [cache, os.listdir(cache), os.environ.get('TRITON_CACHE_DIR'),\n"
+        "        os.environ.get('KEPT')]\n"
+        "open(os.path.join(cache, 'kernel.so'), 'w').close()\n"
         "with open(output, 'w') as file:\n"
-        "    file.write(repr([os.environ.get(name) for name in\n"
-        "                     ('TORCHINDUCTOR_CACHE_DIR', 'TRITON_CACHE_DIR', 'KEPT')]))\n")
+        "    file.write(repr(seen))\n")
     cases = tmp_path / "cases.txt"
-    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n"
+                     "huggingface ModelB 8 bf16 default eval\n")
     out = tmp_path / "out"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
     completed = run_fake_harness(harness, out, cases, TORCHINDUCTOR_CACHE_DIR="/kept/inductor",
-                                 TRITON_CACHE_DIR="/kept/triton", KEPT="yes")
-    seen = (out / "peer-huggingface-ModelA-bs8-bf16-default-eval.csv").read_text()
-    assert seen == "[None, None, 'yes']", completed.stderr[-2000:]
+                                 TRITON_CACHE_DIR="/kept/triton", KEPT="yes",
+                                 TMPDIR=str(scratch))
+    folders = set()
+    for model in ("ModelA", "ModelB"):
+        csv = out / f"peer-huggingface-{model}-bs8-bf16-default-eval.csv"
+        assert csv.is_file(), completed.stderr[-2000:]
+        folder, contents, triton, kept = ast.literal_eval(csv.read_text())
+        assert Path(folder).parent == scratch and contents == []
+        assert (triton, kept) == (None, "yes")
+        folders.add(folder)
+    assert len(folders) == 2 and list(scratch.iterdir()) == []
     recorded = (out / "harness-env.txt").read_text().splitlines()
     assert recorded == [
-        "TORCHINDUCTOR_CACHE_DIR=/kept/inductor (left out of the harness's environment)",
-        "TRITON_CACHE_DIR=/kept/triton (left out of the harness's environment)"]
+        "TORCHINDUCTOR_CACHE_DIR=/kept/inductor (replaced: each harness case gets an empty "
+        "cache folder)",
+        "TRITON_CACHE_DIR=/kept/triton (replaced: each harness case gets an empty cache folder)"]
     environment = {k: v for k, v in os.environ.items()
                    if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     again = tmp_path / "again"
