@@ -55,6 +55,9 @@ class ChildSpec:
     #: A CUDA child's GPU's lock file, through which it takes turns on the card with every
     #: other child there, of its runner's slots or of other runners (runner/child/device_gate.py).
     device_gate: Optional[str] = None
+    #: The runner's temporary folder (the child's TMPDIR is the runner's scratch): inductor's
+    #: precompiled C++ headers go under it, where torch keeps them for every process.
+    host_temp_dir: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +70,7 @@ class ChildSpec:
             "cpu_set": list(self.cpu_set),
             "warm_caches": self.warm_caches,
             "device_gate": self.device_gate,
+            "host_temp_dir": self.host_temp_dir,
         }
 
     @classmethod
@@ -81,6 +85,7 @@ class ChildSpec:
             cpu_set=tuple(int(core) for core in data.get("cpu_set") or ()),
             warm_caches=bool(data.get("warm_caches", False)),
             device_gate=data.get("device_gate"),
+            host_temp_dir=data.get("host_temp_dir"),
         )
 
 

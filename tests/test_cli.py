@@ -21,26 +21,39 @@ pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 
 class MlpSweep(NamedTuple):
     """The module's sweep: the first run and its lines, the same command again and the lines
-    after it, and the output folder."""
+    after it, the output folder, and the temporary folder (TMPDIR) both runs had."""
 
     first: subprocess.CompletedProcess
     second: subprocess.CompletedProcess
     lines: list
     after: list
     output: Path
+    host_temp: Path
 
 
 @pytest.fixture(scope="module")
 def mlp_sweep(tmp_path_factory) -> MlpSweep:
     output = tmp_path_factory.mktemp("sweep") / "output"
+    host_temp = tmp_path_factory.mktemp("host-temp")
     args = ["-k", "mlp", "--accelerator=cpu", "--xla=None", "--dynamo=None",
             "--dynamo=inductor", "--test=eval", "--test=train", "--repeat=3", "--warmup=2"]
+    environment = {**cli_environment(), "TMPDIR": str(host_temp)}
     first = subprocess.run(cli_command(output, *args), capture_output=True, text=True,
-                           env=cli_environment(), timeout=900)
+                           env=environment, timeout=900)
     lines = CliRun(first.returncode, first.stdout, first.stderr, output).lines()
     second = subprocess.run(cli_command(output, *args), capture_output=True, text=True,
-                            env=cli_environment(), timeout=900)
-    return MlpSweep(first, second, lines, CliRun(0, "", "", output).lines(), output)
+                            env=environment, timeout=900)
+    return MlpSweep(first, second, lines, CliRun(0, "", "", output).lines(), output, host_temp)
+
+
+def test_inductors_precompiled_headers_stay_in_the_hosts_temporary_folder(mlp_sweep):
+    """A child's TMPDIR is its runner's scratch, removed at the runner's end; inductor's
+    precompiled C++ headers go where torch keeps them for every process of the host (under
+    the runner's own temporary folder), so that the next sweep's compiles reuse them."""
+    assert mlp_sweep.first.returncode == 0, mlp_sweep.first.stderr
+    headers = list(mlp_sweep.host_temp.glob("torchinductor_*/precompiled_headers/*.gch"))
+    assert headers, sorted(str(path) for path in mlp_sweep.host_temp.rglob("*"))[:40]
+    assert not list(mlp_sweep.host_temp.glob("experiment-runner-*"))  # the scratch is gone
 
 
 def test_sweep_writes_one_complete_line_per_experiment(mlp_sweep):

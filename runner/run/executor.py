@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections import deque
@@ -186,7 +187,8 @@ class ExperimentExecutor:
         spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
                          self.options.log_level, child_cores(slot, self.options.cpu_set),
                          warm_caches=shared and process > 1,
-                         device_gate=self.device_gate(planned, slot))
+                         device_gate=self.device_gate(planned, slot),
+                         host_temp_dir=tempfile.gettempdir())
         write_message(folder / SPEC_FILE, spec)
         scratch = scratch if scratch is not None else self.scratch.new_folder()
         asked_at = time.time()
