@@ -80,8 +80,14 @@ read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
 if [ "$tools" != ours ]; then
   for name in TORCHINDUCTOR_CACHE_DIR TRITON_CACHE_DIR; do
-    [ -n "${!name+set}" ] && echo "$name=${!name} (replaced: each harness case gets an empty cache folder)"
+    [ -n "${!name+set}" ] && echo "$name=${!name} (replaced: each harness case gets an empty" \
+      "cache folder)"
   done > "$out/harness-env.txt"
+  # The harness cases' cache folders, made in this one, go with it when the script ends,
+  # however it ends (a run stopped at its time limit included).
+  harness_caches=$(mktemp -d "${TMPDIR:-/tmp}/harness-caches.XXXXXX") \
+    || { echo "cannot make a folder for the harness's caches in ${TMPDIR:-/tmp}" >&2; exit 2; }
+  trap 'rm -rf "$harness_caches"' EXIT
 fi
 case "$timing_core" in
   fastest) harness_launcher=("$python" "$root/benchmarks/harness_on_fast_core.py") ;;
@@ -120,7 +126,8 @@ harness_case() {
   name="$suite-$model-bs$batch-$precision-$mode-$test"
   echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
   [ -s "$out/peer-$name.csv" ] && return
-  cache=$(mktemp -d "${TMPDIR:-/tmp}/harness-cache.XXXXXX")
+  cache=$(mktemp -d "$harness_caches/case.XXXXXX") \
+    || { echo "cannot make a cache folder for $name in $harness_caches" >&2; return; }
   started=$(date +%s.%N)
   (cd "$harness" && env -u TRITON_CACHE_DIR TORCHINDUCTOR_CACHE_DIR="$cache" \
       "${harness_launcher[@]}" "$script" --performance \

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -352,7 +354,7 @@ def test_each_harness_case_compiles_in_an_empty_cache_folder_of_its_own(tmp_path
         csv = out / f"peer-huggingface-{model}-bs8-bf16-default-eval.csv"
         assert csv.is_file(), completed.stderr[-2000:]
         folder, contents, triton, kept = ast.literal_eval(csv.read_text())
-        assert Path(folder).parent == scratch and contents == []
+        assert Path(folder).parent.parent == scratch and contents == []
         assert (triton, kept) == (None, "yes")
         folders.add(folder)
     assert len(folders) == 2 and list(scratch.iterdir()) == []
@@ -369,3 +371,38 @@ def test_each_harness_case_compiles_in_an_empty_cache_folder_of_its_own(tmp_path
                                       "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)},
                    capture_output=True, text=True, timeout=120, check=True)
     assert (again / "harness-env.txt").read_text() == ""
+
+
+def test_a_run_stopped_mid_case_leaves_no_cache_folder_behind(tmp_path):
+    """A run stopped at its time limit (SIGTERM to its process group) during a harness case
+    removes the case's cache folder with the rest of the harness's caches."""
+    harness = tmp_path / "harness"
+    harness.mkdir()
+    started = tmp_path / "started"
+    (harness / "huggingface.py").write_text(
+        "import os, pathlib, sys, time\n"
+        "open(os.path.join(os.environ['TORCHINDUCTOR_CACHE_DIR'], 'kernel.so'), 'w').close()\n"
+        f"pathlib.Path({str(started)!r}).touch()\n"
+        "time.sleep(60)\n")
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    run = subprocess.Popen(
+        ["bash", str(ROOT / "benchmarks" / "fidelity.sh"), str(harness), str(tmp_path / "out"),
+         str(cases)], start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TOOLS": "harness", "PYTHON": sys.executable,
+             "PYTHONPATH": str(ROOT), "TMPDIR": str(scratch)})
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        assert list(scratch.rglob("kernel.so"))
+        os.killpg(run.pid, signal.SIGTERM)
+        assert run.wait(timeout=30) != 0
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert list(scratch.iterdir()) == []
