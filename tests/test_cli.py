@@ -51,7 +51,7 @@ def test_inductors_precompiled_headers_stay_in_the_hosts_temporary_folder(mlp_sw
     precompiled C++ headers go where torch keeps them for every process of the host (under
     the runner's own temporary folder), so that the next sweep's compiles reuse them."""
     assert mlp_sweep.first.returncode == 0, mlp_sweep.first.stderr
-    headers = list(mlp_sweep.host_temp.glob("torchinductor_*/precompiled_headers/*.gch"))
+    headers = list(mlp_sweep.host_temp.glob("torchinductor_*/precompiled_headers/*.[gp]ch"))
     assert headers, sorted(str(path) for path in mlp_sweep.host_temp.rglob("*"))[:40]
     assert not list(mlp_sweep.host_temp.glob("experiment-runner-*"))  # the scratch is gone
 

@@ -8,6 +8,7 @@ there, atomically; its dumps go there too. The parent alone turns the result int
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import platform
@@ -396,21 +397,19 @@ def keep_precompiled_headers_on_the_host(spec: ChildSpec) -> None:
     cache. Torch places them by the temporary folder it sees at import, the runner's
     scratch in a child: each sweep built them again (about 4 s of a core on a 2-core
     machine), in its first inductor compile only, so that its compile time held what the
-    others' did not."""
+    others' did not. Where this torch keeps them elsewhere, or not at all, nothing changes."""
     if spec.host_temp_dir is None or spec.experiment.dynamo != "inductor":
         return
-    import importlib
-
-    codecache = importlib.import_module(INDUCTOR_CODE_CACHE)
-    if not hasattr(codecache, "_HEADER_DIR"):
-        log.info("this torch keeps no precompiled headers (%s._HEADER_DIR)", INDUCTOR_CODE_CACHE)
+    try:
+        codecache = importlib.import_module(INDUCTOR_CODE_CACHE)
+        # <temporary folder>/torchinductor_<user>/precompiled_headers, under the host's.
+        folder = os.path.join(spec.host_temp_dir, *Path(codecache._HEADER_DIR).parts[-2:])
+        lock_folder = os.path.join(folder, Path(codecache._HEADER_LOCK_DIR).name)
+    except (ImportError, AttributeError, TypeError) as error:
+        log.info("inductor's precompiled headers stay where this torch puts them: %s", error)
         return
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    folder = os.path.join(spec.host_temp_dir, os.path.basename(default_cache_dir()),
-                          "precompiled_headers")
     codecache._HEADER_DIR = folder
-    codecache._HEADER_LOCK_DIR = os.path.join(folder, "locks")
+    codecache._HEADER_LOCK_DIR = lock_folder
 
 
 def main(argv: list[str]) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import dataclasses
 
 import pytest
@@ -124,3 +125,37 @@ def test_compile_workers_follow_the_childs_own_cores_and_none_where_caches_are_w
     assert config.compile_threads == 32  # inductor's own cap
     size_compile_workers(warm_caches=True)
     assert config.compile_threads == 1 and os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+
+
+def test_inductors_precompiled_headers_move_under_the_hosts_temporary_folder(monkeypatch,
+                                                                             tmp_path):
+    """Only an inductor child moves them, under the runner's own temporary folder with
+    torch's own folder names; a torch without them (or keeping them elsewhere) is left as
+    it is and the experiment goes on."""
+    import types
+
+    from core.config import ModelConfig, RunSettings
+    from runner.child import worker
+
+    scratch = tmp_path / "scratch" / "torchinductor_someone"
+    codecache = types.SimpleNamespace(
+        _HEADER_DIR=str(scratch / "precompiled_headers"),
+        _HEADER_LOCK_DIR=str(scratch / "precompiled_headers" / "locks"))
+    monkeypatch.setitem(sys.modules, worker.INDUCTOR_CODE_CACHE, codecache)
+
+    def spec(dynamo, host_temp_dir=str(tmp_path / "host")):
+        return worker.ChildSpec(ModelConfig("builtin", "mlp"), experiment("cpu", dynamo),
+                                RunSettings(), Role.TIME, str(tmp_path),
+                                host_temp_dir=host_temp_dir)
+
+    worker.keep_precompiled_headers_on_the_host(spec("aot_eager"))
+    worker.keep_precompiled_headers_on_the_host(spec("inductor", host_temp_dir=None))
+    assert codecache._HEADER_DIR == str(scratch / "precompiled_headers")
+    worker.keep_precompiled_headers_on_the_host(spec("inductor"))
+    headers = tmp_path / "host" / "torchinductor_someone" / "precompiled_headers"
+    assert (codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR) == (str(headers),
+                                                                   str(headers / "locks"))
+    without = types.SimpleNamespace()
+    monkeypatch.setitem(sys.modules, worker.INDUCTOR_CODE_CACHE, without)
+    worker.keep_precompiled_headers_on_the_host(spec("inductor"))
+    assert vars(without) == {}
