@@ -160,22 +160,40 @@ class Timing:
                 f"{max(self.rss):.0f} MiB{codes}")
 
 
+#: Runs the command of its arguments (from the third on) and writes its wall, CPU and peak
+#: RSS as JSON to the file of its first: a small fresh process, because Linux counts the
+#: memory of the process that forks a child, up to the child's exec, in the child's peak RSS,
+#: and this benchmark's own (its cache refreshed over a year of lines) would be the floor of
+#: every figure. Its second argument is the command's output file.
+MEASURE = """
+import json, os, subprocess, sys, time
+with open(sys.argv[2], "wb") as sink:
+    start = time.perf_counter()
+    child = subprocess.Popen(sys.argv[3:], stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+with open(sys.argv[1], "w") as out:
+    json.dump({"wall": wall, "code": os.waitstatus_to_exitcode(status),
+               "cpu": usage.ru_utime + usage.ru_stime, "rss_kib": usage.ru_maxrss}, out)
+"""
+
+
 def run_command(argv: list[str], timing: Timing) -> Timing:
-    """Run `python experiment_runner.py ARGV` once, timed from outside."""
-    with tempfile.TemporaryFile() as sink:
-        start = time.perf_counter()
-        child = subprocess.Popen([sys.executable, str(ROOT / "experiment_runner.py"), *argv],
-                                 stdout=sink, stderr=sink, stdin=subprocess.DEVNULL, cwd=ROOT)
-        _, status, usage = os.wait4(child.pid, 0)
-        timing.wall.append(time.perf_counter() - start)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        timing.cpu.append(usage.ru_utime + usage.ru_stime)
-        timing.rss.append(usage.ru_maxrss / 1024)
-        timing.codes.add(child.returncode)
-        if child.returncode not in (0, 1):
-            sink.seek(0)
-            print(f"  {' '.join(argv[:2])}: exit {child.returncode}: "
-                  f"{sink.read()[-1000:].decode(errors='replace')}")
+    """Run `python experiment_runner.py ARGV` once, timed from outside (from a small process
+    of its own: MEASURE)."""
+    with tempfile.TemporaryDirectory() as folder:
+        figures, output = Path(folder) / "figures.json", Path(folder) / "output"
+        subprocess.run([sys.executable, "-c", MEASURE, str(figures), str(output),
+                        sys.executable, str(ROOT / "experiment_runner.py"), *argv],
+                       check=True, cwd=ROOT, stdin=subprocess.DEVNULL)
+        measured = json.loads(figures.read_text())
+        timing.wall.append(measured["wall"])
+        timing.cpu.append(measured["cpu"])
+        timing.rss.append(measured["rss_kib"] / 1024)
+        timing.codes.add(measured["code"])
+        if measured["code"] not in (0, 1):
+            print(f"  {' '.join(argv[:2])}: exit {measured['code']}: "
+                  f"{output.read_bytes()[-1000:].decode(errors='replace')}")
     return timing
 
 

@@ -44,3 +44,19 @@ def test_a_command_is_timed_as_a_whole_process(tmp_path):
     assert all(wall > 0.1 for wall in timing.wall)  # Python's start and the imports count
     assert all(0 < cpu and rss > 20 for cpu, rss in zip(timing.cpu, timing.rss))
     assert re.fullmatch(r"\d+\.\d\d s \(\d+\.\d\d-\d+\.\d\d\), cpu \d+\.\d\d s, \d+ MiB", timing.cell())
+
+
+@pytest.mark.e2e
+def test_a_commands_peak_memory_is_its_own_not_the_benchmarks(tmp_path):
+    """Linux counts the forking process's memory, up to the exec, in a child's peak RSS: the
+    benchmark holding hundreds of MiB must not raise the figure of what it runs."""
+    import resource
+
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in sample()))
+    held = bytearray(b"\x01") * (400 * 1024 * 1024)  # touched, so resident
+    benchmark_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    timing = run_command(["score", str(path), "--reference", str(path), "--no-cache"], Timing())
+    del held
+    assert timing.codes == {0}
+    assert 20 < timing.rss[0] < benchmark_peak - 300, (timing.rss, benchmark_peak)
