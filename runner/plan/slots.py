@@ -16,7 +16,6 @@ shared core.
 from __future__ import annotations
 
 import math
-
 import os
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence

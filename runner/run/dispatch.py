@@ -180,29 +180,29 @@ class LocalDispatcher:
         self.slots = list(slots)
         self.capacity = len(self.slots)
         self._turns = GpuTurns()
-        self._free = SlotPool(self.slots, self._turns)
+        self._slot_pool = SlotPool(self.slots, self._turns)
         self._pool = ThreadPoolExecutor(max_workers=self.capacity, thread_name_prefix="experiment")
 
     def submit(self, planned: PlannedExperiment) -> "Future[dict[str, Any]]":
-        self._free.expect()
+        self._slot_pool.expect()
         return self._pool.submit(self._run, planned)
 
     def set_backlog(self, count: int) -> None:
-        self._free.set_backlog(count)
+        self._slot_pool.set_backlog(count)
 
     def _run(self, planned: PlannedExperiment) -> dict[str, Any]:
-        slot = self._free.take()
+        slot = self._slot_pool.take()
         try:
             log.debug("%s runs on slot %d (%s)", planned.experiment_id, slot.index, slot.describe())
             if not slot.shares_device:
                 return self.executor.run(planned, slot).to_dict()
             with self._turns.shared(slot.cuda_device):
-                line = self.executor.run(planned, slot, lender=self._free)
+                line = self.executor.run(planned, slot, lender=self._slot_pool)
             if not gpu_memory_ran_out(line.metrics.get("error"), line.verification_reason):
                 return line.to_dict()
             return self._run_alone(planned, slot, line).to_dict()
         finally:
-            self._free.put(slot)
+            self._slot_pool.put(slot)
 
     def _run_alone(self, planned: PlannedExperiment, slot: Slot, shared: ResultLine) -> ResultLine:
         """Run again alone on its GPU an experiment that ran out of its memory while sharing it."""

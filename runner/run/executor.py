@@ -300,9 +300,10 @@ class ExperimentExecutor:
             finally:
                 lender.put(borrowed)
 
+        lends = lender is not None and slot is not None
         borrowers = [threading.Thread(target=borrow_and_work, daemon=True,
                                       name=f"borrow-{planned.experiment_id}")
-                     for _ in range(len(left) - 1)] if lender and slot else []
+                     for _ in range(len(left) - 1)] if lends else []
         for borrower in borrowers:
             borrower.start()
         work(slot)
