@@ -1,12 +1,15 @@
-"""Entry point: `python experiment_runner.py --help`.
+"""The `experiment-runner` command (and `python experiment_runner.py --help`).
 
-The runner's own requirements are checked before anything of it is imported, so that a
-Python without them (the system's, before `make setup`) says how to set up in one line.
+`report`, `compare` and `score` hand over to the reports (reports/commands.py) without
+importing the sweep's modules; anything else is a sweep (runner/app.py). Run as a script, the
+runner's own requirements are checked before anything of it is imported, so that a Python
+without them (the system's, before `make setup`) says how to set up in one line.
 """
 
 import importlib.util
 import signal
 import sys
+from typing import Optional, Sequence
 
 REQUIRED_MODULES = ("psutil", "jsonlines", "tqdm", "filelock")
 EXIT_NOT_SET_UP = 2
@@ -25,6 +28,18 @@ def hold_stop_signals() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line: a report command, else a sweep (runner.app.main)."""
+    from reports.commands import REPORT_COMMANDS, run_report_command
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in REPORT_COMMANDS:
+        return run_report_command(argv)
+    from runner.app import main as sweep_main
+
+    return sweep_main(argv)
+
+
 if __name__ == "__main__":
     try:
         missing = missing_modules()
@@ -32,12 +47,10 @@ if __name__ == "__main__":
             print(f"experiment_runner.py: {', '.join(missing)} missing from {sys.executable}; "
                   "set up first: make setup (or use .venv/bin/python)", file=sys.stderr)
             sys.exit(EXIT_NOT_SET_UP)
-        # SIGTERM stops the runner like Ctrl-C from the very start (runner/run/signals.py).
-        from runner.run import signals
+        # SIGTERM stops the runner like Ctrl-C from the very start (runner/run/process/signals.py).
+        from runner.run.process import signals
 
         signals.install()
-        from runner.entry import main
-
         status = main()
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM while the runner starts or returns
         status = 128 + getattr(stop, "signum", 2)

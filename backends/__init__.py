@@ -11,7 +11,7 @@ from typing import Optional
 
 from backends.base import Stack
 from core.config import ExperimentConfig
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from core.plugins import discover
 
 STACKS_PACKAGE = "backends.stacks"

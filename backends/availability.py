@@ -12,7 +12,7 @@ import re
 from typing import Iterable, Optional
 
 from core.config import ExperimentConfig
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 
 #: The first torch_xla release without XLA:CUDA (2.8 was the last to ship it).
 XLA_CUDA_REMOVED_IN = (2, 9)

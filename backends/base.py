@@ -16,12 +16,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Collection, ContextManager, Mapping, Optional
 
 from core.config import DEFAULT_MODE, ExperimentConfig, RunSettings
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 
 if TYPE_CHECKING:
     from models.base import BenchmarkModel, ModelInputs
 
-# Features a stack offers to observers (runner/observers declares which one each needs).
+# Features a stack offers to observers (observers declares which one each needs).
 DYNAMO_GRAPHS = "dynamo_graphs"  # dynamo compiles the model: counters, graph breaks
 TORCH_PROFILER = "torch_profiler"  # the PyTorch profiler sees the work
 TORCH_XLA_METRICS = "torch_xla_metrics"  # torch_xla's metrics report
@@ -55,7 +55,7 @@ class Capabilities:
     #: Whether the stack runs the module on the experiment's own torch device (CUDA), so
     #: that the child may build the model there: its random weights are drawn on the device,
     #: which every timing process repeats, in seconds where the CPU takes minutes on models
-    #: of billions of parameters (runner/child/worker.py: build_device).
+    #: of billions of parameters (child/worker.py: build_device).
     builds_on_device: bool = False
 
 
@@ -69,7 +69,7 @@ class Stack(ABC):
     priority: int = 0
     #: A stack for the project's own tests (the verifier's debug stack): not listed to users.
     test_only: bool = False
-    #: What a fork server for this stack's children imports once (runner/run/forkserver_server.py):
+    #: What a fork server for this stack's children imports once (runner/run/process/forkserver_server.py):
     #: libraries only, never anything that makes a device context or compiler state.
     preload: tuple[str, ...] = TORCH_PRELOAD
     #: Larger preloads this stack's children may start from when the sweep starts a server of
@@ -144,7 +144,7 @@ class Stack(ABC):
     def compiles_off_the_card(self, experiment: ExperimentConfig,
                               prepared: "PreparedModel") -> bool:
         """Whether compiling the prepared model runs nothing on its device, so that a GPU's
-        gate may be lent meanwhile (runner/child/device_gate.py); no unless a stack says so."""
+        gate may be lent meanwhile (child/device_gate.py); no unless a stack says so."""
         return False
 
     def initialize_process(self, experiment: ExperimentConfig) -> None:
@@ -189,7 +189,7 @@ class PreparedModel(ABC):
     #: True when each iteration must end with a synchronization (lazy tensor stacks).
     sync_every_iteration: bool = False
     #: The inductor options its torch.compile applies over inductor's global settings (for
-    #: the settings record, runner/child/settings.py); none where nothing is compiled so.
+    #: the settings record, child/settings.py); none where nothing is compiled so.
     inductor_options: Mapping[str, Any] = MappingProxyType({})
 
     @abstractmethod
@@ -202,7 +202,7 @@ class PreparedModel(ABC):
 
     def forward_context(self) -> ContextManager[Any]:
         """A context with the grad mode and autocast the model's forward runs under in
-        `step`, entered by the settings record only (runner/child/settings.py)."""
+        `step`, entered by the settings record only (child/settings.py)."""
         return contextlib.nullcontext()
 
     def sync_iteration(self) -> None:

@@ -1,7 +1,7 @@
 """A child's output never slows it: a child that prints 100 MB, spawned and forked.
 
 The child prints `--megabytes` MB to its stdout in lines of 100 bytes, over 10 timed
-iterations, as a chatty model would, under the runner's supervisor (runner/run/supervision.py):
+iterations, as a chatty model would, under the runner's supervisor (runner/run/process/supervision.py):
 once spawned as a fresh interpreter, once forked from a fork server. It prints the child's
 own median time per iteration, the parent's wall time and the size of the child's log
 (capped: its head and its tail, with a count of what was dropped).
@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.run.forkserver_client import ForkServer  # noqa: E402
-from runner.run.supervision import Supervisor  # noqa: E402
+from runner.run.process.forkserver_client import ForkServer  # noqa: E402
+from runner.run.process.supervision import Supervisor  # noqa: E402
 
 ITERATIONS = 10
 LINE = "x" * 99

@@ -34,7 +34,7 @@ def measure_case(case, repeat: int, iterations: int) -> tuple[float, float]:
     from backends.runtimes.precision import apply_numerics
     from core.config import ExperimentConfig, RunSettings
     from models import get_suite
-    from runner.child.timing import input_seeds, timed_run, warm_up
+    from child.timing import input_seeds, timed_run, warm_up
 
     suite_name, model_name, batch_size, precision, dynamo, mode = case
     experiment = ExperimentConfig("cuda", None, dynamo, None, "eval", precision=precision,

@@ -308,7 +308,7 @@ pin() {
 # whole physical cores where there are enough (our runner's own split: runner/plan/slots.py).
 core_shares() {
   (cd "$root" && "$python" -c 'import os, sys
-from core.cpus import cpu_list
+from core.host.cpus import cpu_list
 from runner.plan.slots import split_cores
 for share in split_cores(sorted(os.sched_getaffinity(0)), int(sys.argv[1])):
     print(cpu_list(share))' "$1")

@@ -48,7 +48,7 @@ from typing import Any, Iterable, Optional
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.results_file import read_results  # noqa: E402
+from core.files.results_file import read_results  # noqa: E402
 
 AGREEMENT = 0.05
 #: A harness run whose compile took under this share of the row's longest compile reused an
@@ -217,7 +217,7 @@ def is_host_bound(line: Optional[dict]) -> bool:
 
 
 #: Host pulses this many times apart read two states of the host (docs/timing.md: the
-#: slow-period bound, runner/run/slow_periods.py).
+#: slow-period bound, runner/run/record/slow_periods.py).
 HOST_STATES_APART = 1.3
 
 

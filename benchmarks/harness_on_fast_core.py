@@ -3,8 +3,8 @@
     python benchmarks/harness_on_fast_core.py HARNESS_DIR/huggingface.py --performance ...
 
 The harness's code runs unchanged; only where its main thread runs changes, as our runner's
-`--timing-core=fastest` moves ours (runner/child/timing.py), with the same picker
-(runner/child/reference.py): before the harness starts, the main thread is pinned to the core
+`--timing-core=fastest` moves ours (child/timing.py), with the same picker
+(child/reference.py): before the harness starts, the main thread is pinned to the core
 of the process's CPU set where a host pulse runs fastest, so that inductor tunes its kernels
 (at their first call, in the harness's warm-up) on a fast core, as ours does for its cold
 start; with inductor as the backend, inductor's compile workers are started first, as inductor
@@ -91,7 +91,7 @@ def load_timed_runs() -> tuple[FastCoreTimedRuns, Callable[[], None]]:
     sys.path.insert(0, str(ROOT))
     try:
         from backends.runtimes.torch_device import start_inductor_compile_workers
-        from runner.child.reference import CorePicker, host_pulse
+        from child.reference import CorePicker, host_pulse
     finally:
         sys.path.remove(str(ROOT))
     watched = FastCoreTimedRuns(CorePicker(tuple(sorted(os.sched_getaffinity(0)))), host_pulse)

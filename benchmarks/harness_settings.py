@@ -6,7 +6,7 @@ The harness's code runs unchanged, as its users run it: this launcher imports th
 own `common` from its folder, wraps `common.timed` (the function every eager and compiled timed
 run of the harness goes through; its scripts' experiments look it up at each call), then runs
 the script as `__main__` with runpy. At the first timed call it writes to OUT.json the
-snapshot our runner records in every line (runner/child/settings.py, the same function): the
+snapshot our runner records in every line (child/settings.py, the same function): the
 grad mode the harness set for the test and the autocast of its iteration
 (`runner.autocast(**runner.autocast_arg)`, which its forward_pass and
 forward_and_backward_pass enter) are read inside that context, and no compile options are
@@ -84,7 +84,7 @@ def load_snapshot() -> Callable[..., dict[str, Any]]:
     path (its folder has modules of its own)."""
     sys.path.insert(0, str(ROOT))
     try:
-        from runner.child.settings import settings_snapshot
+        from child.settings import settings_snapshot
     finally:
         sys.path.remove(str(ROOT))
     return settings_snapshot

@@ -1,7 +1,7 @@
 """How fast is each logical CPU of this host, right now? A map for telling a slow host apart.
 
 For every CPU this process may use, pinned to it in turn (three rounds, each in its own
-shuffled order), it times the children's host pulse (runner/child/reference.py) at 100,000
+shuffled order), it times the children's host pulse (child/reference.py) at 100,000
 additions and, with `--cuda N`,
 1,000 tiny launches on CUDA device N then a synchronization. It prints each CPU's median of
 the rounds, the share of readings within `--fast-within` times the map's fastest reading (the
@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runner.child.reference import host_pulse  # noqa: E402  (the child's pulse, longer)
+from child.reference import host_pulse  # noqa: E402  (the child's pulse, longer)
 
 LOOP = 100_000
 LAUNCHES = 1_000

@@ -13,7 +13,7 @@ hits both alike, and each figure is the median over `--rounds`.
 
 M is the children's own measuring time summed over a sweep's lines: the timed runs, the
 warm-up, and the short idle probe the contention check takes when the timed runs are too
-short to judge (runner/child/trust.py). That is what any harness must spend; the overhead is
+short to judge (child/trust.py). That is what any harness must spend; the overhead is
 everything else: starting the child, importing, building the line, claiming and appending.
 The n - 1 extra experiments are the heavier ones (the one experiment is the smallest), so
 their measuring time is their sum, M(n) - M(1), not a typical line's.
@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.timed_sweep import timed_sweep  # noqa: E402
 from core.fields import DEFAULT_PROCESSES  # noqa: E402
 from core.schema import timed_values  # noqa: E402
-from runner.child.trust import MIN_WINDOW_SECONDS  # noqa: E402
+from child.trust import MIN_WINDOW_SECONDS  # noqa: E402
 STACKS = {
     "eager": ["--xla=None", "--dynamo=None"],
     "pjrt": ["--xla=PJRT", "--dynamo=None"],

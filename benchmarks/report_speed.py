@@ -9,7 +9,7 @@ model (the sample's name with a number), the run id,
 the fingerprint and experiment id, the timestamps, and its per-run times scaled per model
 and run (a small night-to-night drift); everything else is the real line's text. About
 0.5% of the lines are cut short (corrupted). After each night, the reports' cache is
-refreshed as the runner refreshes it at the end of a sweep (`runner.run.report_cache`);
+refreshed as the runner refreshes it at the end of a sweep (`runner.run.record.report_cache`);
 its cost per night is printed. Generating the file is not timed.
 
 Each command is timed as a whole process, from outside (`python experiment_runner.py
@@ -47,8 +47,8 @@ from typing import Callable, Optional
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.results_file import read_results  # noqa: E402
-from runner.run.report_cache import refresh_report_cache  # noqa: E402
+from core.files.results_file import read_results  # noqa: E402
+from runner.run.record.report_cache import refresh_report_cache  # noqa: E402
 
 MODELS = 200
 #: Experiments per model and run (2,000 lines a night, as the dashboard's nightly runs).

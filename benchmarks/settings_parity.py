@@ -14,7 +14,7 @@ their own, with the flags benchmarks/fidelity_cases.py maps the case to:
   run of its first repeat) and ends it there;
 - our runner (experiment_runner.py, at its defaults but one timed run of one process), whose
   results line records the same snapshot as its first timed run starts
-  (`environment.torch_settings`; runner/child/settings.py is the one function both use).
+  (`environment.torch_settings`; child/settings.py is the one function both use).
 
 Then every setting whose value differs is printed, as "setting: harness vs ours". A difference
 listed in the file of explained differences (--differences, benchmarks/settings_differences.json:
@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.fidelity_cases import tool_flags  # noqa: E402
 from benchmarks.workload_parity import DEFAULT_REFERENCE, listed_models  # noqa: E402
-from runner.child.settings import setting_differences  # noqa: E402
+from child.settings import setting_differences  # noqa: E402
 
 DEFAULT_DIFFERENCES = ROOT / "benchmarks" / "settings_differences.json"
 SCRIPTS = {"huggingface": "huggingface.py", "timm": "timm_models.py"}

@@ -74,7 +74,7 @@ import psutil  # noqa: E402
 
 from core.config import fingerprint_of_line  # noqa: E402
 from core.fields import SCHEMA_VERSION  # noqa: E402
-from core.results_file import ResultsFile, read_results  # noqa: E402
+from core.files.results_file import ResultsFile, read_results  # noqa: E402
 
 MARKER = "EXPERIMENT_SOAK_MARKER"
 COMMON = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--warmup=0", "--no-progress",
@@ -563,7 +563,7 @@ def fork_servers(runner: Runner) -> list[psutil.Process]:
 
     try:
         servers = [child for child in psutil.Process(runner.process.pid).children()
-                   if "runner.run.forkserver_server" in " ".join(child.cmdline())]
+                   if "runner.run.process.forkserver_server" in " ".join(child.cmdline())]
     except psutil.Error:
         return []
     busy = [server for server in servers if running_children(server)]
@@ -648,8 +648,8 @@ def runs_a_child(runner: Runner) -> bool:
     try:
         for child in psutil.Process(runner.process.pid).children():
             command = " ".join(child.cmdline())
-            if "runner.child.worker" in command or (
-                    "runner.run.forkserver_server" in command and any(
+            if "child.worker" in command or (
+                    "runner.run.process.forkserver_server" in command and any(
                         forked.status() != psutil.STATUS_ZOMBIE for forked in child.children())):
                 return True
     except psutil.Error:

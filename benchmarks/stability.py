@@ -23,7 +23,7 @@ table is what the same two sweeps at `--processes=1` measured.
 Where the lines paired eager with the stack in their processes, a third table compares those
 eager figures: a difference the compiled figure shares is the host's or the machine's, one in
 the compiled figure alone is the compiled code's or the card's clock. Where the lines hold
-the host pulse read during their timed runs (runner/child/reference.py), a last table
+the host pulse read during their timed runs (child/reference.py), a last table
 compares it: the host's single-thread speed while each experiment was timed.
 
 `--load N` makes the second sweep's period slow on purpose: N busy processes (one Python
@@ -49,10 +49,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.timed_sweep import timed_sweep  # noqa: E402
-from core.results_file import read_results  # noqa: E402
+from core.files.results_file import read_results  # noqa: E402
 from core.figures import median_time, timed_values  # noqa: E402
 from core.schema import stack_label_of  # noqa: E402
-from runner.run.slow_periods import processes_of, readings_of  # noqa: E402
+from runner.run.record.slow_periods import processes_of, readings_of  # noqa: E402
 
 
 def first_process_figure(line: dict[str, Any]) -> Optional[float]:

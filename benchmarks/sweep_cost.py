@@ -17,7 +17,7 @@ Two comparisons:
   our invocations' start and end shared among their cases.
 
 For our runner, each case's parts are read from the clock readings that its children and
-the runner record in every line (runner/common/phases.py: `summary.phases`,
+the runner record in every line (core/phases.py: `summary.phases`,
 `phases_processes`, `verify_phases`), summed over the case's timing processes:
 
     runner start and planning   the runner's start until its first child was asked for
@@ -64,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from core.results_file import read_results  # noqa: E402
+from core.files.results_file import read_results  # noqa: E402
 
 #: The CPU cases: PyTorch/XLA's dummy suite, eager and PJRT (lazy tensor), eval and train in
 #: one sweep; then the builtin suite's mlp, eager, eval (ours only has the builtin suite).
@@ -146,7 +146,7 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     cold, warm = sum(map(_number, colds)), sum(map(_number, warmups))
     parts["compile"] = cold
     parts["warmup"] = max(0.0, warm - cold)
-    # A GPU shared by lanes or slots (runner/child/device_gate.py): the waits for the card,
+    # A GPU shared by lanes or slots (child/device_gate.py): the waits for the card,
     # the first one before the build, the others in the measuring (after a compile).
     gates = [g for g in summary.get("device_gate_processes") or [summary.get("device_gate")]
              if isinstance(g, dict)]

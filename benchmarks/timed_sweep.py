@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from core.results_file import read_results  # noqa: E402
+from core.files.results_file import read_results  # noqa: E402
 
 
 def timed_sweep(runner_args: list[str], folder: Path, what: str = "") -> tuple[float, list[dict[str, Any]]]:

@@ -10,7 +10,7 @@ twice: by the harness's own loaders (its huggingface.py and timm_models.py, impo
 at run time and driven through their own argument parser and `load_model`), and by ours
 (models/). Both are built on the meta device: no weights are initialised and no arithmetic
 runs, so a model of billions of parameters costs a second. Each gets the workload signature
-the runner writes in every line (runner/child/workload.py), and the two are compared field by
+the runner writes in every line (child/workload.py), and the two are compared field by
 field: the parameters (count, bytes, dtypes), the buffers, every input (name, shape, dtype,
 memory format, kind of values where both have values), the fields of the inference output
 (a cache returned is work done) and the FLOPs of one iteration (FlopCounterMode: forward in
@@ -174,9 +174,9 @@ class Harness:
 
     def signature(self, model: ListedModel, test: str) -> dict[str, Any]:
         """Its model and inputs built by its load_model on meta tensors, or on fake ones
-        where meta cannot answer (the rule ours follows: runner/child/workload.py),
+        where meta cannot answer (the rule ours follows: child/workload.py),
         described as ours are."""
-        from runner.child import workload as w
+        from child import workload as w
 
         def count(place: str) -> dict[str, Any]:
             try:
@@ -204,7 +204,7 @@ class Harness:
     def _signature(self, model: ListedModel, test: str, place: str) -> dict[str, Any]:
         import torch
 
-        from runner.child import workload as w
+        from child import workload as w
 
         runner = self.runner(model, test)
         iteration_function = runner.model_iter_fn
@@ -304,7 +304,7 @@ def describe_optimizer(optimizer) -> Optional[dict[str, Any]]:
 def our_signature(model: ListedModel, test: str) -> dict[str, Any]:
     from core.config import ExperimentConfig
     from models import get_suite
-    from runner.child.workload import our_signature as signature
+    from child.workload import our_signature as signature
 
     experiment = ExperimentConfig("cuda", None, "inductor", None, test,
                                   optimizer="harness" if test == "train" else None)

@@ -199,7 +199,7 @@ class RunSettings:
         "(stacks whose work runs on CUDA streams: eager and dynamo on cuda; elsewhere a note "
         "says the host clock timed it)")
     #: Time the reference workload before and after each timing process (slow periods:
-    #: runner/child/reference.py, runner/run/slow_periods.py).
+    #: child/reference.py, runner/run/record/slow_periods.py).
     reference_workload: bool = _knob(
         True, "--no-reference-workload",
         "do not time the short reference workload before and after each timing process (it "
@@ -213,7 +213,7 @@ class RunSettings:
         "(default 0: never)", minimum=0, metavar="N")
     #: On CUDA, the timing thread's core for the timed runs: "any" (wherever the scheduler
     #: puts it, as PyTorch's harness runs) or "fastest" (the core of the child's set where
-    #: the host pulse ran fastest: runner/child/reference.py) (--timing-core).
+    #: the host pulse ran fastest: child/reference.py) (--timing-core).
     timing_core: str = _knob(
         "any", "--timing-core",
         "on CUDA, where the thread that times the runs (and launches their work) runs: 'any' "
@@ -222,7 +222,7 @@ class RunSettings:
         "loop ran fastest, and moves it when that core slows down: steadier figures for "
         "launch-bound models on hosts whose cores change speed (docs/timing.md)",
         choices=TIMING_CORES)
-    #: Observability options by flag name (runner/observers declares the flags).
+    #: Observability options by flag name (observers declares the flags).
     observe: Mapping[str, Any] = field(default_factory=dict)
 
     def observing(self, name: str) -> Any:

@@ -22,7 +22,7 @@ RESULT_FILE = "result.json"
 LOG_FILE = "child.log"
 #: Where a child that shares its GPU keeps its waits for the card, for its timeout to leave
 #: them out: "<seconds waited> <epoch when the current wait began, or ->"
-#: (runner/child/device_gate.py writes it, runner/run/supervision.py reads it).
+#: (child/device_gate.py writes it, runner/run/process/supervision.py reads it).
 GATE_WAITS_FILE = "gate_waits.txt"
 
 
@@ -53,7 +53,7 @@ class ChildSpec:
     #: after the first, with the caches shared): inductor then starts no compile workers.
     warm_caches: bool = False
     #: A CUDA child's GPU's lock file, through which it takes turns on the card with every
-    #: other child there, of its runner's slots or of other runners (runner/child/device_gate.py).
+    #: other child there, of its runner's slots or of other runners (child/device_gate.py).
     device_gate: Optional[str] = None
     #: The runner's temporary folder (the child's TMPDIR is the runner's scratch): inductor's
     #: precompiled C++ headers go under it, where torch keeps them for every process.
@@ -112,7 +112,7 @@ class ChildResult:
     verdict: Optional[Verdict] = None
     error: Optional[ChildError] = None
     skip_reason: Optional[str] = None
-    #: What one iteration ran (runner.child.workload), or None when the child did not get
+    #: What one iteration ran (child.workload), or None when the child did not get
     #: as far as loading the model.
     workload: Optional[dict[str, Any]] = None
 

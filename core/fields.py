@@ -140,7 +140,7 @@ class Field:
     #: A value the reports read as the default and show for it (inductor's mode "default").
     report_default: Optional[str] = None
     #: Whether the field changes the work itself (the model, its inputs, its training step):
-    #: it keys the cached workload signature (runner/child/workload.py).
+    #: it keys the cached workload signature (child/workload.py).
     changes_work: bool = False
     #: The schema version the field came in with.
     since: int = UNVERSIONED

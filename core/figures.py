@@ -1,5 +1,5 @@
 """A results line's timed runs and its figure, its median time per iteration (pure: read by
-core.schema, core.peaks, the runner's summary and the benchmarks alike)."""
+core.schema, core.host.peaks, the runner's summary and the benchmarks alike)."""
 
 from __future__ import annotations
 

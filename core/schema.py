@@ -32,11 +32,11 @@ from core.config import (
     fingerprint,
 )
 from core.fields import SCHEMA_VERSION
-# The readers of a line's timed runs and its figure live in core.figures (core.peaks uses
+# The readers of a line's timed runs and its figure live in core.figures (core.host.peaks uses
 # them too); they are part of this module's interface.
 from core.figures import (COLD_START_ENTRIES, cold_start_entries, median_time,  # noqa: F401
                           metrics_of, timed_values)
-from core.peaks import throughput
+from core.host.peaks import throughput
 
 MAX_ERROR_CHARS = 4000
 #: `metrics.error` of a skipped line, as PyTorch/XLA's runner writes it.

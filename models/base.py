@@ -94,7 +94,7 @@ class Suite(ABC):
              seed: int = DEFAULT_SEED) -> BenchmarkModel:
         """Build the model in fp32 with random weights drawn from `seed` (child only), on
         torch's default device: the CPU, or the device the child builds under
-        (runner/child/worker.py: build_device). Its inputs come from the seeds `make_inputs`
+        (child/worker.py: build_device). Its inputs come from the seeds `make_inputs`
         is given, on the CPU, whatever the default device when it is called. Its dropout is
         PyTorch's harness's (models/dropout.py)."""
 

@@ -88,7 +88,7 @@ class _DropSkippedLines(logging.Filter):
 
 
 def _guard(function, argv: Optional[Sequence[str]]) -> int:
-    results_log = logging.getLogger("core.results_file")
+    results_log = logging.getLogger("core.files.results_file")
     dropper = _DropSkippedLines()
     results_log.addFilter(dropper)
     try:

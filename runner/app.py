@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 import backends
 from core.config import RunSettings
 from core.fields import ACCELERATORS
-from core.results_file import ResultsFile, ResultsFileError, ResultsRead
+from core.files.results_file import ResultsFile, ResultsFileError, ResultsRead
 from models import (
     SuiteUnavailableError,
     UnknownModelError,
@@ -50,14 +50,14 @@ from runner.plan.arguments import undecodable_argument
 from runner.plan.probe import probe_host
 from runner.plan.resume import recorded_fingerprints
 from runner.plan.slots import Slot, SlotError, plan_slots, visible_gpus
-from runner.run import signals
-from runner.run.claims import Claims, RunnerIdentity
-from runner.run.dispatch import Dispatcher, LocalDispatcher
+from runner.run.process import signals
+from runner.run.record.claims import Claims, RunnerIdentity
+from runner.run.dispatch.local import Dispatcher, LocalDispatcher
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
-from runner.run.guard import ProcessGuard
-from runner.run.report_cache import refresh_report_cache
-from runner.run.scratch import ScratchRoot
-from runner.run.summary import sweep_summary
+from runner.run.process.guard import ProcessGuard
+from runner.run.record.report_cache import refresh_report_cache
+from runner.run.process.scratch import ScratchRoot
+from runner.run.record.summary import sweep_summary
 from runner.run.sweep import SweepReport, expected_durations, run_plan
 
 log = logging.getLogger("experiment_runner")
@@ -231,7 +231,7 @@ def check_ray(scale: ScaleOptions) -> None:
     """Ray is there when --executor=ray asks for it."""
     if scale.executor != "ray":
         return
-    from runner.run.ray_dispatch import RayUnavailableError, import_ray
+    from runner.run.dispatch.ray_cluster import RayUnavailableError, import_ray
 
     try:
         import_ray(scale.ray_address)
@@ -244,7 +244,7 @@ def sweep_dispatcher(scale: ScaleOptions, executor: ExperimentExecutor,
     """Where the experiments run: this machine's slots, or a Ray cluster."""
     if scale.executor != "ray":
         return LocalDispatcher(executor, slots)
-    from runner.run.ray_dispatch import RayClusterError, RayDispatcher, RayOptions
+    from runner.run.dispatch.ray_cluster import RayClusterError, RayDispatcher, RayOptions
 
     options = RayOptions(address=scale.ray_address, cpus_per_task=scale.ray_cpus_per_task or 1.0,
                          retries=scale.retries, max_in_flight=scale.ray_tasks)
@@ -256,7 +256,7 @@ def sweep_dispatcher(scale: ScaleOptions, executor: ExperimentExecutor,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """A sweep's command line (report commands are runner/entry.py's)."""
+    """A sweep's command line (report commands are experiment_runner.py's)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     signals.install()
     try:

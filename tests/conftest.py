@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from core.results_file import read_results
+from core.files.results_file import read_results
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -122,7 +122,7 @@ def children_still_running(output, grace=10.0):
     deadline = time.monotonic() + grace
     while True:
         alive = [p for p in psutil.process_iter(["cmdline"])
-                 if "runner.child.worker" in (p.info["cmdline"] or [])
+                 if "child.worker" in (p.info["cmdline"] or [])
                  and any(str(output) in part for part in p.info["cmdline"])]
         if not alive or time.monotonic() > deadline:
             return alive

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from core.config import ExperimentConfig, ModelConfig, RunSettings
-from core.host import HostCapabilities
-from core.results_file import read_results
+from core.host.machine import HostCapabilities
+from core.files.results_file import read_results
 from core.schema import ResultLine, Status, VerificationCode
 from tests.conftest import cli_command, cli_environment
 

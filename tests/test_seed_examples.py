@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from models import get_suite
 from runner.plan.parser import build_parser, matrix_request
 from runner.plan.matrix import build_plan

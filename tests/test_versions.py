@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from core.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint
-from core.results_file import ResultsFile
+from core.files.results_file import ResultsFile
 from core.schema import ResultLine, Status, VerificationCode
 from reports.read.load import load
-from runner.run.claims import Claims, ClaimStatus, RunnerIdentity
+from runner.run.record.claims import Claims, ClaimStatus, RunnerIdentity
 from runner.plan.resume import recorded_fingerprints
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "results_v1.jsonl"
@@ -133,7 +133,7 @@ def test_a_results_file_of_the_previous_version_groups_as_before(tmp_path):
 
 def test_resuming_a_results_file_of_the_previous_version_reruns_nothing_it_holds():
     from runner.plan.matrix import MatrixRequest, build_plan
-    from core.host import HostCapabilities
+    from core.host.machine import HostCapabilities
     from models import get_suite
 
     lines = [json.loads(text) for text in FIXTURE.open()]

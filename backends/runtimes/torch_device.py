@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from backends.base import DeviceTimer, PreparedModel
-from core.host import cpu_model_name
+from core.host.machine import cpu_model_name
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig
 from backends.runtimes.precision import amp_dtype, cast_floating, parameter_dtype

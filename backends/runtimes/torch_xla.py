@@ -17,7 +17,7 @@ import torch_xla.debug.metrics as xla_metrics
 import torch_xla.debug.profiler as xla_profiler
 
 from backends.runtimes.torch_device import TorchPreparedModel
-from core.host import cpu_model_name
+from core.host.machine import cpu_model_name
 from models.base import BenchmarkModel
 from core.config import ExperimentConfig
 

@@ -29,7 +29,7 @@ from torch.utils import _pytree as torch_pytree
 
 from backends.base import PreparedModel
 from backends.runtimes.torch_device import to_cpu
-from core.host import cpu_model_name
+from core.host.machine import cpu_model_name
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig
 from backends.runtimes.precision import amp_dtype, cast_floating, parameter_dtype

@@ -18,7 +18,7 @@ from typing import Mapping, Optional
 from backends.availability import native_accelerator_reason
 from backends.base import TORCH_PROFILER, Capabilities, PreparedModel, Stack
 from core.config import ExperimentConfig, RunSettings
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 
 DYNAMO_NAME = "debug_perturb"
 DEBUG_STACKS_VAR = "EXPERIMENT_RUNNER_DEBUG_STACKS"

@@ -14,7 +14,7 @@ from backends.base import (DYNAMO_GRAPHS, TORCH_COMPILER_PRELOAD, TORCH_PROFILER
                            PreparedModel, Stack)
 from core.config import DEFAULT_MODE, ExperimentConfig, RunSettings
 from core.fields import INDUCTOR_MODES
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 
 XLA_ONLY_DYNAMO_BACKENDS = ("openxla", "openxla_eval")
 #: The dynamo backends whose compiles run on the host alone (inductor's max-autotune and

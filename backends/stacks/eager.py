@@ -8,7 +8,7 @@ from backends.availability import native_accelerator_reason
 from backends.base import (TORCH_COMPILER_PRELOAD, TORCH_PRELOAD, TORCH_PROFILER,
                            TORCH_TRAINING_PRELOAD, Capabilities, PreparedModel, Stack)
 from core.config import ExperimentConfig, RunSettings
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 
 
 class EagerStack(Stack):

@@ -8,7 +8,7 @@ from backends.availability import torch_xla_reason, unregistered_dynamo_reason
 from backends.base import DYNAMO_GRAPHS, Capabilities, PreparedModel
 from backends.stacks.xla_lazy import TORCH_XLA_CAPABILITIES, TorchXlaStack
 from core.config import ExperimentConfig, RunSettings
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 
 OPENXLA_BACKENDS = ("openxla", "openxla_eval")
 

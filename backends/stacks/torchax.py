@@ -7,7 +7,7 @@ from typing import Optional
 from backends.availability import torchax_environment, torchax_reason
 from backends.base import LOWERED_IR, XLA_HLO_DUMP, XLA_PROFILER, Capabilities, PreparedModel, Stack
 from core.config import ExperimentConfig, RunSettings
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 
 TORCHAX_MODES = ("extract_jax", "torch_export")
 TORCHAX_OPTIMIZERS = (None, "sgd", "adam", "harness")

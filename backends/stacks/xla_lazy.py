@@ -8,7 +8,7 @@ from backends.availability import torch_xla_environment, torch_xla_reason
 from backends.base import (TORCH_PROFILER, TORCH_XLA_IR_FILES, TORCH_XLA_METRICS, XLA_HLO_DUMP,
                            XLA_PROFILER, Capabilities, PreparedModel, Stack)
 from core.config import ExperimentConfig, RunSettings
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 
 #: What the PyTorch/XLA stacks (lazy tensor and openxla) offer.
 TORCH_XLA_CAPABILITIES = dict(

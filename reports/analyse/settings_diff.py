@@ -22,7 +22,7 @@ from reports.read.columnar import Engine
 from reports.read.engine import FileScan
 
 SETTINGS_KEY = "torch_settings"
-#: Where a line ran rather than how: not compared (runner/child/settings.py PLACEMENT_KEYS).
+#: Where a line ran rather than how: not compared (child/settings.py PLACEMENT_KEYS).
 PLACEMENT_KEYS = frozenset({"cpu_affinity"})
 
 

@@ -13,7 +13,7 @@ The cache lives in `$EXPERIMENT_RUNNER_CACHE_DIR`, else `$XDG_CACHE_HOME/experim
 reports`, else `~/.cache/experiment-runner/reports`; `--no-cache` reads without it.
 
 The runner keeps it too: at the end of a sweep, `refresh` parses what the sweep appended to a
-large results file (runner/run/report_cache.py), so that the first report after a sweep reads
+large results file (runner/run/record/report_cache.py), so that the first report after a sweep reads
 no line of it again.
 """
 
@@ -33,8 +33,8 @@ from typing import Any, Optional
 
 from filelock import FileLock, Timeout
 
-from core.host import cache_root
-from core.results_file import BadLine
+from core.host.machine import cache_root
+from core.files.results_file import BadLine
 from reports.read import engine as eng
 from reports.read.engine import FileScan
 
@@ -332,7 +332,7 @@ def refresh(path: Path, cache_dir: Optional[Path] = None) -> bool:
     parse what was appended since it was last cached (all of it the first time) and keep
     it. Returns whether the cache was brought up to date (not when a report holds it, or it
     cannot be made). The runner calls it once a sweep has appended its lines
-    (runner/run/report_cache.py: only for a large file)."""
+    (runner/run/record/report_cache.py: only for a large file)."""
     path = Path(path)
     real = os.path.realpath(path)
     try:

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from core.columns import LABELS_COLUMN, STACK_COLUMN, ConfigColumn, config_columns
 from core.fields import EXPERIMENT, MODEL, SCHEMA_VERSION as LINE_SCHEMA_VERSION, Field, identity_fields
-from core.results_file import MAX_SCHEMA_VERSION, BadLine, shape_problem
+from core.files.results_file import MAX_SCHEMA_VERSION, BadLine, shape_problem
 from core.schema import VerificationCode
 from reports.errors import ReportError
 
@@ -98,7 +98,7 @@ READ_COLUMNS: dict[str, Any] = {
         # How many entries lead the per-run lists for the cold-start run (core.schema).
         "cold_start_entries": _D,
         "paired_speedup": {"speedup": _D, "median": _D, "p_value": _D, "method": _V},
-        # Several timing processes: each one's median per iteration (runner/run/processes.py).
+        # Several timing processes: each one's median per iteration (runner/run/process/processes.py).
         "processes": {"medians": "DOUBLE[]", "spread": _D},
         # Host-bound iterations (CUDA), slow periods, percent of peak (docs/timing.md).
         "host_bound": _B,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
 from core.columns import baseline_values, config_columns, label_of
-from core.results_file import BadLine
+from core.files.results_file import BadLine
 from core.schema import VERIFICATION_FAILED, Status, VerificationCode
 from reports.read.columnar import Engine
 from reports.read.engine import FileScan

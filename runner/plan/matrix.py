@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 import backends
-from core import strict_json
+from core.files import strict_json
 from core.config import (
     DEFAULT_DYNAMO,
     ExperimentConfig,
@@ -40,7 +40,7 @@ from core.fields import (
     fields_of,
     parse_config,
 )
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from models.base import Suite
 
 log = logging.getLogger(__name__)

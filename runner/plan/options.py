@@ -58,7 +58,7 @@ class ScaleOptions:
 
     jobs: int = 1
     devices: tuple[str, ...] = ()
-    #: Experiments that share each GPU, taking turns on the card (runner/child/device_gate.py);
+    #: Experiments that share each GPU, taking turns on the card (child/device_gate.py);
     #: None: as many as `runner.plan.slots.auto_per_gpu` chooses.
     per_gpu: Optional[int] = None
     start_method: str = "forkserver"

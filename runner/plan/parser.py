@@ -20,11 +20,11 @@ from core.config import RunSettings, knobs
 from core.fields import Field, FieldError, flagged_fields, none_if_none_string
 from models import suite_names
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
-from runner import observers
+import observers
 from runner.plan.matrix import MatrixRequest
 from runner.plan.options import OutputOptions, ScaleOptions, SingleExperiment, WhatToRun
 
-#: --start-method: children forked from a preloaded server (runner/run/forkserver_client.py),
+#: --start-method: children forked from a preloaded server (runner/run/process/forkserver_client.py),
 #: or fresh interpreters.
 START_METHODS = ("forkserver", "spawn")
 

@@ -7,7 +7,7 @@ registered dynamo backends as JSON. Package versions come from metadata, without
 The probe also runs, once, checks that every child would otherwise repeat at its own cost
 (`compiler_checks`), and hands the children their outcome as variables.
 
-The answer is kept for a day in the cache folder (`core.host.cache_root()/host`), under a
+The answer is kept for a day in the cache folder (`core.host.machine.cache_root()/host`), under a
 key of everything it depends on: the interpreter, the import paths (each folder once, by its
 real path) and the distributions installed in each, with their versions (installing,
 upgrading or removing a package changes them), the C++ compiler, the device nodes
@@ -41,12 +41,12 @@ from typing import Any, Iterator, Optional
 import psutil
 from filelock import FileLock, Timeout
 
-from core.host import HostCapabilities, cache_root
-from runner.common.cached_json import write_json_atomically
-from runner.common.lifetime import die_with_parent
-from runner.common.side_files import (a_bool, a_string, an_object, an_optional_string,
+from core.host.machine import HostCapabilities, cache_root
+from core.files.cached_json import write_json_atomically
+from core.lifetime import die_with_parent
+from core.files.side_files import (a_bool, a_string, an_object, an_optional_string,
                                       read_side_file, string_map, strings)
-from runner.common.packages import installed_packages
+from core.packages import installed_packages
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ PARENT_VARIABLE = "EXPERIMENT_RUNNER_PROBE_PARENT"
 
 def probe_scratch() -> Path:
     """A scratch folder for the probe child's temporary files (its TMPDIR), named as the
-    runner's scratch roots are (runner/run/scratch.py: `experiment-runner-<pid>-<start>-`),
+    runner's scratch roots are (runner/run/process/scratch.py: `experiment-runner-<pid>-<start>-`),
     so that a runner starting later removes it when this one was killed meanwhile."""
     stamp = int(psutil.Process().create_time())
     return Path(tempfile.mkdtemp(prefix=f"experiment-runner-{os.getpid()}-{stamp}-probe-"))

@@ -7,7 +7,7 @@ share of the runner's cores
 (the children are pinned to it, so two CPU experiments never compete for a core) and, where
 GPUs are used, one GPU that its children see through CUDA_VISIBLE_DEVICES: alone, or with
 the children of the other K - 1 slots of that GPU, taking turns on the card through its
-gate (runner/child/device_gate.py), so that one compiles on its cores while another times. Shares are made of whole physical cores where there
+gate (child/device_gate.py), so that one compiles on its cores while another times. Shares are made of whole physical cores where there
 are enough of them: logical CPUs that are SMT siblings (two hardware threads of one core)
 go to the same share, so that one job's compiling never slows another's timing through a
 shared core.
@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from core.cpus import cpu_list, physical_cores, thread_siblings
+from core.host.cpus import cpu_list, physical_cores, thread_siblings
 
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 #: The experiments `--experiments-per-gpu=auto` shares a GPU among, at most (the K whose

@@ -1,10 +1,10 @@
 """Run one experiment in isolated children and turn whatever happened into a results line.
 
-The executor composes the parts: the child's folder and environment (runner/run/child_env.py),
-its supervision (runner/run/supervision.py: timeouts, memory limit, whole-tree kills, the
-output pump) and the line made of its outcome (runner/run/lines.py). Each child gets a fresh
-interpreter, or a fork of a preloaded server (runner/run/forkserver_client.py); compile
-caches go to a fresh folder under the runner's scratch root (runner/run/scratch.py).
+The executor composes the parts: the child's folder and environment (runner/run/process/child_env.py),
+its supervision (runner/run/process/supervision.py: timeouts, memory limit, whole-tree kills, the
+output pump) and the line made of its outcome (runner/run/record/lines.py). Each child gets a fresh
+interpreter, or a fork of a preloaded server (runner/run/process/forkserver_client.py); compile
+caches go to a fresh folder under the runner's scratch root (runner/run/process/scratch.py).
 
 A write the parent cannot make (the child's folder, spec or log: a full disk, a file-size
 limit, an unusable output folder) raises OSError naming the file; the sweep stops there:
@@ -31,18 +31,18 @@ from core.config import RunSettings
 from core.contract import RESULT_FILE, SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, write_message
 from core.fields import processes_for
 from core.schema import ResultLine, Status, Verdict
-from runner.common.phases import DIGITS
+from core.phases import DIGITS
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot, visible_gpus
-from runner.run.child_env import child_cores, child_environment, child_folder, gate_path
-from runner.run.forkserver_client import ForkedChild, ForkServer, ForkServerError, ForkServers, names_own_folder
-from runner.run.guard import ProcessGuard
-from runner.run.lines import (SweepInfo, failure_text, line_from_outcome, new_line, outcome_succeeded,
+from runner.run.process.child_env import child_cores, child_environment, child_folder, gate_path
+from runner.run.process.forkserver_client import ForkedChild, ForkServer, ForkServerError, ForkServers, names_own_folder
+from runner.run.process.guard import ProcessGuard
+from runner.run.record.lines import (SweepInfo, failure_text, line_from_outcome, new_line, outcome_succeeded,
                               skipped_line, verdict_of)
-from runner.run.processes import combine
-from runner.run.scratch import ScratchRoot
-from runner.run.slow_periods import ReferenceHistory
-from runner.run.supervision import ChildOutcome, ExperimentCancelled, Supervisor, spawn_worker
+from runner.run.process.processes import combine
+from runner.run.process.scratch import ScratchRoot
+from runner.run.record.slow_periods import ReferenceHistory
+from runner.run.process.supervision import ChildOutcome, ExperimentCancelled, Supervisor, spawn_worker
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class ExecutorOptions:
     #: Cores the children are pinned to; () means this process's own CPU set.
     cpu_set: tuple[int, ...] = ()
     #: "spawn": a fresh interpreter per child; "forkserver": children forked from a server
-    #: that preloaded the stack's libraries (runner/run/forkserver_client.py).
+    #: that preloaded the stack's libraries (runner/run/process/forkserver_client.py).
     start_method: str = "spawn"
     #: Variables every child gets from the host's probe (HostCapabilities.child_environment).
     host_variables: tuple[tuple[str, str], ...] = ()
@@ -70,7 +70,7 @@ class ExecutorOptions:
 
 class SlotLender(Protocol):
     """Where an experiment borrows idle slots of its GPU for its later timing processes
-    (runner/run/dispatch.py: `SlotPool`)."""
+    (runner/run/dispatch/local.py: `SlotPool`)."""
 
     def borrow(self, like: Slot, wanted: Callable[[], bool]) -> Optional[Slot]: ...
 
@@ -222,7 +222,7 @@ class ExperimentExecutor:
         own. The later processes run one after the other on `slot`, and, with a `lender`,
         also on the slots of its GPU that it lends meanwhile (`_run_later`). The
         experiment's outcome (its result made of every process's:
-        runner/run/processes.py) and each process's outcome, in order.
+        runner/run/process/processes.py) and each process's outcome, in order.
 
         When the first process fails, no other runs: its outcome is the experiment's."""
         if count == 1:
@@ -315,14 +315,14 @@ class ExperimentExecutor:
 
     def _start(self, planned: PlannedExperiment, folder: Path,
                environment: dict[str, str]) -> "subprocess.Popen | ForkedChild":
-        """Start `runner.child.worker` for `folder`: forked from a preloaded server, or spawned."""
+        """Start `child.worker` for `folder`: forked from a preloaded server, or spawned."""
         if self.options.start_method == "forkserver" and not names_own_folder(
                 environment, [str(folder)]):
             try:
                 server = self._servers.server_for(
                     server_preload(planned, self.options.sweep_preloads), environment,
                     cuda=planned.experiment.accelerator == "cuda")
-                return server.start("runner.child.worker", [str(folder)], environment, str(folder))
+                return server.start("child.worker", [str(folder)], environment, str(folder))
             except ForkServerError as error:
                 if not self._fork_failure_told:
                     self._fork_failure_told = True
@@ -413,7 +413,7 @@ def artifact_key(role: Role, process: int = 1) -> str:
 
 
 def _add_parent_phases(outcome: ChildOutcome, asked_at: float) -> None:
-    """The parent's view of the child's steps (runner/child/phases.py), added to them: how
+    """The parent's view of the child's steps (child/phases.py), added to them: how
     long it took to start (from the runner's request to the child's `main`), to exit once its
     result was written, and in all."""
     phases = outcome.result.summary.get("phases") if outcome.result is not None else None

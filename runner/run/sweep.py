@@ -1,8 +1,8 @@
 """Run a plan: one child per experiment, one line per experiment, its progress shown
-(runner/run/progress.py: a bar on a terminal, a log line per experiment elsewhere).
+(runner/run/record/progress.py: a bar on a terminal, a log line per experiment elsewhere).
 
 Several runners may share the results file: each experiment is claimed first
-(runner/run/claims.py), skipped when the results hold it already, waited for when another
+(runner/run/record/claims.py), skipped when the results hold it already, waited for when another
 live runner runs it, and taken over when that runner is gone. A runner ends when every
 experiment of its plan is recorded, by itself or by others.
 """
@@ -18,9 +18,9 @@ from typing import Any, Iterable, Mapping, Optional
 
 from core.schema import Status, error_headline, stack_label_of
 from models.base import Suite
-from runner.run.claims import Claims, ClaimStatus
-from runner.run.dispatch import Dispatcher
-from runner.run.progress import Progress
+from runner.run.record.claims import Claims, ClaimStatus
+from runner.run.dispatch.local import Dispatcher
+from runner.run.record.progress import Progress
 from runner.plan.matrix import Plan, PlannedExperiment
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ def _record_if_finished(planned: PlannedExperiment, future: Future, claims: Clai
 
 
 def slow_ratio(line: Mapping[str, Any]) -> Optional[float]:
-    """The slow-period ratio of a flagged line (runner/run/slow_periods.py), else None."""
+    """The slow-period ratio of a flagged line (runner/run/record/slow_periods.py), else None."""
     verdict = (line.get("summary") or {}).get("slow_period")
     if isinstance(verdict, dict) and verdict.get("flagged"):
         ratio = verdict.get("ratio")

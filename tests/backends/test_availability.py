@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import backends
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from models import get_suite
 from runner import app as cli
 from core.config import ExperimentConfig

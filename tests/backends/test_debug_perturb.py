@@ -4,9 +4,9 @@ import torch
 import backends
 from backends.base import DYNAMO_GRAPHS
 from core.config import fingerprint
-from runner.observers import inapplicable_notes
+from observers import inapplicable_notes
 
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from backends.stacks.debug_perturb import DebugPerturbStack, perturb_scale
 from backends.runtimes.perturb import perturb, perturb_leaf
 from models.base import BenchmarkModel, ModelInputs

@@ -10,7 +10,7 @@ import torch
 import backends
 from backends.stacks.dynamo import DynamoStack, compile_arguments
 from core.config import ExperimentConfig, ModelConfig, fingerprint
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from verifier.tolerance import tolerance_for
 
 HOST = HostCapabilities(python="3.11", torch_version=torch.__version__,
@@ -82,7 +82,7 @@ def test_eager_and_dynamo_children_share_one_fork_server():
     children start from dynamo's preload there, and neither stack adds to the children's
     shared environment. An eager-only sweep's server imports torch alone."""
     from backends import get_stack
-    from runner.run.forkserver_client import server_key
+    from runner.run.process.forkserver_client import server_key
 
     eager, dynamo = get_stack("eager"), get_stack("dynamo")
     experiment = ExperimentConfig("cpu", None, "inductor", None, "eval")

@@ -6,7 +6,7 @@ import pytest
 
 from backends.stacks.dynamo import DynamoStack, compile_arguments
 from core.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from models import get_suite
 from runner.plan.matrix import MatrixRequest, build_plan
 from runner.plan.parser import build_parser, matrix_request

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from backends.stacks.openxla import OpenXlaStack
 from core.config import ExperimentConfig
 from tests.backends.conftest import RUNS, assert_per_run, describe_failures

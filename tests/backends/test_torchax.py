@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from backends.stacks.torchax import TorchaxStack
 from core.config import ExperimentConfig
 from tests.backends.conftest import RUNS, assert_per_run, by_key, describe_failures
@@ -79,7 +79,7 @@ def torchax_server():
     """A fork server preloading what the torchax stack's servers preload (torch, JAX): each
     parity child is forked from it, as fresh as a new interpreter (no torchax environment,
     no JAX backend yet), without importing both again (seconds of each child)."""
-    from runner.run.forkserver_client import ForkServer
+    from runner.run.process.forkserver_client import ForkServer
 
     server = ForkServer(TorchaxStack.preload, parity_environment())
     yield server

@@ -15,7 +15,7 @@ import pytest
 
 from core.config import ExperimentConfig, RunSettings
 import backends
-from runner.observers import observability_environment
+from observers import observability_environment
 from tests.conftest import PROJECT_ROOT, cli_environment
 
 pytestmark = [pytest.mark.e2e,
@@ -33,8 +33,8 @@ import torch
 from backends.runtimes.torch_xla import XlaPreparedModel
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig, RunSettings
-from runner.observers.session import ExperimentObservers
-from runner.child.timing import measure
+from observers.session import ExperimentObservers
+from child.timing import measure
 
 class Histogram(torch.nn.Module):
     def forward(self, x):

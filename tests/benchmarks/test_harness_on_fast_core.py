@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.harness_on_fast_core import FastCoreTimedRuns
-from runner.child.reference import CorePicker
+from child.reference import CorePicker
 
 ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = ROOT / "benchmarks" / "harness_on_fast_core.py"

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from benchmarks.report_speed import CONFIGURATIONS, MODELS, Timing, generate, run_command
-from core.results_file import read_results
+from core.files.results_file import read_results
 from tests.reports.conftest import craft_line
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from benchmarks import harness_settings, settings_parity as parity
-from runner.child.settings import settings_snapshot
+from child.settings import settings_snapshot
 
 REFERENCE = parity.DEFAULT_REFERENCE
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.sweep_cost import PARTS, attribute, case_of, main
-from core.results_file import read_results
+from core.files.results_file import read_results
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """The results line in PyTorch/XLA's layout: per-run lists, a summary, the batch size used."""
 
 from core.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint, fingerprint_of_line
-from core.host import HostCapabilities, cpu_model_name
+from core.host.machine import HostCapabilities, cpu_model_name
 from core.schema import (
     ResultLine,
     Status,

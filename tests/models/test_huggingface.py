@@ -264,7 +264,7 @@ def test_causal_lm_losses_score_the_labels_they_are_given(reduced_suite):
 
 @pytest.mark.parametrize("name", [ENCODER, DECODER, ENCODER_DECODER])
 def test_builds_on_the_default_device_and_makes_inputs_on_the_cpu(reduced_suite, name):
-    """A CUDA child builds under torch.device("cuda") (runner/child/worker.py: build_device):
+    """A CUDA child builds under torch.device("cuda") (child/worker.py: build_device):
     the weights follow the default device (meta here), the inputs stay on the CPU."""
     import torch
 

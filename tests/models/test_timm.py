@@ -141,7 +141,7 @@ def test_every_reduced_model_trains(reduced_suite, name):
 
 
 def test_builds_on_the_default_device_and_makes_inputs_on_the_cpu(reduced_suite):
-    """A CUDA child builds under torch.device("cuda") (runner/child/worker.py: build_device):
+    """A CUDA child builds under torch.device("cuda") (child/worker.py: build_device):
     the weights follow the default device (meta here), the inputs stay on the CPU."""
     import torch
 

@@ -9,7 +9,7 @@ import pytest
 
 import backends
 from core.config import ExperimentConfig, ModelConfig, RunSettings, experiment_id
-from core.results_file import append_line
+from core.files.results_file import append_line
 from core.schema import ResultLine, Status, VerificationCode
 
 STACKS = {

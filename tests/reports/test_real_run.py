@@ -15,7 +15,7 @@ import pytest
 from reports.analyse.compare import IMPROVED, UNCHANGED, UNRELIABLE, compare
 from reports.cli import compare_main, report_main, score_main
 from reports.read.load import load
-from core.results_file import append_line
+from core.files.results_file import append_line
 from core.schema import timed_values
 from tests.conftest import TEST_RUN_FLAGS, cli_environment
 

@@ -3,7 +3,7 @@
 import pytest
 
 from runner import app
-from runner.run import signals
+from runner.run.process import signals
 
 
 @pytest.mark.parametrize("stop, status", [(KeyboardInterrupt(), 130),
@@ -27,7 +27,7 @@ def test_a_stop_while_parsing_exits_with_the_signals_status(monkeypatch, capsys,
 
 import logging  # noqa: E402
 
-from core.host import HostCapabilities  # noqa: E402
+from core.host.machine import HostCapabilities  # noqa: E402
 
 TORCH_BACKENDS = (
     "aot_eager", "aot_eager_decomp_partition", "aot_eager_decomp_partition_crossref",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.results_file import append_line
+from core.files.results_file import append_line
 from reports.analyse.settings_diff import settings_differences
 from reports.cli import compare_main
 from tests.conftest import TEST_RUN_FLAGS, cli_environment

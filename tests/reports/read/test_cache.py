@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from core.results_file import append_line
+from core.files.results_file import append_line
 from reports.read import cache
 from reports.read.columnar import Engine
 from reports.read.load import load

@@ -1,6 +1,6 @@
 import pytest
 
-from core.results_file import append_line
+from core.files.results_file import append_line
 from reports.errors import ReportError
 from reports.read.load import load
 from tests.reports.conftest import STACKS, craft_line

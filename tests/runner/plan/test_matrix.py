@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from core.host import HostCapabilities
+from core.host.machine import HostCapabilities
 from models import get_suite
 from models.base import Suite
 from runner.plan.matrix import (MatrixError, MatrixRequest, build_plan, config_json, partition_bounds,

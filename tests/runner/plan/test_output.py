@@ -14,7 +14,7 @@ import pytest
 
 from core.config import ExperimentConfig, ModelConfig, RunSettings
 from core.contract import ChildSpec, Role, write_message
-from core.results_file import read_results
+from core.files.results_file import read_results
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.output import OutputPathError, output_paths, prepare_output
@@ -194,7 +194,7 @@ def test_a_child_that_cannot_write_its_result_says_so_and_exits_74(tmp_path):
     folder.mkdir()
     write_message(folder / "spec.json", ChildSpec(
         planned().model, planned().experiment, RunSettings(repeat=1, warmup=0), Role.TIME, str(folder)))
-    child = subprocess.run([sys.executable, "-m", "runner.child.worker", str(folder)], capture_output=True,
+    child = subprocess.run([sys.executable, "-m", "child.worker", str(folder)], capture_output=True,
                            text=True, timeout=300, env=cli_environment(), cwd=str(PROJECT_ROOT),
                            preexec_fn=limited_file_size(300))
     assert child.returncode == 74, child.stderr

@@ -169,7 +169,7 @@ def test_the_key_follows_the_cpp_compiler(own_cache, monkeypatch, tmp_path):
 
 
 def test_the_probes_variables_survive_the_cache(own_cache):
-    from core.host import HostCapabilities
+    from core.host.machine import HostCapabilities
 
     kept = {"torch_version": "2.9.0", "child_environment": {"TORCHINDUCTOR_VEC_ISA_OK": "1"}}
     assert HostCapabilities.from_dict(json.loads(json.dumps(kept))).child_environment == {
@@ -297,7 +297,7 @@ def test_a_runner_killed_during_the_probe_takes_its_probe_child_along(tmp_path, 
         probe.kill()
         raise AssertionError("the probe child outlived its killed runner")
     # Its scratch folder is named as the runner's scratch roots: the next runner removes it.
-    from runner.run.scratch import sweep_stale
+    from runner.run.process.scratch import sweep_stale
 
     assert [folder.name.startswith("experiment-runner-") for folder in tmpdir.iterdir()] == [True]
     sweep_stale(tmpdir)

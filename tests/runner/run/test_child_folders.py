@@ -48,7 +48,7 @@ def test_two_runs_keep_their_own_child_folders(run_cli, tmp_path):
     assert first.returncode == 0 and second.returncode == 0, second.stderr
     (line,) = second.lines()
     previous = next(output.glob("results.jsonl.*.bak"))
-    from core.results_file import read_results
+    from core.files.results_file import read_results
 
     (old_line,) = read_results(previous).lines
     assert old_line["experiment_id"] == line["experiment_id"]

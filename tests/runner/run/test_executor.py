@@ -11,8 +11,8 @@ from core.contract import Role
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot
-from runner.run.scratch import ScratchRoot
-from runner.run.supervision import ExperimentCancelled
+from runner.run.process.scratch import ScratchRoot
+from runner.run.process.supervision import ExperimentCancelled
 
 SWEEP = SweepInfo(run_id="sweep-1")
 EAGER = ExperimentConfig("cpu", None, None, None, "eval", stack="eager")
@@ -190,7 +190,7 @@ class MeasuredThenTrouble(ExperimentExecutor):
     def time_processes(self, planned, count, slot=None, attempt=1, lender=None):
         from core.contract import ChildResult
         from core.schema import Status
-        from runner.run.supervision import ChildOutcome
+        from runner.run.process.supervision import ChildOutcome
 
         folder = self.child_folder(planned, Role.TIME, 1, attempt)
         folder.mkdir(parents=True)

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from core.results_file import read_results
+from core.files.results_file import read_results
 from runner.run.sweep import expected_durations, longest_first
 from tests.conftest import cli_command, cli_environment
-from tests.runner.run.test_claims import grandchild_pid
+from tests.runner.run.record.test_claims import grandchild_pid
 
 EAGER = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--repeat=2",
          "--warmup=1"]

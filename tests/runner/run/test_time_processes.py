@@ -13,9 +13,9 @@ from core.contract import SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, r
 from core.schema import Status
 from runner.plan.matrix import PlannedExperiment
 from runner.run.executor import ExecutorOptions, ExperimentExecutor
-from runner.run.lines import SweepInfo
-from runner.run.scratch import ScratchRoot
-from runner.run.supervision import ChildOutcome
+from runner.run.record.lines import SweepInfo
+from runner.run.process.scratch import ScratchRoot
+from runner.run.process.supervision import ChildOutcome
 
 
 def executor(tmp_path: Path) -> ExperimentExecutor:
@@ -141,7 +141,7 @@ def sleeping_children(runner: ExperimentExecutor, seconds: float, runs: list):
 
 def shared_pool(poll_seconds: float):
     from runner.plan.slots import Slot
-    from runner.run.dispatch import GpuTurns, SlotPool
+    from runner.run.dispatch.local import GpuTurns, SlotPool
 
     slots = [Slot(index, (index,), "0", shares_device=True) for index in range(2)]
     pool = SlotPool(slots, GpuTurns(), poll_seconds=poll_seconds)

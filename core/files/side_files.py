@@ -1,0 +1,135 @@
+"""Side files: the JSON files a runner keeps beside its results (the claims file, the
+reference workload's history, the probe's cached answer, the workload cache).
+
+Every one of them is untrusted input: a cache folder is shared by versions, copied between
+hosts, filled by disks that run full and edited by hand. Each is read through
+`read_side_file` with a declared shape (a function that returns the value as the caller
+uses it, or raises `ShapeError` naming what does not fit). A file that cannot be read as
+JSON, or does not fit its shape, is set aside (renamed to `<name>.unreadable`, replacing an
+earlier one) with a warning that names it; the caller starts it afresh. Reading one never
+raises but for the file's shape being the caller's bug.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Generic, Mapping, Optional, TypeVar
+
+from core.files import strict_json
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: A side file holds a few kilobytes; anything this large is not one.
+MAX_SIDE_FILE_BYTES = 8 * 2**20
+SET_ASIDE_SUFFIX = ".unreadable"
+
+
+class ShapeError(ValueError):
+    """A side file's content does not fit its declared shape."""
+
+
+@dataclass(frozen=True)
+class SideRead(Generic[T]):
+    """A side file's value (None when absent or set aside) and the warning, if any."""
+
+    value: Optional[T] = None
+    warning: Optional[str] = None
+
+
+def read_side_file(path: Path, shape: Callable[[Any], T], what: str,
+                   max_bytes: int = MAX_SIDE_FILE_BYTES, constants: bool = False) -> SideRead[T]:
+    """The value of the JSON side file at `path` as `shape` makes it; `what` names the file
+    in the warning ("the claims file"). An absent file gives SideRead(None); a file that
+    does not fit is set aside and gives SideRead(None, warning), the warning also logged.
+    NaN and Infinity do not fit, unless `constants` lets `shape` judge them."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        return SideRead()
+    except OSError as error:
+        if isinstance(error, IsADirectoryError):
+            return SideRead(None, _set_aside(path, what, "a folder, not a file"))
+        warning = f"{what} {path} cannot be read ({error.strerror or error}); it is not used"
+        log.warning("%s", warning)
+        return SideRead(None, warning)
+    try:
+        if len(data) > max_bytes:
+            raise ShapeError(f"larger than {max_bytes} bytes")
+        value = shape(strict_json.loads(data.decode("utf-8"), constants=constants))
+    except (ValueError, RecursionError) as error:  # ShapeError, JSON's and UTF-8's errors
+        reason = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        return SideRead(None, _set_aside(path, what, reason[:200]))
+    return SideRead(value)
+
+
+def _set_aside(path: Path, what: str, reason: str) -> str:
+    aside = path.with_name(path.name + SET_ASIDE_SUFFIX)
+    try:
+        if aside.is_dir() and not aside.is_symlink():
+            shutil.rmtree(aside)  # an earlier one of another kind: a folder cannot be replaced
+        elif path.is_dir() and aside.exists():
+            aside.unlink()
+        os.replace(path, aside)
+        done = f"set aside as {aside.name} and rebuilt"
+    except FileNotFoundError:  # another runner set it aside first
+        done = "set aside by another runner and rebuilt"
+    except OSError as error:
+        done = f"not used (it could not be set aside: {error.strerror or error})"
+    warning = f"{what} {path} does not fit its shape ({reason}); {done}"
+    log.warning("%s", warning)
+    return warning
+
+
+# Small shape checks the side files' shapes are made of.
+
+def an_object(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ShapeError(f"{where} is {type(value).__name__}, not a JSON object")
+    return value
+
+
+def a_list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ShapeError(f"{where} is {type(value).__name__}, not a list")
+    return value
+
+
+def a_string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ShapeError(f"{where} is {type(value).__name__}, not a string")
+    return value
+
+
+def an_optional_string(value: Any, where: str) -> Optional[str]:
+    return None if value is None else a_string(value, where)
+
+
+def a_bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ShapeError(f"{where} is {type(value).__name__}, not true or false")
+    return value
+
+
+def a_number(value: Any, where: str) -> float:
+    """A finite JSON number (a boolean is none)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ShapeError(f"{where} is {type(value).__name__}, not a number")
+    if not math.isfinite(value):
+        raise ShapeError(f"{where} is {value}, not a finite number")
+    return float(value)
+
+
+def strings(value: Any, where: str) -> list[str]:
+    return [a_string(item, f"{where}[{index}]") for index, item in enumerate(a_list(value, where))]
+
+
+def string_map(value: Any, where: str) -> dict[str, str]:
+    return {key: a_string(item, f"{where}.{key}") for key, item in an_object(value, where).items()}

@@ -1,1 +1,0 @@
-"""What every process of the runner shares: parent, fork servers and children."""

@@ -1,0 +1,86 @@
+"""What a child gets from the runner: its folder, its environment (variables, compile caches,
+the stack's and the observers' settings, its slot's GPU) and its cores."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping, Optional
+
+import backends
+from core.config import RunSettings
+from core.contract import Role
+from observers import observability_environment
+from runner.plan.matrix import PlannedExperiment
+from runner.plan.slots import Slot
+from runner.run.process.guard import ProcessGuard
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+
+#: The runner's own variables never reach a child: it reads its spec, nothing else.
+RUNNER_VARIABLE_PREFIX = "EXPERIMENT_RUNNER_"
+
+OFFLINE_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def child_folder(output_dir: Path, run_id: str, planned: PlannedExperiment, role: Role) -> Path:
+    """The child's own folder, absolute: <experiment id>/<run id>/<role>."""
+    return (output_dir / planned.experiment_id / run_id / role.value).resolve()
+
+
+def gate_path(device: str) -> Path:
+    """The lock file of a GPU (as CUDA_VISIBLE_DEVICES names it) through which every CUDA
+    child of this user's runners on this host takes turns on it (child/device_gate.py)."""
+    folder = Path(tempfile.gettempdir()) / f"experiment-runner-{os.getuid()}" / "gpu-gates"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', device)}.gate"
+
+
+def child_cores(slot: Optional[Slot], cpu_set: tuple[int, ...]) -> tuple[int, ...]:
+    """The cores a child is pinned to: its slot's, else `cpu_set`, else this process's CPU set."""
+    if slot is not None and slot.cpu_set:
+        return slot.cpu_set
+    return cpu_set or tuple(sorted(os.sched_getaffinity(0)))
+
+
+def child_environment(planned: PlannedExperiment, role: Role, folder: Path, scratch: Path,
+                      settings: RunSettings, guard: Optional[ProcessGuard] = None,
+                      slot: Optional[Slot] = None,
+                      host_variables: Mapping[str, str] = MappingProxyType({})) -> dict[str, str]:
+    """The runner's environment less its own variables, plus what the probe established for
+    the host (`host_variables`; the user's own value of one wins) and what the stack (and,
+    for timing, the observers) declare."""
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith(RUNNER_VARIABLE_PREFIX)}
+    for name, value in host_variables.items():
+        environment.setdefault(name, value)
+    environment.update(OFFLINE_ENVIRONMENT)
+    python_path = [str(PROJECT_ROOT)]
+    if environment.get("PYTHONPATH"):
+        python_path.append(environment["PYTHONPATH"])
+    environment["PYTHONPATH"] = os.pathsep.join(python_path)
+    # A fresh compile cache per child keeps cold-start latency honest.
+    environment["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
+    environment["TRITON_CACHE_DIR"] = str(scratch / "triton")
+    # Temporary files (torch makes a folder at import) in the runner's scratch root, the
+    # folder of every child's scratch: removed with it however the runner ends (a fork
+    # server killed with its runner cannot remove its own). One value per runner, so that
+    # the fork servers' environment stays the same for every child.
+    environment["TMPDIR"] = str(scratch.parent)
+    if guard is not None:
+        environment.update(guard.environment())
+    stack = backends.get_stack(planned.experiment.stack)
+    environment.update(stack.child_environment(planned.experiment))
+    if slot is not None:
+        environment.update(slot.environment())
+    if role is Role.TIME:
+        environment.update(observability_environment(stack, settings, folder, environment))
+    return environment

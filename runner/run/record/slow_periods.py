@@ -1,0 +1,246 @@
+"""Slow periods: was the machine itself slow while an experiment was measured? (parent side)
+
+Every timing process times a short fixed reference workload before and after its timed runs
+(child/reference.py: a host-side launch loop and a device kernel). This module keeps
+each host's usual figures for it, per device, in the cache folder beside the probe's
+(`core.host.machine.cache_root()/reference`): the latest `HISTORY` readings of each figure, a week
+at most. The usual figure is their median, once there are `MIN_HISTORY` of them.
+
+How slow a process ran is, for the figure that ran slowest against its usual value, the
+lesser of its readings before and after the timed runs: a slow period over the process
+slows both, while one reading caught by a moment's noise does not count. The host pulse
+(`host_ms`) is read during the timed runs, once after each, and its reading is already their
+median. The line's ratio is the median of its processes' ratios (its figure is their median
+too). A line is flagged
+(`summary.slow_period.flagged`, and `summary.unreliable` with the reason) when its ratio is
+above `SLOW_BOUND`; the ratio is recorded either way. Every reading joins the history after the line is judged, so
+the usual figure follows a lasting change of the machine within `HISTORY / 2` experiments,
+while a slow period shorter than that stands out.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import socket
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional
+
+from core.host.machine import cache_root
+from core.files.cached_json import write_json_atomically
+from core.files.side_files import ShapeError, a_list, a_number, an_object, read_side_file
+
+log = logging.getLogger(__name__)
+
+#: A reading this many times the usual figure flags the line.
+SLOW_BOUND = 1.3
+#: Readings kept per figure, and the fewest that make a usual figure.
+HISTORY = 50
+MIN_HISTORY = 3
+MAX_AGE_SECONDS = 7 * 24 * 3600
+#: The reference's figures (child/reference.py), with what each measures.
+FIGURES = {"launch_us": "the host's launch loop", "kernel_ms": "the device kernel",
+           "host_ms": "the host pulse during the timed runs"}
+#: Where a process's reference keeps its readings: around its timed runs, and during them.
+READING_KEYS = ("before", "after", "during")
+
+
+def processes_of(summary: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
+    """The reference readings of a line's summary: for each process, those taken before and
+    after its timed runs, and the one made of its host pulses during them."""
+    references = summary.get("reference_processes")
+    if not isinstance(references, list):
+        references = [summary.get("reference")]
+    found = []
+    for reference in references:
+        if isinstance(reference, dict):
+            readings = [reading for reading in map(reference.get, READING_KEYS)
+                        if isinstance(reading, dict)]
+            if readings:
+                found.append(readings)
+    return found
+
+
+def readings_of(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every reference reading of a line's summary."""
+    return [reading for readings in processes_of(summary) for reading in readings]
+
+
+def process_ratio(readings: list[dict[str, Any]],
+                  usual: Mapping[str, float]) -> Optional[tuple[float, str]]:
+    """How slow one process ran, and by which figure: for each figure the lesser ratio of
+    its readings (before, after; the host pulse has one, during) to the usual value; the
+    largest of those."""
+    ratios = []
+    for name, value in usual.items():
+        measured = [reading[name] for reading in readings if _usable(reading.get(name))]
+        if measured and _usable(value):
+            ratios.append((min(measured) / value, name))
+    return max(ratios) if ratios else None
+
+
+def _usable(value: Any) -> bool:
+    """A figure a ratio can be made of: a finite number above zero."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+@dataclass
+class SlowVerdict:
+    """How slow the reference ran against the usual figure, and whether that flags the line."""
+
+    ratio: Optional[float]
+    flagged: bool
+    figure: Optional[str] = None
+    usual: dict[str, float] = field(default_factory=dict)
+    readings: int = 0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ratio": self.ratio, "flagged": self.flagged, "figure": self.figure,
+                "usual": self.usual, "readings": self.readings, "bound": SLOW_BOUND,
+                "reason": self.reason}
+
+
+def judge(processes: list[list[dict[str, Any]]], usual: Mapping[str, Optional[float]],
+          bound: float = SLOW_BOUND) -> SlowVerdict:
+    """Compare each process's readings with the usual figures; the median of the processes'
+    ratios decides (see the module's doc)."""
+    count = sum(len(readings) for readings in processes)
+    if not count:
+        return SlowVerdict(None, False, reason="no reference was measured")
+    known = {name: value for name, value in usual.items() if _usable(value)}
+    if not known:
+        return SlowVerdict(None, False, readings=count,
+                           reason=f"no usual figure for this host yet (fewer than {MIN_HISTORY} "
+                                  "readings)")
+    ratios = sorted(found for readings in processes
+                    if (found := process_ratio(readings, known)) is not None)
+    if not ratios:
+        return SlowVerdict(None, False, readings=count, reason="no comparable figure")
+    ratio, figure = ratios[(len(ratios) - 1) // 2]  # the median (the lower one of two)
+    flagged = ratio > bound
+    reason = (f"slow period: the reference ({FIGURES[figure]}) ran {ratio:.2f}x this host's "
+              f"usual figure (bound {bound:.2f}x)") if flagged else ""
+    return SlowVerdict(ratio, flagged, figure, dict(known), count, reason)
+
+
+def history_key(device: str, accelerator_model: Optional[str]) -> str:
+    """A file name for this host's figures on one device model (and thread count)."""
+    text = f"{socket.gethostname()}-{device}-{accelerator_model or 'unknown'}"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:150]
+
+
+#: How far in the future a reading's stamp may lie (clocks of one host step a little).
+FUTURE_SLACK_SECONDS = 60.0
+
+
+def usual_figures(data: Mapping[str, Any], now: Optional[float] = None) -> dict[str, Optional[float]]:
+    """The median of each figure's readings younger than MAX_AGE_SECONDS (None with fewer
+    than MIN_HISTORY). A reading stamped in the future (the clock was set back since) is
+    no reading of this period: it is left out, and dropped when the history is next kept."""
+    now = time.time() if now is None else now
+    usual: dict[str, Optional[float]] = {}
+    for name in FIGURES:
+        values = [value for stamp, value in data.get(name, []) if _recent(stamp, now)]
+        usual[name] = statistics.median(values) if len(values) >= MIN_HISTORY else None
+    return usual
+
+
+def _recent(stamp: float, now: float) -> bool:
+    return -FUTURE_SLACK_SECONDS <= now - stamp < MAX_AGE_SECONDS
+
+
+def history_shape(data: Any) -> dict[str, list[list[float]]]:
+    """The history file's shape: {figure: [[stamp, value], ...]}, stamps and values finite
+    numbers, values above zero. Figures this version does not know are left out (a newer
+    version may keep more)."""
+    history = {}
+    for name, readings in an_object(data, "the file").items():
+        if name not in FIGURES:
+            continue
+        kept = []
+        for index, reading in enumerate(a_list(readings, name)):
+            where = f"{name}[{index}]"
+            pair = a_list(reading, where)
+            if len(pair) != 2:
+                raise ShapeError(f"{where} holds {len(pair)} items, not [stamp, value]")
+            stamp, value = a_number(pair[0], f"{where}'s stamp"), a_number(pair[1], f"{where}'s value")
+            if value <= 0:
+                raise ShapeError(f"{where}'s value is {value}, not above zero")
+            kept.append([stamp, value])
+        history[name] = kept
+    return history
+
+
+class ReferenceHistory:
+    """This host's recent reference readings per device, in the cache folder (thread-safe
+    within a runner; runners sharing a host replace the file atomically, and at worst
+    one's readings are lost)."""
+
+    def __init__(self, folder: Optional[Path] = None) -> None:
+        self.folder = Path(folder) if folder is not None else cache_root() / "reference"
+        self._lock = threading.Lock()
+
+    def _path(self, device: str, accelerator_model: Optional[str]) -> Path:
+        return self.folder / f"{history_key(device, accelerator_model)}.json"
+
+    def _read(self, path: Path) -> tuple[dict[str, list[list[float]]], Optional[str]]:
+        """The history at `path`, and the warning when it did not fit: it is then set aside
+        and starts afresh."""
+        read = read_side_file(path, history_shape, "the reference workload's history")
+        return read.value or {}, read.warning
+
+    def usual(self, device: str, accelerator_model: Optional[str]) -> dict[str, Optional[float]]:
+        """The median of each figure's recent readings (None with too few)."""
+        return usual_figures(self._read(self._path(device, accelerator_model))[0])
+
+    def add(self, device: str, accelerator_model: Optional[str],
+            readings: Iterable[Mapping[str, Any]]) -> None:
+        """Keep the readings (the latest HISTORY per figure); a failed write is only logged."""
+        path = self._path(device, accelerator_model)
+        with self._lock:
+            self._keep(path, self._read(path)[0], readings)
+
+    def _keep(self, path: Path, data: dict[str, Any], readings: Iterable[Mapping[str, Any]]) -> None:
+        now = time.time()
+        data = {name: [pair for pair in values if _recent(pair[0], now)]
+                for name, values in data.items() if name in FIGURES}
+        for reading in readings:
+            for name in FIGURES:
+                if _usable(reading.get(name)):
+                    data.setdefault(name, []).append([now, float(reading[name])])
+        data = {name: values[-HISTORY:] for name, values in data.items()}
+        try:
+            write_json_atomically(path, data)
+        except OSError as error:
+            log.debug("the reference readings were not kept: %s", error)
+
+    def judge_summary(self, summary: dict[str, Any], accelerator_model: Optional[str]) -> list[str]:
+        """Judge a line's summary against this host's usual figures, record the verdict
+        (`summary.slow_period`, and the unreliable flag with its reason), then keep its
+        readings. Returns the warnings of a history that did not fit (set aside), for the
+        line's notes."""
+        processes = processes_of(summary)
+        readings = [reading for each in processes for reading in each]
+        if not readings:
+            return []
+        device = str(readings[0].get("device") or "unknown")
+        if readings[0].get("threads"):
+            device += f"-t{readings[0]['threads']}"
+        path = self._path(device, accelerator_model)
+        with self._lock:  # one read of the history: judged by it, then kept in it
+            data, warning = self._read(path)
+            verdict = judge(processes, usual_figures(data))
+            self._keep(path, data, readings)
+        summary["slow_period"] = verdict.to_dict()
+        if verdict.flagged:
+            summary["unreliable"] = True
+            summary["unreliable_reasons"] = [*(summary.get("unreliable_reasons") or []),
+                                             verdict.reason]
+        return [warning] if warning else []

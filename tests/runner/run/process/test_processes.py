@@ -1,0 +1,109 @@
+"""Several timing processes made one result (runner/run/process/processes.py), with fake results."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from core.contract import ChildError, ChildResult
+from core.schema import Status
+from runner.run.process.processes import combine, process_median
+
+
+def timing_result(times: list[float], cold: float = 1.0, eager: list[float] | None = None,
+                  reasons: tuple[str, ...] = (), **summary) -> ChildResult:
+    """A timing child's result: the cold-start entry, then the timed runs."""
+    metrics = {"per_iter_time": [cold, *times], "total_time": [cold, *times]}
+    whole = {"cold_start_entries": 1, "cold_start_time": cold, "compile_time_s": cold - min(times),
+             "unreliable": bool(reasons), "unreliable_reasons": list(reasons),
+             "timing_variation": 0.01, **summary}
+    if eager is not None:
+        metrics["eager_per_iter_time"] = [cold / 2, *eager]
+        speedups = [e / c for e, c in zip(eager, times)]
+        whole["paired_speedup"] = {"method": "paired", "speedup": statistics.median(eager)
+                                   / statistics.median(times), "pairs": len(times),
+                                   "median_of_pairs": statistics.median(speedups),
+                                   "p_value": 0.5}
+    return ChildResult(status=Status.OK, metrics=metrics, summary=whole)
+
+
+def test_the_figure_is_the_median_over_processes_and_the_line_keeps_each_median():
+    results = [timing_result([1.0, 1.2, 1.1], cold=9.0), timing_result([2.0, 2.2, 2.1], cold=3.0),
+               timing_result([1.5, 1.4, 1.6], cold=2.5)]
+    combined = combine(results, 3)
+    processes = combined.summary["processes"]
+    assert processes["medians"] == [1.1, 2.1, 1.5]
+    assert processes["median"] == 1.5
+    assert processes["count"] == 3 and processes["asked"] == 3
+    assert processes["spread"] == pytest.approx((2.1 - 1.1) / 1.5)
+    # Compilation stays the first process's; the others' cold starts are kept apart.
+    assert combined.summary["compile_time_s"] == pytest.approx(8.0)
+    assert combined.summary["cold_start_time"] == 9.0
+    assert processes["cold_start_times"] == [9.0, 3.0, 2.5]
+    # One list per metric: the first cold start, then every process's timed runs.
+    assert combined.metrics["per_iter_time"] == [9.0, 1.0, 1.2, 1.1, 2.0, 2.2, 2.1, 1.5, 1.4, 1.6]
+    assert combined.metrics["process"] == [1, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+
+
+def test_one_process_is_returned_as_it_is():
+    result = timing_result([1.0, 2.0, 3.0])
+    assert combine([result], 1) is result
+    assert process_median(result) == 2.0
+
+
+def test_a_failed_later_process_is_named_and_the_others_make_the_figure():
+    failed = ChildResult(status=Status.FAILED, error=ChildError("RuntimeError: boom"))
+    combined = combine([timing_result([1.0]), failed, timing_result([3.0])], 3)
+    assert combined.status is Status.OK
+    assert combined.summary["processes"]["medians"] == [1.0, 3.0]
+    assert combined.summary["processes"]["failed"] == [
+        {"process": 2, "status": "failed", "error": "RuntimeError: boom"}]
+    assert any("timing process 2 of 3" in note and "boom" in note for note in combined.notes)
+    assert combined.metrics["process"] == [1, 1, 3]
+
+
+def test_a_failed_first_process_is_the_experiments_result():
+    failed = ChildResult(status=Status.FAILED, error=ChildError("RuntimeError: boom"))
+    assert combine([failed], 3) is failed
+
+
+def test_the_paired_speedup_is_the_median_of_the_processes_speedups():
+    results = [timing_result([1.0, 1.1], eager=[2.0, 2.2]), timing_result([1.0, 1.1], eager=[3.0, 3.3]),
+               timing_result([1.0, 1.1], eager=[2.5, 2.75])]
+    paired = combine(results, 3).summary["paired_speedup"]
+    assert paired["process_speedups"] == [2.0, 3.0, 2.5]
+    assert paired["speedup"] == 2.5
+    assert paired["pairs"] == 6
+    assert combine(results, 3).summary["processes"]["eager_medians"] == pytest.approx([2.1, 3.15, 2.625])
+
+
+def test_any_flagged_process_flags_the_line_with_its_number():
+    results = [timing_result([1.0]), timing_result([1.0], reasons=("contention: 40%",))]
+    combined = combine(results, 2)
+    assert combined.summary["unreliable"] is True
+    assert combined.summary["unreliable_reasons"] == ["process 2: contention: 40%"]
+    quiet = combine([timing_result([1.0]), timing_result([1.0])], 2)
+    assert quiet.summary["unreliable"] is False
+
+
+def test_host_bound_iterations_are_counted_over_processes():
+    bound = {"host_bound_line_bound": 0.5}
+    results = [timing_result([1.0], host_bound_iterations=8, host_bound_judged=10, **bound),
+               timing_result([1.0], host_bound_iterations=1, host_bound_judged=10, **bound)]
+    combined = combine(results, 2).summary
+    assert combined["host_bound_fraction"] == pytest.approx(0.45)
+    assert combined["host_bound"] is False
+    results[1].summary["host_bound_iterations"] = 5
+    assert combine(results, 2).summary["host_bound"] is True
+
+
+def test_the_card_held_down_longest_stands_for_the_line_and_every_card_is_kept():
+    def card(power: float, thermal: float) -> dict:
+        return {"clocks_held_down": {"power": power, "thermal": thermal}, "power_w": 500.0}
+
+    cards = [card(0.1, 0.0), card(0.2, 0.3), card(0.0, 0.0)]
+    combined = combine([timing_result([1.0], gpu=window) for window in cards], 3).summary
+    assert combined["gpu"] == cards[1]
+    assert combined["gpu_processes"] == cards
+    assert "gpu" not in combine([timing_result([1.0]), timing_result([1.0])], 2).summary

@@ -1,0 +1,267 @@
+"""Slow periods (runner/run/record/slow_periods.py, runner/run/sweep.py's Remeasures), with fake
+reference readings: no process is started."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.config import ExperimentConfig, ModelConfig
+from runner.plan.matrix import PlannedExperiment
+from runner.run.record.slow_periods import MIN_HISTORY, SLOW_BOUND, ReferenceHistory, judge, readings_of
+from runner.run.sweep import Remeasures, slow_ratio
+
+USUAL = {"launch_us": 4.0, "kernel_ms": 0.2}
+
+
+def reading(launch_us: float, kernel_ms: float) -> dict:
+    return {"launch_us": launch_us, "kernel_ms": kernel_ms, "device": "cpu"}
+
+
+def summary(*pairs: tuple[dict, dict]) -> dict:
+    """A line's summary with the reference read before and after each process."""
+    if len(pairs) == 1:
+        return {"reference": {"before": pairs[0][0], "after": pairs[0][1]}}
+    return {"reference_processes": [{"before": b, "after": a} for b, a in pairs]}
+
+
+def test_a_quiet_process_is_not_flagged_and_a_slow_one_is_with_its_ratio():
+    quiet = judge([[reading(4.2, 0.21), reading(4.4, 0.19)]], USUAL)
+    assert not quiet.flagged and quiet.ratio == pytest.approx(1.05)
+    slow = judge([[reading(7.2, 0.2), reading(7.0, 0.21)]], USUAL)
+    assert slow.flagged and slow.ratio == pytest.approx(1.75) and slow.figure == "launch_us"
+    assert "1.75x" in slow.reason and "launch loop" in slow.reason
+    kernel = judge([[reading(4.0, 0.5), reading(4.0, 0.6)]], USUAL)
+    assert kernel.flagged and kernel.ratio == pytest.approx(2.5) and kernel.figure == "kernel_ms"
+
+
+def test_one_slow_reading_of_a_process_is_noise_not_a_slow_period():
+    # Slow before the timed runs, quiet after: not a period over the process.
+    assert not judge([[reading(9.0, 0.6), reading(4.1, 0.2)]], USUAL).flagged
+
+
+def test_the_median_process_decides():
+    one_slow = [[reading(9.0, 0.2)] * 2, [reading(4.0, 0.2)] * 2, [reading(4.1, 0.2)] * 2]
+    assert judge(one_slow, USUAL).ratio == pytest.approx(4.1 / 4.0)
+    most_slow = [[reading(9.0, 0.2)] * 2, [reading(8.0, 0.2)] * 2, [reading(4.1, 0.2)] * 2]
+    assert judge(most_slow, USUAL).flagged and judge(most_slow, USUAL).ratio == pytest.approx(2.0)
+
+
+def test_the_bound_is_strict_and_documented():
+    at_bound = judge([[reading(4.0 * SLOW_BOUND, 0.2)]], USUAL)
+    assert not at_bound.flagged
+    assert judge([[reading(4.0 * SLOW_BOUND * 1.01, 0.2)]], USUAL).flagged
+
+
+def test_without_a_usual_figure_nothing_is_flagged_and_it_says_why():
+    verdict = judge([[reading(100.0, 100.0)]], {"launch_us": None, "kernel_ms": None})
+    assert not verdict.flagged and verdict.ratio is None and "no usual figure" in verdict.reason
+    assert judge([], USUAL).reason == "no reference was measured"
+
+
+def test_every_process_reading_counts():
+    found = readings_of(summary((reading(1, 1), reading(2, 2)), (reading(3, 3), None)))
+    assert [r["launch_us"] for r in found] == [1, 2, 3]
+    assert readings_of({}) == []
+
+
+def test_the_usual_figure_is_the_median_of_this_hosts_readings(tmp_path):
+    history = ReferenceHistory(tmp_path)
+    assert history.usual("cpu", "EPYC") == {"launch_us": None, "kernel_ms": None,
+                                            "host_ms": None}
+    history.add("cpu", "EPYC", [reading(4.0, 0.2)] * (MIN_HISTORY - 1) + [reading(10.0, 1.0)])
+    assert history.usual("cpu", "EPYC") == {"launch_us": 4.0, "kernel_ms": 0.2, "host_ms": None}
+    # Per device model: another one has no history.
+    assert history.usual("cpu", "Xeon")["launch_us"] is None
+
+
+def test_a_line_is_judged_then_its_readings_kept(tmp_path):
+    history = ReferenceHistory(tmp_path)
+    history.add("cpu", "EPYC", [reading(4.0, 0.2)] * MIN_HISTORY)
+    slow = summary((reading(9.0, 0.2), reading(8.0, 0.2)))
+    slow["unreliable_reasons"] = ["the timed runs vary"]
+    history.judge_summary(slow, "EPYC")
+    assert slow["slow_period"]["flagged"] and slow["slow_period"]["ratio"] == pytest.approx(2.0)
+    assert slow["unreliable"] is True
+    assert slow["unreliable_reasons"][0] == "the timed runs vary"
+    assert slow["unreliable_reasons"][1].startswith("slow period: the reference")
+    quiet = summary((reading(4.1, 0.2), reading(4.0, 0.21)))
+    history.judge_summary(quiet, "EPYC")
+    assert quiet["slow_period"]["flagged"] is False and "unreliable" not in quiet
+
+
+@pytest.mark.parametrize("content", [
+    '{"launch_us": 5}', '{"launch_us": [["a", 1]]}', '{"launch_us": [[1, 2, 3]]}',
+    '{"launch_us": [[1, "x"]]}', '{"launch_us": [[1, NaN]]}', '{"launch_us": [[1, -4]]}',
+    '[1]', '{"launch_us": [[1, 4]], "launch_us": []}', 'not json',
+])
+def test_a_history_of_the_wrong_shape_is_set_aside_and_the_line_judged_with_a_warning(
+        tmp_path, content):
+    # Issue 43, defect 2: these crashed the runner after measuring, and every later run.
+    history = ReferenceHistory(tmp_path)
+    history.add("cpu", "EPYC", [reading(4.0, 0.2)])
+    path = next(tmp_path.glob("*.json"))
+    path.write_text(content)
+    line_summary = summary((reading(4.0, 0.2), reading(4.0, 0.2)))
+    warnings = history.judge_summary(line_summary, "EPYC")
+    assert len(warnings) == 1 and str(path) in warnings[0] and "set aside" in warnings[0]
+    assert line_summary["slow_period"]["ratio"] is None  # no usual figure yet: rebuilt
+    assert path.with_name(path.name + ".unreadable").read_text() == content
+    # Rebuilt from this line's readings, read without a word.
+    assert history.judge_summary(summary((reading(4.0, 0.2), reading(4.0, 0.2))), "EPYC") == []
+    assert history.usual("cpu", "EPYC")["launch_us"] == 4.0  # the two lines' 4 readings
+
+
+def test_readings_stamped_in_the_future_never_count_and_age_out(tmp_path):
+    # After the clock was set back, readings stamped "later" never aged out: one run was
+    # flagged 17,420x slow against them.
+    import json
+    import time
+
+    history = ReferenceHistory(tmp_path)
+    history.add("cpu", "EPYC", [reading(4.0, 0.2)])
+    path = next(tmp_path.glob("*.json"))
+    future = time.time() + 30 * 24 * 3600
+    path.write_text(json.dumps({"launch_us": [[future, 0.001]] * 10,
+                                "kernel_ms": [[future, 0.0001]] * 10}))
+    line_summary = summary((reading(4.0, 0.2), reading(4.0, 0.2)))
+    assert history.judge_summary(line_summary, "EPYC") == []
+    assert line_summary["slow_period"]["flagged"] is False
+    assert line_summary["slow_period"]["ratio"] is None
+    kept = json.loads(path.read_text())
+    assert all(stamp < future for stamp, _ in kept["launch_us"]) and len(kept["launch_us"]) == 2
+
+
+def test_a_figure_of_zero_or_below_makes_no_ratio():
+    assert judge([[reading(4.0, 0.2)]], {"launch_us": 0.0, "kernel_ms": -1.0}).ratio is None
+    verdict = judge([[{"launch_us": float("nan"), "kernel_ms": 0.2}]], USUAL)
+    assert verdict.ratio == pytest.approx(1.0) and verdict.figure == "kernel_ms"
+
+
+def pulses(host_ms: float) -> dict:
+    return {"host_ms": host_ms, "pulses_ms": [host_ms] * 3, "device": "cpu"}
+
+
+def test_the_host_pulse_during_the_timed_runs_flags_a_process_its_readings_around_missed(tmp_path):
+    # Quiet before and after, slow while the model was timed: the pulses say so.
+    history = ReferenceHistory(tmp_path)
+    history.add("cpu", "EPYC", [{**reading(4.0, 0.2), "host_ms": 1.0}] * MIN_HISTORY)
+    line_summary = {"reference_processes": [
+        {"before": reading(4.0, 0.2), "after": reading(4.1, 0.2), "during": pulses(1.9)},
+        {"before": reading(4.0, 0.2), "after": reading(4.0, 0.2), "during": pulses(1.8)},
+        {"before": reading(4.0, 0.2), "after": reading(4.0, 0.2), "during": pulses(1.0)}]}
+    assert [r.get("host_ms") for r in readings_of(line_summary)] == [None, None, 1.9] + \
+        [None, None, 1.8, None, None, 1.0]
+    history.judge_summary(line_summary, "EPYC")
+    verdict = line_summary["slow_period"]
+    assert verdict["flagged"] and verdict["figure"] == "host_ms"
+    assert verdict["ratio"] == pytest.approx(1.8)
+    assert "host pulse during the timed runs" in line_summary["unreliable_reasons"][0]
+    # The pulses joined the host's history: its usual figure now counts them.
+    assert history.usual("cpu", "EPYC")["host_ms"] == pytest.approx(1.0)
+    quiet = {"reference": {"before": reading(4.0, 0.2), "after": None, "during": pulses(1.1)}}
+    history.judge_summary(quiet, "EPYC")
+    assert quiet["slow_period"]["flagged"] is False
+    assert quiet["slow_period"]["ratio"] == pytest.approx(1.1)
+
+
+def planned(name: str = "mlp") -> PlannedExperiment:
+    model = ModelConfig("builtin", name)
+    experiment = ExperimentConfig(accelerator="cpu", xla=None, dynamo=None, torch_xla2=None,
+                                  test="eval", stack="eager")
+    return PlannedExperiment(model, experiment, "eager")
+
+
+def line(ratio: float | None) -> dict:
+    flagged = ratio is not None and ratio > SLOW_BOUND
+    return {"summary": {"slow_period": {"ratio": ratio, "flagged": flagged}}}
+
+
+def test_a_slow_line_is_measured_again_and_the_quiet_one_kept():
+    remeasures = Remeasures(2)
+    experiment = planned()
+    assert remeasures.line_to_record(experiment, line(1.8)) is None
+    assert remeasures.holds(experiment)
+    kept = remeasures.line_to_record(experiment, line(1.02))
+    assert slow_ratio(kept) is None
+    assert kept["summary"]["slow_period"]["earlier_ratios"] == [1.8]
+    assert not remeasures.holds(experiment)
+
+
+def test_after_the_attempts_the_least_slow_line_is_kept():
+    remeasures = Remeasures(2)
+    experiment = planned()
+    assert remeasures.line_to_record(experiment, line(1.8)) is None
+    assert remeasures.line_to_record(experiment, line(1.5)) is None
+    kept = remeasures.line_to_record(experiment, line(2.0))
+    assert kept["summary"]["slow_period"]["ratio"] == 1.5
+    assert kept["summary"]["slow_period"]["earlier_ratios"] == [1.8, 2.0]
+
+
+def test_without_the_option_a_slow_line_is_recorded_at_once():
+    flagged = line(3.0)
+    assert Remeasures(0).line_to_record(planned(), flagged) is flagged
+
+
+def test_after_a_stop_a_held_line_is_still_recorded():
+    remeasures = Remeasures(1)
+    waiting, running = planned("mlp"), planned("cnn")
+    remeasures.line_to_record(waiting, line(1.8))
+    remeasures.line_to_record(running, line(1.9))
+    held = remeasures.held_lines([running])
+    assert [(p.model.model_name, slow_ratio(l)) for p, l in held] == [("mlp", 1.8)]
+
+
+class FakeDispatcher:
+    """Answers each experiment at once with the next of its scripted lines."""
+
+    capacity = 1
+
+    def __init__(self, script: dict[str, list[dict]]) -> None:
+        self.script = script
+        self.submitted: list[str] = []
+
+    def submit(self, planned):
+        from concurrent.futures import Future
+
+        self.submitted.append(planned.model.model_name)
+        future: Future = Future()
+        answer = dict(self.script[planned.model.model_name].pop(0))
+        answer.update(model={"model_name": planned.model.model_name}, status="ok",
+                      experiment_id=planned.model.model_name)
+        future.set_result(answer)
+        return future
+
+    def set_backlog(self, count: int) -> None:
+        pass
+
+    def cancel(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class NoSkips:
+    def skip_reason(self, name, test, precision=None):
+        return None
+
+
+def test_the_sweep_measures_a_slow_experiment_again_after_the_others(tmp_path):
+    from core.config import RunSettings
+    from core.files.results_file import ResultsFile, read_results
+    from runner.plan.matrix import Plan
+    from runner.run.record.claims import Claims, RunnerIdentity
+    from runner.run.sweep import SweepReport, run_plan
+
+    slow, other = planned("mlp"), planned("cnn")
+    dispatcher = FakeDispatcher({"mlp": [line(2.0), line(1.0)], "cnn": [line(1.0)]})
+    results = ResultsFile(tmp_path / "results.jsonl")
+    claims = Claims(results, RunSettings(), RunnerIdentity.of_this_process("run"))
+    plan = Plan(experiments=[slow, other])
+    run_plan(plan, NoSkips(), dispatcher, claims, SweepReport(), show_progress=False,
+             remeasure_slow=1)
+    assert dispatcher.submitted == ["mlp", "cnn", "mlp"]
+    lines = read_results(results.path).lines
+    assert [l["model"]["model_name"] for l in lines] == ["cnn", "mlp"]
+    assert lines[1]["summary"]["slow_period"] == {"ratio": 1.0, "flagged": False,
+                                                  "earlier_ratios": [2.0]}
