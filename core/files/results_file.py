@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import json
 import logging
 import os
@@ -33,6 +32,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Optional, Union
 
 from filelock import FileLock
+
+from core.files import strict_json
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,10 @@ class ResultsFile:
             yield
 
     def append(self, line: dict[str, Any]) -> None:
-        """Append one line whole, or raise OSError with the file as it was before."""
-        payload = _encode(line)
+        """Append one line whole, or raise OSError with the file as it was before; a line
+        that is not strict JSON (a NaN or an infinity in it) raises NonFiniteNumber and is
+        not written."""
+        payload = encode_line(line)
         with self.locked():
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -189,14 +192,10 @@ def read_results(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> ResultsRea
     return ResultsFile(path).read(max_line_bytes=max_line_bytes)
 
 
-def _encode(line: dict[str, Any]) -> bytes:
-    import jsonlines
-
-    buffer = io.BytesIO()
-    with jsonlines.Writer(buffer, compact=True) as writer:
-        writer.write(line)
-        encoded = buffer.getvalue()
-    return encoded
+def encode_line(line: dict[str, Any]) -> bytes:
+    """A results line as the file holds it: strict JSON (strict_json.dumps: a NaN or an
+    infinity raises NonFiniteNumber naming it), compact, UTF-8, one newline at its end."""
+    return (strict_json.dumps(line) + "\n").encode("utf-8")
 
 
 def _write_all(fd: int, payload: bytes) -> None:

@@ -20,6 +20,7 @@ from core.schema import Status, error_headline, stack_label_of
 from models.base import Suite
 from runner.run.record.claims import Claims, ClaimStatus
 from runner.run.dispatch.local import Dispatcher
+from runner.run.record.lines import strict_line
 from runner.run.record.progress import Progress
 from runner.plan.matrix import Plan, PlannedExperiment
 
@@ -142,6 +143,7 @@ def _start(planned: PlannedExperiment, suite: Suite, dispatcher: Dispatcher, cla
 
 def _record(planned: PlannedExperiment, line: dict[str, Any], claims: Claims,
             report: SweepReport) -> None:
+    line = strict_line(line)
     try:
         written = claims.record(planned.fingerprint, line)
     finally:

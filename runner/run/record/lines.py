@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from core.config import RunSettings
+from core.files.strict_json import non_finite_numbers, without_non_finite_numbers
 from core.contract import ChildResult
 from core.schema import FailureKind, ResultLine, Status, Verdict, VerificationCode, bounded
 from runner.plan.matrix import PlannedExperiment
@@ -109,3 +110,18 @@ def failure_text(outcome: ChildOutcome) -> str:
     if outcome.output_tail:
         parts.append("last output of the child:\n" + outcome.output_tail)
     return bounded("\n".join(parts))
+
+
+def strict_line(line: dict[str, Any]) -> dict[str, Any]:
+    """`line` as strict JSON can hold it (the results file's writer refuses anything else):
+    a figure that came out NaN or infinite (a computation overflowed; each is bounded at its
+    source, this is the last guard) is written as null, and a note names it, so the line is
+    never lost to it."""
+    found = non_finite_numbers(line)
+    if not found:
+        return line
+    kept = without_non_finite_numbers(line)
+    kept["notes"] = [*(kept.get("notes") or []), *(
+        f"{where} came out as {value}, which is no JSON number; it is written as null"
+        for where, value in found)]
+    return kept
