@@ -22,6 +22,7 @@ metadata goes unseen for the day the answer is kept; `--no-probe-cache` asks the
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import hashlib
 import json
@@ -238,8 +239,9 @@ def cached_answer(path: Path) -> Optional[HostCapabilities]:
     try:
         if time.time() - path.stat().st_mtime > PROBE_CACHE_SECONDS:
             return None
-    except OSError:
-        return None
+    except OSError as error:
+        if error.errno != errno.ELOOP:  # a link that loops is set aside below, with a warning
+            return None
     return read_side_file(path, answer_shape, "the probe's cached answer").value
 
 

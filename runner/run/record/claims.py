@@ -41,6 +41,7 @@ from typing import Any, Iterator, Optional
 import psutil
 
 from core.config import RunSettings
+from core.files.cached_json import write_atomically
 from core.files.results_file import ResultsFile, ResultsRead
 from core.files.side_files import an_object, read_side_file
 from runner.plan.resume import recorded_fingerprints
@@ -318,16 +319,12 @@ class Claims:
         if not claims:
             self.path.unlink(missing_ok=True)
             return
-        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         payload = json.dumps({fp: claim.to_dict() for fp, claim in claims.items()},
                              indent=1).encode("utf-8")
         try:
-            with open(temporary, "wb") as handle:
-                handle.write(payload)
-            os.replace(temporary, self.path)
-        except BaseException as error:
-            temporary.unlink(missing_ok=True)
-            if isinstance(error, OSError) and not error.filename:
+            write_atomically(self.path, payload)
+        except OSError as error:
+            if not error.filename:
                 raise OSError(error.errno, error.strerror, str(self.path)) from error
             raise
 
