@@ -33,6 +33,7 @@ from core.contract import (
 )
 from core.schema import Status, Verdict
 from child.gpu_state import GpuWatch
+from child.host_failures import host_cause
 from child.reference import CorePicker, host_pulse, pulse_reading, tries_for
 from core.lifetime import die_with_parent
 from core.packages import installed_packages
@@ -431,7 +432,8 @@ def main(argv: list[str]) -> int:
         result.skip_reason = str(skip)
     except BaseException as error:  # everything the child hits is reported, not lost
         result.status = Status.FAILED
-        result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc())
+        result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc(),
+                                  host_cause(error))
     result.summary["child_max_rss_bytes"] = max_rss_bytes()
     phases.mark("finish_s")
     result.summary["phases"] = phases.to_dict()

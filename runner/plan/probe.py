@@ -312,6 +312,7 @@ def run_probe(timeout: float) -> dict[str, Any]:
     it (the child dies with its parent), and the next runner removes the folder."""
     scratch = probe_scratch()
     environment = dict(os.environ, TMPDIR=str(scratch), **{PARENT_VARIABLE: str(os.getpid())})
+    environment.pop("PYTHONWARNINGS", None)  # as the runner's children: the user's filter
     try:
         child = subprocess.Popen([sys.executable, "-m", "runner.plan.probe"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -27,6 +27,13 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 #: The runner's own variables never reach a child: it reads its spec, nothing else.
 RUNNER_VARIABLE_PREFIX = "EXPERIMENT_RUNNER_"
 
+#: Variables of the runner's environment that never reach a child. PYTHONWARNINGS: a
+#: warnings filter is the user's shell, not the experiment, and "error" turned third-party
+#: deprecation warnings (torch's TF32 one, at every experiment's start) into failures of
+#: every experiment; the child keeps Python's default filters (child/host_failures.py counts
+#: a warning raised as an error, set any other way, as the host's failure).
+NOT_PASSED = frozenset({"PYTHONWARNINGS"})
+
 OFFLINE_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -101,11 +108,11 @@ def child_environment(planned: PlannedExperiment, role: Role, folder: Path, scra
                       settings: RunSettings, guard: Optional[ProcessGuard] = None,
                       slot: Optional[Slot] = None,
                       host_variables: Mapping[str, str] = MappingProxyType({})) -> dict[str, str]:
-    """The runner's environment less its own variables, plus what the probe established for
+    """The runner's environment less its own variables (and NOT_PASSED), plus what the probe established for
     the host (`host_variables`; the user's own value of one wins) and what the stack (and,
     for timing, the observers) declare."""
     environment = {name: value for name, value in os.environ.items()
-                   if not name.startswith(RUNNER_VARIABLE_PREFIX)}
+                   if not name.startswith(RUNNER_VARIABLE_PREFIX) and name not in NOT_PASSED}
     for name, value in host_variables.items():
         environment.setdefault(name, value)
     environment.update(OFFLINE_ENVIRONMENT)

@@ -50,6 +50,8 @@ POLL_SECONDS = 0.1
 EXIT_GRACE_SECONDS = 60.0
 #: The worker's exit status when it cannot write its result (sysexits' EX_IOERR).
 CHILD_OUTPUT_FAILED = 74
+#: How much of the child's last output the pump keeps for its last line.
+RECENT_BYTES = 4096
 
 
 @dataclass
@@ -155,6 +157,8 @@ class OutputPump:
         self._head_left = head_bytes
         self._tail: collections.deque[bytes] = collections.deque()
         self._tail_size = 0
+        #: The output's last bytes, whether the log keeps them in its head or its tail.
+        self._recent = b""
         #: Set once the output has ended and the log holds all of it.
         self.ended = threading.Event()
 
@@ -171,6 +175,7 @@ class OutputPump:
             if not chunk:
                 break
             self.total += len(chunk)
+            self._recent = (self._recent + chunk)[-RECENT_BYTES:]
             self._keep(chunk)
             if self.echo:
                 sys.stderr.write(chunk.decode("utf-8", "replace"))
@@ -214,7 +219,9 @@ class OutputPump:
             self.error = error
 
     def last_line(self) -> str:
-        lines = b"".join(self._tail).decode("utf-8", "replace").strip().splitlines()
+        """The last line the child printed (an output short enough for the log's head
+        included: it read as nothing, and a full disk's message lost its reason)."""
+        lines = self._recent.decode("utf-8", "replace").strip().splitlines()
         return lines[-1] if lines else ""
 
 
@@ -226,6 +233,15 @@ def _enlarge_pipe(fd: int) -> None:
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
     except (OSError, ImportError, ValueError):
         pass
+
+
+def write_failure_reason(last_line: str, result_path: Path) -> str:
+    """Why a child could not write its result, from the line it printed then ("cannot
+    write <path>: No space left on device", child/worker.py): the reason alone."""
+    said = f"cannot write {result_path}: "
+    if last_line.startswith(said):
+        return last_line[len(said):].strip() or "no reason given"
+    return last_line.strip() or "the child gave no reason"
 
 
 def read_tail(path: Path, limit: int = OUTPUT_TAIL_CHARS) -> str:
@@ -333,7 +349,8 @@ class Supervisor:
             except ValueError as error:
                 outcome.notes.append(f"the child's result could not be read: {error}")
         elif process.returncode == CHILD_OUTPUT_FAILED:
-            raise OSError(errno.EIO, f"the child could not write its result ({pump.last_line()})",
+            raise OSError(errno.EIO, "the child could not write its result "
+                          f"({write_failure_reason(pump.last_line(), result_path)})",
                           str(result_path))
         return outcome
 

@@ -80,11 +80,18 @@ def line_from_outcome(settings: RunSettings, sweep: SweepInfo, planned: PlannedE
                            else VerificationCode.VERIFIER_DIDNT_RUN),
         notes=list(result.notes) + (outcome.notes if succeeded else []),
         failure_kind=(None if succeeded else FailureKind.INFRASTRUCTURE
-                      if outcome.infrastructure_failure and outcome.result is None
-                      else FailureKind.EXPERIMENT), **common)
+                      if (outcome.infrastructure_failure and outcome.result is None)
+                      or _host_cause(result) else FailureKind.EXPERIMENT), **common)
     if result.verdict is not None:
         line.apply_verdict(result.verdict)
     return line
+
+
+def _host_cause(result: ChildResult) -> Optional[str]:
+    """Why a failed child's exception is the host's failure (child/host_failures.py)."""
+    if result.status is Status.FAILED and result.error is not None:
+        return result.error.host_cause
+    return None
 
 
 def verdict_of(verification: ChildOutcome) -> Verdict:
@@ -100,6 +107,9 @@ def failure_text(outcome: ChildOutcome) -> str:
     parts = list(outcome.notes)
     if result is not None and result.status is Status.FAILED and result.error is not None:
         parts.append(f"the experiment raised {result.error.exception}")
+        if result.error.host_cause:
+            parts.append(f"a failure of the host, not of the experiment: "
+                         f"{result.error.host_cause} (resume runs it again)")
         if result.error.traceback:
             parts.append("traceback:\n" + bounded(result.error.traceback, 1500))
     elif outcome.infrastructure_failure and result is None:
