@@ -11,7 +11,7 @@ later, while it holds claims; or SIGKILL to one of its fork servers. Other fault
 the files beside the results, which the runners share through their cache folder (this
 soak's own): one side file of each kind (the claims file, the reference workload's history,
 the probe's cached answer, the workload cache's entries) overwritten with bytes that are no
-JSON or JSON of the wrong shape; readings in the reference history stamped a month ahead
+JSON or JSON of the wrong shape, or replaced by a FIFO or a symbolic link that loops; readings in the reference history stamped a month ahead
 (the clock set back since), far below any real reading; a line of a newer schema whose
 experiment holds a field this version does not know, for an experiment not yet recorded; a
 runner started with a non-UTF-8 argument; a runner stopped by SIGTERM or SIGKILL while its
@@ -94,13 +94,17 @@ FAULT_REASONS = {
     "raises": "raised RuntimeError", "segfault": "killed by SIGSEGV",
     "exit": "exited with status 3", "signal": "killed by SIGTERM",
     "hang": "past the timeout", "memory_hog": "over the memory limit",
+    "gpu_oom": "raised OutOfMemoryError",
 }
 STOP_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
 #: The faults: a stop signal, a pause (SIGSTOP, then SIGCONT), a fork server killed.
 FAULTS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGSTOP", "fork server")
 #: The faults of the files and arguments around the runners (`Soak.strike_around`).
-SIDE_FAULTS = ("side file", "clock jump", "newer line", "non-UTF-8 argument",
+SIDE_FAULTS = ("side file", "odd side file", "clock jump", "newer line", "non-UTF-8 argument",
                "SIGTERM in probe", "SIGKILL in probe")
+#: What `Soak.odd_side_file` puts in a side file's place: a FIFO (a reader that opened it
+#: blocking hung for good) or a symbolic link to itself (a loop).
+ODD_FILES = ("FIFO", "link loop")
 #: How often a fault is one of SIDE_FAULTS.
 SIDE_FAULT_SHARE = 0.4
 #: The run id of the lines of the newer schema the soak appends.
@@ -287,6 +291,8 @@ class Soak:
         at = f"{time.monotonic() - self.began:6.1f} s"
         if fault == "side file":
             struck = self.corrupt_side_file()
+        elif fault == "odd side file":
+            struck = self.odd_side_file()
         elif fault == "clock jump":
             struck = self.jump_clock()
         elif fault == "newer line":
@@ -328,6 +334,22 @@ class Soak:
             content = self.rng.choice(JUNK + WRONG_SHAPES[kind])
             write_atomically(path, content)
             struck.append(f"{kind} {path.name} <- {content[:30]!r}")
+        return "; ".join(struck)
+
+    def odd_side_file(self) -> str:
+        """One side file of each kind there is now (the claims file whether or not there is
+        one) replaced with a FIFO or a symbolic link that loops."""
+        struck = []
+        for kind in sorted(WRONG_SHAPES):
+            found = self.side_files(kind)
+            if kind == "claims" and not found:
+                found = [self.output / "results.jsonl.claims"]
+            if not found:
+                continue
+            path = self.rng.choice(found)
+            odd = self.rng.choice(ODD_FILES)
+            replace_oddly(path, odd)
+            struck.append(f"{kind} {path.name} <- {odd}")
         return "; ".join(struck)
 
     def jump_clock(self) -> str:
@@ -449,7 +471,9 @@ class Soak:
             self.figures.violation("orphan process", f"pid {process.pid}: {' '.join(process.cmdline())[:120]}")
         for folder in [*self.tmp.glob("experiment-runner-*"), *self.tmp.glob("tmp*")]:
             self.figures.violation("scratch folder left", folder.name)
-        if (self.output / "results.jsonl.claims").exists():
+        # A FIFO or a loop there is the soak's own fault, planted after the last runner
+        # that looked at claims (a run that finds everything recorded claims nothing).
+        if (self.output / "results.jsonl.claims").is_file():
             claims = json.loads((self.output / "results.jsonl.claims").read_text())
             self.figures.violation("claim left", ", ".join(fp[:12] for fp in claims))
 
@@ -625,6 +649,17 @@ def planned_fingerprints(commands: list[list[str]]) -> dict[str, list]:
 def write_atomically(path: Path, content: bytes) -> None:
     temporary = path.with_name(f".{path.name}.soak")
     temporary.write_bytes(content)
+    os.replace(temporary, path)
+
+
+def replace_oddly(path: Path, odd: str) -> None:
+    """Put a FIFO or a symbolic link to itself in `path`'s place, atomically."""
+    temporary = path.with_name(f".{path.name}.soak")
+    temporary.unlink(missing_ok=True)
+    if odd == "FIFO":
+        os.mkfifo(temporary)
+    else:
+        os.symlink(path.name, temporary)
     os.replace(temporary, path)
 
 
