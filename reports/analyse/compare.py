@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from core.schema import error_headline
-from reports.read.load import Record
+from reports.read.record import Record
 from reports.stats import geomean, permutation_p_value
 
 DEFAULT_THRESHOLD = 0.07

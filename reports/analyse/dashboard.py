@@ -14,7 +14,8 @@ from reports.analyse.aggregate import Report
 from reports.analyse.compare import Comparison, DEFAULT_GEOMEAN_THRESHOLD
 from reports.analyse.history import History
 from core.columns import LABELS_COLUMN, config_columns, shown_columns
-from reports.read.load import ConfigKey, RunInfo
+from reports.read.load import RunInfo
+from reports.read.record import ConfigKey
 
 MAX_CHANGES = 50
 VERSION_KEYS = ("torch", "torch_xla", "torchax", "jax", "triton", "torchvision", "transformers", "timm", "numpy")

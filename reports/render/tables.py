@@ -9,7 +9,8 @@ from typing import Optional
 from reports.analyse.aggregate import ConfigSummary, Report, Row
 from reports.analyse.compare import DEFAULT_GEOMEAN_THRESHOLD, Comparison
 from reports.analyse.history import History, geomean_change
-from reports.read.load import ConfigKey, RunInfo, format_time
+from reports.read.load import RunInfo, format_time
+from reports.read.record import ConfigKey
 from reports.analyse.score import Score
 from reports.analyse.settings_diff import SettingDifference
 
