@@ -47,8 +47,9 @@ class Measure:
     unit: str = ""
     #: Its column in the console, Markdown and dashboard tables; None: no column.
     header: Optional[str] = None
-    #: How a value prints in those tables (one of PRINTS); the CSV holds raw values.
-    prints: str = NUMBER
+    #: How a value prints in those tables (one of PRINTS; by default text as it is, flags
+    #: as yes, numbers with 4 significant digits); the CSV holds raw values.
+    prints: str = ""
     #: Whether less is better (compare says which way a change went); None: neither.
     lower_is_better: Optional[bool] = None
     #: The CSV's column: '' for the figure's name, None for no column.
@@ -72,6 +73,14 @@ class Measure:
     #: Paths read for `sql` beyond `paths`, with their DuckDB types.
     reads: tuple[tuple[str, str], ...] = ()
     help: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.prints:
+            object.__setattr__(self, "prints", TEXT if self.kind is str else FLAG if self.kind is bool else NUMBER)
+        if self.prints not in PRINTS:
+            raise ValueError(f"measured figure {self.name!r}: prints {self.prints!r} is none of {PRINTS}")
+        if self.kind not in (float, int, str, bool):
+            raise ValueError(f"measured figure {self.name!r}: kind {self.kind!r} is not float, int, str or bool")
 
     @property
     def csv_column(self) -> Optional[str]:
