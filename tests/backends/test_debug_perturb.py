@@ -97,21 +97,30 @@ def run_on(stack, factory, exp):
     return run
 
 
-@pytest.mark.parametrize("test,factory,path,named", [
-    ("eval", ManyOutputs, "[2]['deep']['pair'][1]", "output[2]['deep']['pair'][1]"),
-    ("eval", ManyOutputs, "[3].ids", "output[3].ids"),
-    ("train", MLP, "gradients['layers.2.weight']", "gradients['layers.2.weight']"),
-    ("train", MLP, "['loss']", "loss"),
+@pytest.mark.parametrize("test,factory,path,named,scale,cosine", [
+    ("eval", ManyOutputs, "[2]['deep']['pair'][1]", "output[2]['deep']['pair'][1]", None, True),
+    ("eval", ManyOutputs, "[3].ids", "output[3].ids", None, False),
+    ("train", MLP, "gradients['layers.2.weight']", "gradients['layers.2.weight']", "0.5", True),
+    ("train", MLP, "['loss']", "loss", None, False),
 ])
-def test_the_verifier_catches_the_perturbed_leaf(test, factory, path, named):
+def test_the_verifier_catches_the_perturbed_leaf(test, factory, path, named, scale, cosine):
     exp = experiment(test)
     eager = run_on(DebugPerturbStack(environ=ON), factory, exp)
     tolerance = tolerance_for("fp32", test)
     clean = verify(eager, None, eager, tolerance=tolerance)
     assert clean.code is VerificationCode.PASS, clean.reason
-    backend = DebugPerturbStack(environ={**ON, "EXPERIMENT_RUNNER_PERTURB_PATH": path})
-    # Without a reference, and with eager itself standing in for the fp64 reference.
-    for fp64 in (None, eager):
+    perturbed = {**ON, "EXPERIMENT_RUNNER_PERTURB_PATH": path}
+    if scale:  # a gradient of about 1e-3: 1% of it is within allclose's atol of 1e-4
+        perturbed["EXPERIMENT_RUNNER_PERTURB_SCALE"] = scale
+    # With eager itself standing in for the fp64 reference (cast to float64, as the harness
+    # casts its reference). Without a reference cosine similarity decides, as in the
+    # harness: it misses a +1 in an integer leaf and a scalar's change (a one-element
+    # cosine is 1), and catches noise of half the leaf's size.
+    runs = [(eager, perturbed)]
+    if cosine:
+        runs.append((None, {**perturbed, "EXPERIMENT_RUNNER_PERTURB_SCALE": "0.5"}))
+    for fp64, environ in runs:
+        backend = DebugPerturbStack(environ=environ)
         verdict = verify(eager, fp64, run_on(backend, factory, exp), tolerance=tolerance)
         assert verdict.code is VerificationCode.FAIL
         assert verdict.details["path"] == named
