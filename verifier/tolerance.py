@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from verifier.policies import (
-    MATMUL_TOL_FLOOR, NAN_UNEQUAL_PRECISIONS, suite_policy,
-)
+from verifier.policies import MATMUL_PRECISIONS, NAN_UNEQUAL_PRECISIONS, suite_policy
 
 PRECISIONS = ("fp32", "amp", "fp16", "bf16")
 TESTS = ("eval", "train")
@@ -50,23 +48,24 @@ def tolerance_for(
 
     `suite`, `model` and `device` select the harness's per-suite and per-model tables
     (verifier.policies); a suite the harness does not have gets the general rules.
+    `matmul_precision` is checked and named in `rule`; it does not change `tol` (eager runs
+    under it too, and the fp64 rule is a multiple of eager's own error).
     """
     if precision not in PRECISIONS:
         raise ValueError(f"no verifier tolerance for precision {precision!r}; "
                          f"known: {sorted(PRECISIONS)}")
     if test not in TESTS:
         raise ValueError(f"no verifier tolerance for test {test!r}; expected eval or train")
-    if matmul_precision not in MATMUL_TOL_FLOOR:
+    if matmul_precision not in MATMUL_PRECISIONS:
         raise ValueError(f"unknown matmul precision {matmul_precision!r}; "
-                         f"expected one of {sorted(MATMUL_TOL_FLOOR)}")
+                         f"expected one of {sorted(MATMUL_PRECISIONS)}")
     policy = suite_policy(suite)
     rule = policy.rule_for(test, precision, device, model)
-    tol = max(rule.tol, MATMUL_TOL_FLOOR[matmul_precision])
-    source = f"{suite or 'general'} {test} {precision} on {device}: tol {rule.tol:g}"
-    if tol != rule.tol:
-        source += f", at least {tol:g} with matmul precision {matmul_precision}"
+    source = (f"{suite or 'general'} {test} {precision} on {device}"
+              f"{'' if model is None else ' for ' + model}: tol {rule.tol:g}"
+              f"{'' if matmul_precision == 'highest' else f' (matmul precision {matmul_precision})'}")
     return Tolerance(
-        tol=tol,
+        tol=rule.tol,
         cosine=rule.cosine,
         equal_nan=precision not in NAN_UNEQUAL_PRECISIONS,
         larger_multiplier_for_smaller_tensor=model in policy.larger_multiplier_models,

@@ -7,7 +7,7 @@ from core.config import fingerprint
 from observers import inapplicable_notes
 
 from core.host.machine import HostCapabilities
-from backends.stacks.debug_perturb import DebugPerturbStack, perturb_scale
+from backends.stacks.debug_perturb import DebugPerturbStack, perturb_element, perturb_scale
 from backends.runtimes.perturb import perturb, perturb_leaf
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig, ModelConfig, RunSettings
@@ -72,6 +72,19 @@ def test_perturb_leaf_changes_direction_and_exact_kinds():
     assert perturb_leaf(3, 1e-2) == 4 and perturb_leaf(True, 1e-2) is False
     with pytest.raises(ValueError, match="no leaf at path 'output\\[9\\]'"):
         perturb((x,), "output[9]", 1e-2)
+
+
+def test_one_element_can_be_perturbed_alone():
+    x = torch.tensor([[0.5, -0.018], [0.8, 1.0]])
+    y = perturb_leaf(x, 0.3, element=1)
+    assert torch.equal(y.view(-1)[[0, 2, 3]], x.view(-1)[[0, 2, 3]])
+    assert float(y[0, 1]) == pytest.approx(-0.018 * 1.3)
+    with pytest.raises(ValueError, match="element 4 of a tensor of 4 elements"):
+        perturb_leaf(x, 0.3, element=4)
+    assert perturb_element(None) is None and perturb_element("7") == 7
+    stack = DebugPerturbStack(environ={**ON, "EXPERIMENT_RUNNER_PERTURB_ELEMENT": "-1"})
+    assert "EXPERIMENT_RUNNER_PERTURB_ELEMENT='-1' must not be negative" in (
+        stack.invalid_reason(stack.planned(experiment(), stack.environ), HOST))
 
 
 def bench_of(factory, test):

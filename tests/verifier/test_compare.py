@@ -52,9 +52,9 @@ def test_codes_are_the_peer_runners_codes():
     (("fp32", "eval", "huggingface"), {"model": "GPT2ForSequenceClassification"}, 5e-3),
     (("fp32", "eval", "huggingface"), {"model": "GPT2ForSequenceClassification",
                                        "device": "cuda"}, 4e-3),
-    # TF32 and bf16 matmuls: at least their precision.
-    (("fp32", "eval", "builtin", "high"), {}, 1e-3),
-    (("fp32", "eval", "builtin", "medium"), {}, 1e-2),
+    # TF32 and bf16 matmuls: eager runs under them too; tol stays the harness's.
+    (("fp32", "eval", "builtin", "high"), {}, 1e-4),
+    (("fp32", "eval", "builtin", "medium"), {}, 1e-4),
 ])
 def test_tolerances_are_the_harness_tables(args, kwargs, tol):
     assert tolerance_for(*args, **kwargs).tol == tol
