@@ -62,7 +62,8 @@ class LeafCheck:
         return self.names[0]
 
     def returned(self, actual: Any, expected: Any) -> str:
-        return f"{self.names[1]} returned {short(actual)} where {self.ref} returned {short(expected)}"
+        return (f"{self.names[1]} returned {short(actual)} where {self.ref} returned "
+                f"{short(expected)}")
 
 
 def judge_leaf(path: Path, expected: Any, actual: Any, reference: Any,
@@ -187,16 +188,17 @@ def _value_at(tensor: torch.Tensor, where: list[int]) -> Any:
     return value.item()
 
 
-def _not_close_text(check: LeafCheck, e: torch.Tensor, a: torch.Tensor, tol: float) -> str:
+def _not_close_text(check: LeafCheck, e: torch.Tensor, a: torch.Tensor, tol: float,
+                    equal_nan: bool) -> str:
     largest, _, where = _differences(e, a, tol)
-    nan_note = _nan_note(check, e, a)
+    nan_note = _nan_note(check, e, a, equal_nan)
     if largest == 0 or (not where and e.dim()):
         return f"not allclose to {check.ref} at tol {tol:g}{nan_note}"
     return (f"not allclose to {check.ref} at tol {tol:g} (largest difference {largest:.3e}, at "
             f"{where}: {_value_at(a, where)!r} vs {_value_at(e, where)!r}){nan_note}")
 
 
-def _nan_note(check: LeafCheck, e: torch.Tensor, a: torch.Tensor) -> str:
+def _nan_note(check: LeafCheck, e: torch.Tensor, a: torch.Tensor, equal_nan: bool) -> str:
     """Where NaN and infinities are, when either side has any."""
     if not (e.is_floating_point() or e.is_complex()):
         return ""
@@ -206,7 +208,9 @@ def _nan_note(check: LeafCheck, e: torch.Tensor, a: torch.Tensor) -> str:
         if ne or na:
             same_places = bool(torch.equal(mask(e), mask(a)))
             notes.append(f"{name} at {na} positions, {check.ref}'s at {ne}"
-                         + (" (the same places)" if same_places else ""))
+                         + (" (the same places)" if same_places else "")
+                         + (", and NaN never equals NaN in fp32 (equal_nan off)"
+                            if name == "NaN" and na and ne and not equal_nan else ""))
     return "; " + "; ".join(notes) if notes else ""
 
 
@@ -218,7 +222,8 @@ def _bool_leaf(check: LeafCheck, e: torch.Tensor, a: torch.Tensor, tolerance: To
         intersection, union = int((e & a).sum()), int((e | a).sum())
         iou = 1.0 if union == 0 else intersection / union
         check.numbers["iou"] = iou
-        check.ratio = (1 - iou) / (1 - tolerance.iou_threshold) if tolerance.iou_threshold < 1 else 0.0
+        threshold = tolerance.iou_threshold
+        check.ratio = (1 - iou) / (1 - threshold) if threshold < 1 else 0.0
         if union and iou < tolerance.iou_threshold:
             check.failure = (f"IoU of the boolean mask with {check.ref}'s {iou:.4f} is below "
                              f"{tolerance.iou_threshold:g}")
@@ -296,7 +301,7 @@ def _allclose_then_fp64(check: LeafCheck, e: torch.Tensor, a: torch.Tensor, r: t
     if torch.allclose(e, a, atol=tol, rtol=tol, equal_nan=tolerance.equal_nan):
         check.ratio = close_ratio
         return
-    not_close = _not_close_text(check, e, a, tol)
+    not_close = _not_close_text(check, e, a, tol, tolerance.equal_nan)
     if r.dtype != torch.float64:
         check.ratio = math.inf
         check.failure = not_close if r is e else (
@@ -331,9 +336,8 @@ def _allclose_then_fp64(check: LeafCheck, e: torch.Tensor, a: torch.Tensor, r: t
         check.failure = (f"RMSE against fp64 {error:.3e} exceeds {multiplier:g} x {check.ref}'s "
                          f"{eager_error:.3e} + tol/10 {tol / 10:.1e} = {allowed:.3e} ({not_close})")
         return
-    equal_nan = "on" if tolerance.equal_nan else "off: NaN never equals NaN"
     check.failure = (f"{not_close}; RMSE against fp64 {error:.3e}, {check.ref}'s "
-                     f"{eager_error:.3e}: not finite, so the fp64 rule fails (equal_nan {equal_nan})")
+                     f"{eager_error:.3e}: not finite, so the fp64 rule fails")
 
 
 # ---------------------------------------------------------------------------------------

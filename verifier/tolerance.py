@@ -61,9 +61,12 @@ def tolerance_for(
                          f"expected one of {sorted(MATMUL_PRECISIONS)}")
     policy = suite_policy(suite)
     rule = policy.rule_for(test, precision, device, model)
-    source = (f"{suite or 'general'} {test} {precision} on {device}"
-              f"{'' if model is None else ' for ' + model}: tol {rule.tol:g}"
-              f"{'' if matmul_precision == 'highest' else f' (matmul precision {matmul_precision})'}")
+    source = f"{suite or 'general'} {test} {precision} on {device}"
+    if model is not None:
+        source += f" for {model}"
+    source += f": tol {rule.tol:g}"
+    if matmul_precision != "highest":
+        source += f" (matmul precision {matmul_precision})"
     return Tolerance(
         tol=rule.tol,
         cosine=rule.cosine,

@@ -6,8 +6,9 @@ runs with EXPERIMENT_RUNNER_DEBUG_STACKS=1. At planning, EXPERIMENT_RUNNER_PERTU
 `gradients['layers.0.weight']`), EXPERIMENT_RUNNER_PERTURB_SCALE (the relative size,
 default 1e-2) and EXPERIMENT_RUNNER_PERTURB_ELEMENT (a flat index: only that element of a
 floating leaf moves, by `scale` of its value) become options of the experiment, so they
-reach the child in its spec and are part of the fingerprint. Without a path the stack is plain eager. Timing runs are not
-perturbed, only the result handed to the verifier. It counts as eager for observers.
+reach the child in its spec and are part of the fingerprint. Without a path the stack is
+plain eager. Timing runs are not perturbed, only the result handed to the verifier. It
+counts as eager for observers.
 """
 
 from __future__ import annotations

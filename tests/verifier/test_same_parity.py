@@ -165,7 +165,8 @@ def iou_masks(flipped: int) -> Scene:
     return mask, actual, mask.clone()
 
 
-def without_fp64(change: Callable[[torch.Tensor], torch.Tensor], n: int = 512) -> Callable[[], Scene]:
+def without_fp64(change: Callable[[torch.Tensor], torch.Tensor],
+                 n: int = 512) -> Callable[[], Scene]:
     def scene() -> Scene:
         eager = rounded(seeded(n))
         return eager, change(eager.clone()), None
@@ -212,14 +213,16 @@ def question_answering(logits_off: bool) -> Scene:
         loss=torch.tensor(2.5), start_logits=fp64.start_logits.float(),
         end_logits=fp64.end_logits.float())
     actual = outputs.QuestionAnsweringModelOutput(
-        loss=torch.tensor(2.5), start_logits=-eager.start_logits if logits_off else eager.start_logits,
+        loss=torch.tensor(2.5),
+        start_logits=-eager.start_logits if logits_off else eager.start_logits,
         end_logits=eager.end_logits)
     return eager, actual, fp64
 
 
 CASES = [
     Case("issue 54: one element of 8192 off by 30% fails at tol 1e-4", issue_54_case, FP32, False),
-    Case("issue 54's output passes at timm's tol 1e-3, as in the harness", issue_54_case, TIMM, True),
+    Case("issue 54's output passes at timm's tol 1e-3, as in the harness", issue_54_case,
+         TIMM, True),
     Case("identical results", noisy(1.0), FP32, True),
     Case("1.5 x eager's own error against fp64", noisy(1.5), FP32, True),
     Case("3 x eager's own error against fp64", noisy(3.0), FP32, False),
@@ -242,7 +245,8 @@ CASES = [
          nan_scene([3, 7], [3, 7], torch.float16), FP16, True),
     Case("NaN at other places, equal_nan on: both errors NaN pass",
          nan_scene([3], [9], torch.float16), FP16, True),
-    Case("NaN in the experiment only", nan_scene([], [9], torch.float16, fp64_nan=False), FP16, False),
+    Case("NaN in the experiment only", nan_scene([], [9], torch.float16, fp64_nan=False),
+         FP16, False),
     Case("NaN in eager only, the experiment close to fp64",
          nan_scene([3], [], fp64_nan=False, offset=1e-3), FP32, True),
     Case("NaN in eager only, the experiment far from fp64",
@@ -256,10 +260,11 @@ CASES = [
     Case("one boolean flipped", lambda: flags(True), FP32, False),
     Case("IoU 500/505 passes a listed model at 0.95", lambda: iou_masks(5), IOU, True, True),
     Case("IoU 500/600 fails a listed model", lambda: iou_masks(100), IOU, False, True),
-    Case("float16 where eager has float32", lambda: (seeded(8).float(), seeded(8).half(), seeded(8)),
-         FP32, False),
+    Case("float16 where eager has float32",
+         lambda: (seeded(8).float(), seeded(8).half(), seeded(8)), FP32, False),
     Case("int32 where eager has int64",
-         lambda: (torch.arange(4), torch.arange(4, dtype=torch.int32), torch.arange(4)), FP32, False),
+         lambda: (torch.arange(4), torch.arange(4, dtype=torch.int32), torch.arange(4)),
+         FP32, False),
     Case("Python float off by 1e-3", lambda: (0.75, 0.751, 0.75), FP32, False),
     Case("equal Python ints, strings and None", lambda: ((3, "a", None), (3, "a", None),
                                                         (3, "a", None)), FP32, True),
