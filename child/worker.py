@@ -196,6 +196,7 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     phases = phases or Phases()
     import backends
     from observers.session import ExperimentObservers
+    from child.host_state import HostStateWatch
     from child.timing import HOST_CLOCK, measure
     from child.trust import CpuWatch, judge
 
@@ -215,6 +216,7 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
     card = card_watch(spec)
     picker = core_picker(spec)
+    host = HostStateWatch(card)
     phases.mark("prepare_s")
     before = reference_reading(spec, tries=1)
     phases.mark("reference_s")
@@ -225,7 +227,8 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
                      seed=spec.experiment.seed, device_watch=card,
                      pulse=host_pulse if spec.settings.reference_workload else None,
                      core_picker=picker,
-                     warmup_clock=gate.working_clock if gate is not None else time.perf_counter)
+                     warmup_clock=gate.working_clock if gate is not None else time.perf_counter,
+                     host_watch=host)
     phases.mark("measure_s")
     # What the reading guards: the timed runs (the stack's and eager's), not the warm-up
     # with its compiling nor the contention check's idle probe.

@@ -21,6 +21,8 @@ from typing import Any, Optional, Sequence
 
 from core.contract import ChildResult
 from core.host.host_bound import HOST_BOUND_RATIO, LINE_BOUND, host_bound_counts
+from core.host.host_state import join_processes
+from core.host.host_state import summarize as summarize_host_state
 from core.schema import COLD_START_ENTRIES, Status
 
 #: Summary keys summed over processes (counts of iterations).
@@ -141,6 +143,13 @@ def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
         summary["gpu"] = max(cards, key=lambda window: sum(
             (window.get("clocks_held_down") or {}).values()))
         summary["gpu_processes"] = cards
+    windows = [r.summary.get("host_windows") for _, r in good]
+    if any(isinstance(columns, dict) for columns in windows):
+        # Every process's runs, one after the other, summed up over all and per process.
+        summary["host_windows"] = join_processes(
+            [columns if isinstance(columns, dict) else None for columns in windows])
+        summary["host_state"] = {**summarize_host_state(summary["host_windows"]),
+                                 "processes": [r.summary.get("host_state") for _, r in good]}
     references = [r.summary.get("reference") for _, r in good
                   if isinstance(r.summary.get("reference"), dict)]
     if references:
