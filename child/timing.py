@@ -83,6 +83,10 @@ class TimingResult:
     #: What the timing thread met around each recorded timed run (child/host_state.py):
     #: one column per figure; None where nothing was read.
     host_windows: Optional[dict[str, list[Any]]] = None
+    #: The device's busy time per iteration, from profiled iterations after the timed runs
+    #: (child/device_busy.py), the stack's and the paired eager's; None where not measured.
+    device_busy: Optional[dict[str, Any]] = None
+    reference_device_busy: Optional[dict[str, Any]] = None
 
     @property
     def per_iter_time(self) -> list[float]:
@@ -148,6 +152,12 @@ class TimingResult:
         if self.host_windows is not None:
             summary["host_windows"] = self.host_windows
             summary["host_state"] = summarize_host_state(self.host_windows)
+        if self.device_busy is not None:
+            summary["device_busy"] = dict(self.device_busy)
+            summary["device_busy_ms"] = self.device_busy.get("ms")
+            if self.reference_device_busy is not None:
+                summary["device_busy"]["eager"] = self.reference_device_busy
+                summary["eager_device_busy_ms"] = self.reference_device_busy.get("ms")
         if self.redone_per_iter_time:
             summary["redone_runs"] = {"count": len(self.redone_per_iter_time),
                                       "per_iter_time": list(self.redone_per_iter_time)}
@@ -447,6 +457,7 @@ def measure(
     core_picker: Optional[CorePicker] = None,
     warmup_clock: Callable[[], float] = time.perf_counter,
     host_watch: Optional[HostStateWatch] = None,
+    device_busy: Optional[Callable[[Callable[[], Any]], dict[str, Any]]] = None,
 ) -> TimingResult:
     """Warm up (the first iteration is the cold start), then time `repeat` runs.
 
@@ -467,7 +478,9 @@ def measure(
     picked core. `warmup_clock` times the stack's warm-up: on a GPU shared by several
     slots, a clock that stops while the child waits for its turn on the card
     (child/device_gate.py). `host_watch` reads the timing thread's state around each timed
-    run (`summary.host_windows`, `summary.host_state`).
+    run (`summary.host_windows`, `summary.host_state`). `device_busy`, given a function that
+    runs one iteration and synchronizes, measures the device's busy time per iteration
+    (child/device_busy.py): after the timed runs, for the stack and the paired eager.
 
     The parts, each with one job: `Timed.of` (inputs and timer), `warm_up_reference`,
     `cold_start`, `Watches` (what spans the timed runs), `timed_runs` (`run_once`,
@@ -491,6 +504,11 @@ def measure(
     watches.start(timing)
     timing.last_result = timed_runs(stack, paired, settings, timing, hooks, watches)
     watches.stop()
+    if device_busy is not None:
+        timing.device_busy = device_busy(lambda: _run(prepared, stack.inputs, 1))
+        if paired is not None:
+            timing.reference_device_busy = device_busy(
+                lambda: _run(paired.prepared, paired.inputs, 1))
     hooks.after_timed_runs(lambda: _run(prepared, stack.inputs, settings.iterations_per_run),
                            stack.inputs)
     return timing

@@ -126,3 +126,22 @@ def test_the_host_state_is_summed_over_every_processs_runs_and_kept_per_process(
         3000.0, 1550.0, None]
     assert "host_state" not in combine([timing_result([1.0]), timing_result([2.0])],
                                        2).summary
+
+
+def test_the_device_busy_time_is_the_median_of_the_processes_with_its_spread():
+    def busy(ms, eager):
+        return {"ms": ms, "iterations_ms": [ms], "kernels": 40, "reason": None,
+                "eager": {"ms": eager, "kernels": 90}}
+
+    results = [timing_result([1.0], device_busy=busy(2.0, 5.0), device_busy_ms=2.0),
+               timing_result([3.0], device_busy=busy(2.2, 5.5), device_busy_ms=2.2),
+               timing_result([1.5], device_busy=busy(2.1, 5.2), device_busy_ms=2.1)]
+    summary = combine(results, 3).summary
+    assert summary["device_busy_ms"] == 2.1 and summary["eager_device_busy_ms"] == 5.2
+    assert summary["device_busy"]["processes_ms"] == [2.0, 2.2, 2.1]
+    assert summary["device_busy"]["spread"] == pytest.approx(0.2 / 2.1)
+    assert summary["device_busy"]["eager"]["processes_ms"] == [5.0, 5.5, 5.2]
+    cpu = {"ms": None, "reason": "no device kernels to sum on cpu"}
+    none = combine([timing_result([1.0], device_busy=cpu, device_busy_ms=None),
+                    timing_result([2.0], device_busy=cpu, device_busy_ms=None)], 2).summary
+    assert none["device_busy_ms"] is None and none["device_busy"]["reason"] == cpu["reason"]
