@@ -113,6 +113,7 @@ def build_payload(
             "w": row.warnings, "run": r.run_id, "err": r.error, "unrel": r.unreliable,
             "hb": _num(r.host_bound_fraction) if r.host_bound else None, "slow": _num(r.slow_ratio),
             "fl": _num(r.flops_per_iteration), "tf": _num(r.tflops), "pk": _num(r.peak_fraction), "pkn": r.peak_note,
+            "db": _num(r.device_busy),
         })
     payload: dict[str, Any] = {
         "title": title,

@@ -105,6 +105,9 @@ READ_COLUMNS: dict[str, Any] = {
         "host_bound_fraction": _D,
         "slow_period": {"ratio": _D, "flagged": _B},
         "throughput": {"tflops": _D, "fraction_of_peak": _D, "no_peak_reason": _V},
+        # The device's busy time per iteration (CUDA; child/device_busy.py), or why none.
+        "device_busy_ms": _D,
+        "device_busy": {"reason": _V},
         "unreliable": _B,
         "unreliable_reasons": "VARCHAR[]",
         "unreliable_reason": _V,
@@ -142,7 +145,7 @@ _DETAIL_READ = (
     "summary.paired_speedup.p_value", "summary.paired_speedup.method",
     "summary.unreliable", "summary.unreliable_reasons", "summary.unreliable_reason",
     "summary.processes.spread", "summary.host_bound", "summary.host_bound_fraction",
-    "summary.slow_period", "summary.throughput",
+    "summary.slow_period", "summary.throughput", "summary.device_busy_ms", "summary.device_busy",
 )
 
 
@@ -365,6 +368,8 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
     ("tflops", f"""COALESCE({_positive('summary.throughput.tflops')}, {_positive(_COUNTED_TFLOPS)})"""),
     ("peak_fraction", f"""{_finite('summary.throughput.fraction_of_peak')}"""),
     ("peak_note", """COALESCE(summary.throughput.no_peak_reason, '')"""),
+    ("device_busy", f"""{_positive('summary.device_busy_ms')}"""),
+    ("device_busy_reason", """COALESCE(summary.device_busy.reason, '')"""),
     # Any valid line's settings (one naming no model too): `settings_of` counts them per file.
     ("settings", """CASE WHEN json_type(environment.torch_settings) = 'OBJECT'
          THEN CAST(environment.torch_settings AS VARCHAR) END"""),
@@ -375,7 +380,8 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
 DETAIL_COLUMNS = ("fp", "times", "peak_host", "error", "skip_reason", "graph_count", "unique_graphs",
                   "graph_breaks", "unique_graph_breaks", "calls_captured", "paired_p", "paired_method",
                   "unreliable", "unreliable_reason", "process_spread", "host_bound",
-                  "host_bound_fraction", "slow_ratio", "tflops", "peak_fraction", "peak_note")
+                  "host_bound_fraction", "slow_ratio", "tflops", "peak_fraction", "peak_note",
+                  "device_busy", "device_busy_reason")
 #: Every normalised column (a file read with its details, or cached).
 NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
 #: The columns of every line (`kind` aside, which only sets lines aside).

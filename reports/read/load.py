@@ -189,6 +189,10 @@ class Record:
     peak_note: str = ""
     #: FLOPs of one iteration (the line's workload.flops_per_iteration), when counted.
     flops_per_iteration: Optional[float] = None
+    #: CUDA: the device's busy time per iteration in seconds (its kernels' time, summed; a
+    #: figure the host's speed does not move), or why the line has none.
+    device_busy: Optional[float] = None
+    device_busy_reason: str = ""
 
     @property
     def model_label(self) -> str:
@@ -279,7 +283,8 @@ _RECORD_FIELDS = (
     ("process_spread", "process_spread"), ("host_bound", "host_bound"),
     ("host_bound_fraction", "host_bound_fraction"), ("slow_ratio", "slow_ratio"),
     ("tflops", "tflops"), ("peak_fraction", "peak_fraction"), ("peak_note", "peak_note"),
-    ("flops", "flops_per_iteration"), ("id", None), ("n_times", None),
+    ("flops", "flops_per_iteration"), ("device_busy", None),
+    ("device_busy_reason", None), ("id", None), ("n_times", None),
 )
 
 
@@ -318,7 +323,10 @@ def record_from_row(row: tuple) -> Record:
         config=config, per_iter_times=times, interval=median_interval(times), peak_memory=peak,
         memory_kind=kind, eager_peak_device_memory=_int(values[_AT["eager_peak_dev"]]),
         unreliable=bool(values[_AT["unreliable"]]), host_bound=bool(values[_AT["host_bound"]]),
-        peak_note=values[_AT["peak_note"]] or "")
+        peak_note=values[_AT["peak_note"]] or "",
+        device_busy=(values[_AT["device_busy"]] / 1e3
+                     if values[_AT["device_busy"]] is not None else None),
+        device_busy_reason=values[_AT["device_busy_reason"]] or "")
     return Record(**given)
 
 

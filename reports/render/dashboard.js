@@ -565,6 +565,7 @@
       fmt: (v) => (isNum(v) ? (v / 1e9).toPrecision(4) + " G" : "-") },
     { key: "tf", label: "TFLOP/s (% peak)", get: (r) => r.tf,
       fmt: (v, r) => (isNum(v) ? v.toPrecision(3) + (isNum(r.pk) ? " (" + fmtPct(r.pk) + ")" : " (no peak)") : "-") },
+    { key: "db", label: "device busy/iter", get: (r) => r.db, fmt: fmtTime },
     { key: "w", label: "warnings", get: (r) => r.w.join("; ") },
   ];
   function renderExperiments(visible) {

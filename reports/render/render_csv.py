@@ -28,7 +28,8 @@ CSV_FIELDS = [
     "interval_low_s", "interval_high_s", "interval_coverage", "baseline", "baseline_median_time_s",
     "speedup", "speedup_method", "cold_start_time_s", "compile_time_s", "peak_memory_bytes", "memory_kind",
     "compression_ratio", "flops_per_iteration", "unreliable", "host_bound_fraction", "slow_ratio",
-    "process_spread", "tflops", "fraction_of_peak", "run_id", "fingerprint", "warnings", "error",
+    "process_spread", "tflops", "fraction_of_peak", "device_busy_s", "run_id", "fingerprint",
+    "warnings", "error",
 ]
 
 
@@ -41,7 +42,8 @@ NUMBER_FIELDS = frozenset({
     "batch_size", "repeats", "median_time_s", "interval_low_s", "interval_high_s",
     "interval_coverage", "baseline_median_time_s", "speedup", "cold_start_time_s",
     "compile_time_s", "peak_memory_bytes", "compression_ratio", "flops_per_iteration",
-    "host_bound_fraction", "slow_ratio", "process_spread", "tflops", "fraction_of_peak"})
+    "host_bound_fraction", "slow_ratio", "process_spread", "tflops", "fraction_of_peak",
+    "device_busy_s"})
 #: What a spreadsheet reads as the start of a formula.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -83,7 +85,7 @@ def render_csv(report: Report) -> str:
             "flops_per_iteration": _num(r.flops_per_iteration), "unreliable": "yes" if r.unreliable else "",
             "host_bound_fraction": _num(r.host_bound_fraction), "slow_ratio": _num(r.slow_ratio),
             "process_spread": _num(r.process_spread), "tflops": _num(r.tflops),
-            "fraction_of_peak": _num(r.peak_fraction),
+            "fraction_of_peak": _num(r.peak_fraction), "device_busy_s": _num(r.device_busy),
             "run_id": r.run_id, "fingerprint": r.fingerprint, "warnings": "; ".join(row.warnings),
             "error": r.error,
         }))

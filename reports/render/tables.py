@@ -59,7 +59,7 @@ def _interval(row: Row) -> str:
 ROW_HEADERS = [
     "model", "configuration", "batch", "status", "verification", "median/iter", "interval",
     "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "FLOP/iter",
-    "TFLOP/s (% peak)", "warnings",
+    "TFLOP/s (% peak)", "device busy/iter", "warnings",
 ]
 
 
@@ -95,6 +95,7 @@ def row_cells(row: Row) -> list[str]:
         fmt_ratio(row.compression_ratio),
         fmt_flops(record.flops_per_iteration),
         throughput_cell(record),
+        fmt_time(record.device_busy),
         "; ".join(row.warnings),
     ]
 
