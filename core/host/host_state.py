@@ -69,11 +69,16 @@ def summarize(columns: Mapping[str, Sequence[Any]]) -> dict[str, Any]:
         values = columns.get(name)
         return list(values) if isinstance(values, (list, tuple)) else []
 
-    starts, ends = column("cpu_start"), column("cpu_end")
     runs = max((len(column(name)) for name in COLUMNS), default=0)
+
+    def padded(name: str) -> list[Any]:
+        values = column(name)
+        return values + [None] * (runs - len(values))
+
+    starts, ends = padded("cpu_start"), padded("cpu_end")
     moved = [1 if (start is not None and end is not None and start != end)
              or (isinstance(migrations, int) and migrations > 0) else 0
-             for start, end, migrations in zip(starts, ends, column("migrations"))]
+             for start, end, migrations in zip(starts, ends, padded("migrations"))]
     return {
         "runs": runs,
         "cpus": _distinct(starts, ends),

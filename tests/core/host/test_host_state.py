@@ -31,6 +31,8 @@ def test_what_was_never_read_is_none_not_zero():
     assert state["steal_share"] is None and state["freq_mhz"] is None
     assert state["migrations"] is None and state["gpu_pstates"] == []
     assert summarize({})["runs"] == 0 and summarize({})["moved_share"] is None
+    # a column not read at all (no migrations on this kernel) does not hide the others
+    assert summarize({"cpu_start": [1, 2], "cpu_end": [2, 2]})["moved_share"] == 0.5
 
 
 def test_processes_are_joined_with_a_column_naming_each_runs_process():
