@@ -254,9 +254,9 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
         from child.device_busy import not_measured, reason_not_measured
 
         reason = reason_not_measured(spec.experiment.accelerator,
-                                     prepared.device_timer() is not None)
-        result.summary.update(device_busy=not_measured(reason or "not measured"),
-                              device_busy_ms=None)
+                                     prepared.device_timer() is not None) \
+            or "--no-device-busy"
+        result.summary.update(device_busy=not_measured(reason), device_busy_ms=None)
     result.summary.update(prepared.final_metrics())
     per_run, whole = observers.metrics(), observers.summary()
     result.metrics.update(per_run)
@@ -278,11 +278,11 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
 def busy_probe(spec: ChildSpec, prepared) -> Optional[Callable[[Callable[[], Any]], dict]]:
     """What measures the device's busy time per iteration after the timed runs
     (child/device_busy.py): on CUDA, for a stack whose work runs on torch's CUDA streams
-    (it offers a device timer); else None."""
+    (it offers a device timer), unless --no-device-busy; else None."""
     from child.device_busy import measure_device_busy, reason_not_measured
 
-    if reason_not_measured(spec.experiment.accelerator,
-                           prepared.device_timer() is not None) is not None:
+    if not spec.settings.device_busy or reason_not_measured(
+            spec.experiment.accelerator, prepared.device_timer() is not None) is not None:
         return None
     return measure_device_busy
 
