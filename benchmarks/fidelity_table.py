@@ -16,8 +16,8 @@ lines recorded.
 
 The harness's own band: where the harness ran a case more than once (fidelity.sh's
 HARNESS_RUNS, default 2: peer-NAME-runK.csv beside the first run's; and --harness-again), the
-row shows its runs and their spread, and whether ours lies within the harness's own band
-(`in band`): on a row ours' line flags host-bound, within the range of the harness's runs
+row shows its runs and their spread, and the lines below the table count the rows where ours
+lies within the harness's own band (and name the others): on a row ours' line flags host-bound, within the range of the harness's runs
 widened by 5% on compiled latency and on speedup; on a card-bound row, within 5% of the
 median of its runs (the plain bound: there the harness holds still). Below the table: how
 many rows lie within the band, by class, and how far the harness's runs agree with each other.
@@ -358,7 +358,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     # The harness ran some cases more than once: its own band, and its runs.
     banded = bool(again) or any(len(runs) > 1 for *_, runs in rows)
     if banded:
-        header += ("in band", "peer runs: ind., x", "peer spread")
+        header += ("peer runs: ind., x", "peer spread")
     if ours_again_lines:
         header += ("ours runs: ind., x", "ours runs spread")
     print("| " + " | ".join(header) + " |")
@@ -369,6 +369,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     by_test: dict[str, list[int]] = {}  # test -> [rows that agree, rows compared]
     in_band = {"host-bound": [0, 0], "card-bound": [0, 0]}  # [within the band, rows compared]
     harness_spreads: list[tuple[float, float]] = []  # per row run again: latency, speedup
+    outside_band: list[str] = []  # the rows ours does not lie within the harness's band
     for case, folder, peer, ours, runs in rows:
         suite, model, batch, precision, mode, test = case
         rows_from[folder] += bool(peer and ours)
@@ -411,14 +412,13 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         cells.append(f"{spread:.1%}" if isinstance(spread, (int, float)) else "-")
         cells.append(f"{graphs_of_peer(peer)}, {graphs_of_ours(ours)}")
         if banded:
-            if agreed is None:
-                cells.append("-")
-            else:
+            if agreed is not None:
                 kind = "host-bound" if is_host_bound(ours) else "card-bound"
                 banded_in = within_band(figures, theirs, kind == "card-bound")
                 in_band[kind][0] += banded_in
                 in_band[kind][1] += 1
-                cells.append("yes" if banded_in else "no")
+                if not banded_in:
+                    outside_band.append(f"{model} {test} ({kind})")
             cells += runs_cells(theirs)
             if len(theirs) > 1:
                 harness_spreads.append(tuple(relative_spread(list(values))
@@ -450,7 +450,8 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         print(f"Within the harness's own band: {host_in + card_in} of {compared} rows (host-bound "
               f"in ours' line: {host_in} of {host_rows}, within the range of the harness's runs "
               f"widened by {AGREEMENT:.0%}; card-bound: {card_in} of {card_rows}, within "
-              f"{AGREEMENT:.0%} of the median of its runs), on compiled latency and speedup.")
+              f"{AGREEMENT:.0%} of the median of its runs), on compiled latency and speedup"
+              + (f"; outside it: {', '.join(outside_band)}." if outside_band else "."))
     if harness_spreads:
         steady = sum(latency <= AGREEMENT and speedup <= AGREEMENT
                      for latency, speedup in harness_spreads)
