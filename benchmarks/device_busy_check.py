@@ -1,7 +1,7 @@
 """Our lines' device busy time per iteration against the kernels of PyTorch's harness, case by case.
 
     python -m benchmarks.device_busy_check CASES_FILE --out DIR [--reference DIR]
-        [--at-once N] [--our-flags "..."]
+        [--at-once N] [--budget SECONDS] [--our-flags "..."]
 
 For each case of CASES_FILE (lines of benchmarks/fidelity.sh's cases: "suite model batch
 precision mode test"):
@@ -26,6 +26,7 @@ import argparse
 import shlex
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
@@ -127,6 +128,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="the harness's folder (default: %(default)s)")
     parser.add_argument("--at-once", type=int, default=3,
                         help="our invocations at a time, taking turns on the card (default 3)")
+    parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                        help="start no harness case after this many seconds from the start "
+                             "(the table is printed with what was measured)")
     parser.add_argument("--our-flags", default="",
                         help="more flags for our runner, e.g. \"--processes=2 --repeat=10\"")
     options = parser.parse_args(argv)
@@ -139,6 +143,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         cases = [Case.parse(" ".join(case)) for case in read_cases(options.cases)]
     except ValueError as error:
         parser.error(str(error))
+    started = time.monotonic()
     options.out.mkdir(parents=True, exist_ok=True)
     flags = shlex.split(options.our_flags)
     with ThreadPoolExecutor(max(1, options.at_once)) as pool:
@@ -146,7 +151,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                  cases)):
             if failure:
                 print(f"{case}: {failure}", file=sys.stderr)
-    harness = {case: harness_kernel_ms(case, reference, options.out) for case in cases}
+    harness = {}
+    for case in cases:
+        if options.budget is not None and time.monotonic() - started > options.budget:
+            harness[case] = {"error": f"not run: past the budget of {options.budget:g} s"}
+        else:
+            harness[case] = harness_kernel_ms(case, reference, options.out)
     results = options.out / "ours" / "results.jsonl"
     lines = read_results(results).lines if results.exists() else []
     return report(cases, lines, harness)
