@@ -18,6 +18,14 @@ Besides the time, every measured figure where less (or more) is better (core.mea
 `lower_is_better`; compile time, peak memory, TFLOP/s...) is compared for the experiments
 that ran on both sides: those that moved by more than the threshold are listed, better or
 worse, and never change the verdict.
+
+On a host-bound line (`summary.host_bound`, either side: the host's launching, not the
+device, set the time) the latency is the host's speed, which moves between runs by tens of
+percent. There the gate judges the device's busy time per iteration instead (CUDA's kernels,
+summed: `summary.device_busy_ms`), with the same threshold: the kernels took longer or
+shorter, a regression or an improvement; a latency that moved beyond the threshold while the
+busy time held is unreliable (the host's speed, or its own work, changed). A host-bound line
+without the busy time on both sides keeps the latency's verdict, and the note says why.
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ class Change:
     p_value: Optional[float] = None
     verdict: str = NOT_COMPARED
     reason: str = ""
+    #: On a host-bound line with the device's busy time on both sides: new over base.
+    busy_ratio: Optional[float] = None
 
     @property
     def change(self) -> Optional[float]:
@@ -189,6 +199,32 @@ def _judge(change: Change, threshold: float, alpha: float) -> None:
         change.verdict = NOISE
     else:
         change.verdict = REGRESSED if change.ratio > 1.0 else IMPROVED
+    if base.host_bound or new.host_bound:
+        _judge_by_device_busy(change, threshold)
+
+
+def _judge_by_device_busy(change: Change, threshold: float) -> None:
+    """A host-bound line's verdict from the device's busy time per iteration, or the reason
+    there is none (module docstring)."""
+    base, new = change.base, change.new
+    if not (base.device_busy and new.device_busy):
+        missing = next(record for record in (base, new) if not record.device_busy)
+        why = missing.device_busy_reason or "no device busy time in the line"
+        note = f"host-bound: judged by its latency, which follows the host's speed ({why})"
+        change.reason = f"{change.reason}; {note}" if change.reason else note
+        return
+    change.busy_ratio = new.device_busy / base.device_busy
+    busy = f"device busy time {change.busy_ratio - 1.0:+.1%}"
+    if abs(change.busy_ratio - 1.0) > threshold:
+        change.verdict = REGRESSED if change.busy_ratio > 1.0 else IMPROVED
+        change.reason = f"host-bound: judged by its {busy} (latency {change.change:+.1%})"
+    elif abs(change.ratio - 1.0) > threshold:
+        change.verdict = UNRELIABLE
+        change.reason = (f"host-bound: latency {change.change:+.1%} while the {busy}: the "
+                         "host's speed or its own work changed, not the device's")
+    else:
+        change.verdict = UNCHANGED
+        change.reason = f"host-bound: {busy}"
 
 
 def compare(
