@@ -45,14 +45,12 @@ from typing import Any, Callable, Optional
 
 from tabulate import tabulate
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.timed_sweep import timed_sweep  # noqa: E402
-from core.files.results_file import read_results  # noqa: E402
-from core.figures import median_time, timed_values  # noqa: E402
-from core.schema import stack_label_of  # noqa: E402
-from runner.run.record.slow_periods import processes_of, readings_of  # noqa: E402
+from benchmarks.table_inputs import exists, open_run
+from benchmarks.timed_sweep import timed_sweep
+from core.files.results_file import read_results
+from core.figures import median_time, timed_values
+from core.schema import stack_label_of
+from runner.run.record.slow_periods import processes_of, readings_of
 
 
 def first_process_figure(line: dict[str, Any]) -> Optional[float]:
@@ -154,10 +152,15 @@ def print_table(first: dict[tuple, dict], second: dict[tuple, dict], within: flo
 
 
 def read_lines(path: Path) -> dict[tuple, dict]:
-    """A results file's OK lines by experiment (the last line of each)."""
-    if not path.is_file():
+    """A results file's OK lines by experiment (the last line of each); `path` may also be a
+    fidelity.sh OUT_DIR or a run of a table kept in benchmarks/tables (TABLE/PART)."""
+    if path.is_file():
+        lines = read_results(path).lines
+    elif exists(path):
+        lines = open_run(path).lines()
+    else:
         raise SystemExit(f"no results file at {path}")
-    return {key(line): line for line in read_results(path).lines if line.get("status") == "ok"}
+    return {key(line): line for line in lines if line.get("status") == "ok"}
 
 
 def timing_core(line: dict[str, Any]) -> str:

@@ -1,12 +1,15 @@
 """benchmarks/tables: each kept folder rebuilds the table that docs/fidelity.md publishes.
 
 The command is read from the folder's README (its fenced block: `NAME=value` lines, then
-the `python benchmarks/fidelity_table.py ...` call) and run in this process; the table it
+the `python -m benchmarks.fidelity_table ...` call) and run in this process; the table it
 prints, its rows and its counts, must stand in the document as they are.
 """
 
 from __future__ import annotations
 
+import csv
+import gzip
+import json
 import re
 import shlex
 from pathlib import Path
@@ -38,8 +41,8 @@ def readme_command(folder: Path) -> list[str]:
                 r"\$(\w+)", lambda name: variables[name.group(1)], assignment.group(2))
         elif text.strip():
             words = shlex.split(re.sub(r"\$(\w+)", lambda name: variables[name.group(1)], text))
-            assert words[:2] == ["python", "benchmarks/fidelity_table.py"], words[:2]
-            return words[2:]
+            assert words[:3] == ["python", "-m", "benchmarks.fidelity_table"], words[:3]
+            return words[3:]
     raise AssertionError(f"{folder}/README.md: no fidelity_table.py call")
 
 
@@ -64,11 +67,18 @@ def test_the_kept_folder_prints_the_published_table(name, capsys, monkeypatch):
                for start in range(len(document))), f"{PUBLISHED[name]} lacks the table as printed"
 
 
-def test_every_kept_folder_is_text_with_a_readme():
+#: What a kept folder may hold (benchmarks/tables/README.md).
+KEPT = {"README.md", "ours.jsonl.gz", "harness.csv", "walls.csv", "cases.txt"}
+
+
+def test_every_kept_folder_holds_its_readme_and_its_compact_inputs():
     for folder in (path for path in TABLES.iterdir() if path.is_dir()):
         assert (folder / "README.md").is_file(), folder
-        for path in folder.rglob("*"):
-            if path.is_file():
-                # .wall: a case's start and end, two numbers (benchmarks/fidelity.sh)
-                assert path.suffix in {".md", ".txt", ".csv", ".jsonl", ".wall"}, path
-                path.read_text()  # text, not an archive
+        names = {path.relative_to(folder).as_posix() for path in folder.rglob("*")}
+        assert names <= KEPT, (folder, names - KEPT)
+        with gzip.open(folder / "ours.jsonl.gz", "rt") as handle:
+            lines = [json.loads(text) for text in handle]
+        assert lines and all("table_part" in line and "summary" in line for line in lines)
+        with (folder / "harness.csv").open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        assert rows and {"part", "case", "kind", "name"} <= set(rows[0])
