@@ -7,7 +7,7 @@ over processes, else over the timed runs), their difference, and whether either 
 flagged (unreliable: contention, variation, a slow period; host-bound). The last lines say
 how many experiments agree within `--within` (3% by default), per --processes value.
 
-    python benchmarks/stability.py --accelerator=cpu -k '^mlp$' --dynamo=None --dynamo=inductor \\
+    python -m benchmarks.stability --accelerator=cpu -k '^mlp$' --dynamo=None --dynamo=inductor \\
         --processes 1 --processes 3 --gap 120 [-- more runner flags]
 
 Everything after `--` goes to the runner as it is (suite, models, precision, batch size...).
@@ -18,7 +18,7 @@ for lines of several processes also their first processes alone: the first proce
 child `--processes=1` runs (the same child, first, with fresh compile caches), so the second
 table is what the same two sweeps at `--processes=1` measured.
 
-    python benchmarks/stability.py --compare first/results.jsonl second/results.jsonl
+    python -m benchmarks.stability --compare first/results.jsonl second/results.jsonl
 
 Where the lines paired eager with the stack in their processes, a third table compares those
 eager figures: a difference the compiled figure shares is the host's or the machine's, one in
@@ -50,7 +50,7 @@ from benchmarks.timed_sweep import timed_sweep
 from core.files.results_file import read_results
 from core.figures import median_time, timed_values
 from core.schema import stack_label_of
-from runner.run.record.slow_periods import processes_of, readings_of
+from api import processes_of, readings_of
 
 
 def first_process_figure(line: dict[str, Any]) -> Optional[float]:
