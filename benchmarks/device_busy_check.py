@@ -32,16 +32,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from benchmarks.fidelity_cases import tool_flags  # noqa: E402
-from benchmarks.fidelity_table import our_line, read_cases  # noqa: E402
-from benchmarks.host_states import HEADER, process_rows  # noqa: E402
-from benchmarks.kernel_parity import harness_traces, load_summary  # noqa: E402
-from benchmarks.settings_parity import TIMEOUT, Case, last_line, tool_environment  # noqa: E402
-from benchmarks.workload_parity import DEFAULT_REFERENCE  # noqa: E402
-from core.files.results_file import read_results  # noqa: E402
+from benchmarks.fidelity_cases import tool_flags
+from benchmarks.fidelity_table import our_line, read_cases
+from benchmarks.host_states import HEADER, process_rows
+from benchmarks.kernel_parity import harness_traces, load_summary
+from benchmarks.settings_parity import TIMEOUT, Case, last_line, tool_environment
+from benchmarks.workload_parity import DEFAULT_REFERENCE
+from core.files.results_file import read_results
 
 #: The agreement the issue asks for between the two tools' kernel time.
 BOUND = 0.05

@@ -7,7 +7,7 @@
 # HARNESS_DIR: a copy of PyTorch's benchmarks/dynamo harness (shared/reference/dynamobench).
 # CASES_FILE: lines of "suite model batch_size precision mode [test]" (suite: huggingface|timm;
 # precision: fp32|fp16|bf16|amp; mode: default|cudagraphs; test: eval|train, eval when left
-# out); default: benchmarks/fidelity_cases.txt. benchmarks/fidelity_cases.py writes the cases
+# out); default: benchmarks/fidelity_cases.txt. python -m benchmarks.fidelity_cases writes the cases
 # of both whole lists (benchmarks/fidelity_cases_all.txt), or draws them (--sample N --seed S),
 # and maps a case to each tool's flags (--flags: the harness's --float32|--float16|--bfloat16|
 # --amp, --inference|--training, --batch-size and --disable-cudagraphs outside the cudagraphs
@@ -71,6 +71,7 @@ harness=$(cd "$1" && pwd)
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cases=${3:-$root/benchmarks/fidelity_cases.txt}
+case "$cases" in /*) ;; *) cases="$PWD/$cases" ;; esac
 python=${PYTHON:-python3}
 repeat=${REPEAT:-30}
 harness_gpus=${HARNESS_GPUS:-${HARNESS_GPU:-}}
@@ -126,7 +127,7 @@ harness_case() {
     *) echo "unknown suite $suite" >&2; return ;;
   esac
   # The case's precision, test, batch size and mode as the harness's flags.
-  flags_text=$("$python" "$root/benchmarks/fidelity_cases.py" --flags harness "$precision" \
+  flags_text=$(cd "$root" && "$python" -m benchmarks.fidelity_cases --flags harness "$precision" \
     "$mode" "$test" "$batch" </dev/null) || { echo "not a case: $suite $model $batch $precision $mode $test" >&2; return; }
   read -r -a peer_flags <<< "$flags_text"
   name="$suite-$model-bs$batch-$precision-$mode-$test"
@@ -386,4 +387,4 @@ else
   echo "$harness_started $(date +%s.%N) 1" > "$out/peer-streams.wall"
   run_ours
 fi
-"$python" "$root/benchmarks/fidelity_table.py" "$out" "$cases" | tee "$out/table.md"
+(cd "$root" && "$python" -m benchmarks.fidelity_table "$out" "$cases") | tee "$out/table.md"

@@ -1,7 +1,10 @@
 """Print PyTorch's harness and ours side by side (used by benchmarks/fidelity.sh).
 
-    python benchmarks/fidelity_table.py OUT_DIR CASES_FILE [--also DIR ...]
+    python -m benchmarks.fidelity_table OUT_DIR CASES_FILE [--also DIR ...]
         [--harness-again DIR ...] [--ours-again DIR ...]
+
+Each DIR is a fidelity.sh OUT_DIR or a run of a table kept in benchmarks/tables
+(TABLE/PART: benchmarks/table_inputs.py).
 
 Reads the harness's CSVs (peer-<suite>-<model>-bs<batch>-<precision>-<mode>-<test>.csv, or
 without -bs<batch> or -<test> as older runs named them: speedup and abs_latency, the compiled
@@ -46,7 +49,6 @@ of both tools' runs overlap, on both figures.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import sys
@@ -54,10 +56,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from core.files.results_file import read_results  # noqa: E402
+from benchmarks.table_inputs import Run, Runs, exists
 
 AGREEMENT = 0.05
 #: A harness run whose compile took under this share of the row's longest compile reused an
@@ -65,11 +64,9 @@ AGREEMENT = 0.05
 REUSED_COMPILE_SHARE = 0.5
 #: The harness's compile time, in its compilation-metrics CSV.
 COMPILE_COLUMN = "_compile.compile_inner"
-#: Where fidelity.sh writes our results under its OUT_DIR.
-OUR_RESULTS = Path("ours") / "results.jsonl"
 
 
-def peer_csv_rows(out: Path, suite: str, model: str, precision: str, mode: str, test: str,
+def peer_csv_rows(out: Run, suite: str, model: str, precision: str, mode: str, test: str,
                   suffix: str = "", batch: str = "", run: int = 1) -> Optional[list[dict]]:
     """The model's rows of the harness's CSV of the case (`suffix` before `.csv` names a
     companion, such as `_compilation_metrics`; `run`: the harness's run of the case in this
@@ -78,16 +75,15 @@ def peer_csv_rows(out: Path, suite: str, model: str, precision: str, mode: str, 
     for stem in (f"peer-{suite}-{model}-bs{batch}-{precision}-{mode}-{test}" if batch else None,
                  f"peer-{suite}-{model}-{precision}-{mode}-{test}",
                  f"peer-{suite}-{model}-{precision}-{mode}" if test == "eval" else None):
-        path = out / f"{stem}{again}{suffix}.csv" if stem else None
-        if path is None or not path.exists():
+        rows = out.harness_rows(f"{stem}{again}{suffix}") if stem else None
+        if rows is None:
             continue
         # The harness names some timm models name.tag.
-        return [row for row in csv.DictReader(path.open())
-                if (row.get("name") or "").split(".")[0] == model]
+        return [row for row in rows if (row.get("name") or "").split(".")[0] == model]
     return None
 
 
-def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test: str,
+def peer_row(out: Run, suite: str, model: str, precision: str, mode: str, test: str,
              batch: str = "", run: int = 1):
     rows = peer_csv_rows(out, suite, model, precision, mode, test, batch=batch, run=run)
     try:
@@ -96,7 +92,7 @@ def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test:
         return None
 
 
-def peer_compile_seconds(out: Path, case: tuple[str, ...], run: int = 1) -> Optional[float]:
+def peer_compile_seconds(out: Run, case: tuple[str, ...], run: int = 1) -> Optional[float]:
     """The harness's compile time of the case's `run` in `out` (its compilation-metrics
     CSV), or None where it has none."""
     suite, model, batch, precision, mode, test = case
@@ -168,7 +164,7 @@ def drawn_with(cases: Path) -> Optional[str]:
 MOST_RUNS = 50
 
 
-def folder_runs(folder: Path, case: tuple[str, ...], first: Optional[dict] = None,
+def folder_runs(folder: Run, case: tuple[str, ...], first: Optional[dict] = None,
                 ) -> list[tuple[Optional[dict], int]]:
     """The harness's rows of the case in `folder`, each with its run number: its first run
     (`first` where given), then its later ones (fidelity.sh's HARNESS_RUNS) while they last."""
@@ -183,7 +179,7 @@ def folder_runs(folder: Path, case: tuple[str, ...], first: Optional[dict] = Non
     return rows
 
 
-def harness_runs(first: Optional[dict], folder: Path, again: list[Path],
+def harness_runs(first: Optional[dict], folder: Run, again: list[Run],
                  case: tuple[str, ...]) -> dict[tuple[float, float], Optional[float]]:
     """The harness's runs of the case, each (compiled latency in ms, speedup) with its
     compile time in seconds (None where its folder has no compilation metrics): `first`,
@@ -219,12 +215,6 @@ def within_band(figures: tuple[float, float], runs: list[tuple[float, float]],
         elif not min(theirs) * (1 - bound) <= mine <= max(theirs) * (1 + bound):
             return False
     return True
-
-
-def lines_under(folder: Path) -> list[dict]:
-    """Our results lines of every fidelity.sh output folder under `folder` (itself included)."""
-    return [line for results in sorted(folder.glob(f"**/{OUR_RESULTS}"))
-            for line in read_results(results).lines]
 
 
 def our_figures(line: Optional[dict]) -> Optional[tuple[float, float]]:
@@ -332,8 +322,8 @@ def evidence(line: Optional[dict], theirs: list[tuple[float, float]],
     return "; ".join(parts) or "no more figures"
 
 
-def side_by_side(sources: list[tuple[Path, list[dict]]], case: tuple[str, ...]
-                 ) -> tuple[Path, Optional[dict], Optional[dict]]:
+def side_by_side(sources: list[tuple[Run, list[dict]]], case: tuple[str, ...]
+                 ) -> tuple[Run, Optional[dict], Optional[dict]]:
     """The case's (folder, the harness's row, our line) from the first folder of `sources`
     (folder, our lines there) that holds both, else from the first folder."""
     suite, model, batch, precision, mode, test = case
@@ -343,17 +333,21 @@ def side_by_side(sources: list[tuple[Path, list[dict]]], case: tuple[str, ...]
 
 
 def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
-         ours_again: Optional[list[Path]] = None, also: Optional[list[Path]] = None) -> int:
-    again = again or []
-    ours_again_lines = [lines_under(folder) for folder in ours_again or []]
-    sources = [(folder, read_results(folder / OUR_RESULTS).lines) for folder in [out, *(also or [])]]
-    rows_from: Counter[Path] = Counter()  # folder -> rows compared from it
+         ours_again: Optional[list[Path]] = None, also: Optional[list[Path]] = None,
+         ran_only: bool = False) -> int:
+    runs_at = Runs()
+    again = [runs_at.open(folder) for folder in again or []]
+    ours_again_lines = [runs_at.open(folder).lines(below=True) for folder in ours_again or []]
+    sources = [(run, run.lines()) for run in map(runs_at.open, [out, *(also or [])])]
+    rows_from: Counter[str] = Counter()  # folder -> rows compared from it
     header = ("model", "test", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
               "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours",
               "ours spread", "graphs/breaks peer, ours")
     rows = []  # per case: the case, its folder, the harness's row, our line, the harness's runs
     for case in read_cases(cases):
         folder, peer, ours = side_by_side(sources, case)
+        if ran_only and not (peer or ours):
+            continue
         rows.append((case, folder, peer, ours, harness_runs(peer, folder, again, case)))
     # The harness ran some cases more than once: its own band, and its runs.
     banded = bool(again) or any(len(runs) > 1 for *_, runs in rows)
@@ -372,7 +366,7 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     outside_band: list[str] = []  # the rows ours does not lie within the harness's band
     for case, folder, peer, ours, runs in rows:
         suite, model, batch, precision, mode, test = case
-        rows_from[folder] += bool(peer and ours)
+        rows_from[folder.name] += bool(peer and ours)
         cells = [model, test, batch, precision, mode]
         figures = our_figures(ours)
         theirs = list(runs)
@@ -473,9 +467,9 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         for text in disagreeing:
             print(f"- {text}")
     if also:
-        print("Rows from: " + "; ".join(f"{folder} {rows_from[folder]}"
+        print("Rows from: " + "; ".join(f"{folder.name} {rows_from[folder.name]}"
                                         for folder, _ in sources) + ".")
-    describe_machine([line for folder, lines in sources if rows_from[folder]
+    describe_machine([line for folder, lines in sources if rows_from[folder.name]
                       for line in lines] or sources[0][1])
     return 0
 
@@ -501,10 +495,14 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ours-again", type=Path, action="append", default=[],
                         metavar="DIR", help="a folder where our runner ran cases again "
                         "(every ours/results.jsonl under it)")
+    parser.add_argument("--ran-only", action="store_true",
+                        help="leave out the cases that neither tool ran (a run of some of "
+                        "the cases file's cases)")
+    runs = Runs()
     arguments = parser.parse_args(argv)
     for folder in [arguments.out, *arguments.also, *arguments.harness_again, *arguments.ours_again]:
-        if not folder.is_dir():
-            parser.error(f"no such folder: {folder}")
+        if not exists(folder, runs):
+            parser.error(f"no such folder, nor a run of a table: {folder}")
     if not arguments.cases.is_file():
         parser.error(f"no such cases file: {arguments.cases}")
     return arguments
@@ -512,4 +510,5 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     parsed = parse_arguments(sys.argv[1:])
-    sys.exit(main(parsed.out, parsed.cases, parsed.harness_again, parsed.ours_again, parsed.also))
+    sys.exit(main(parsed.out, parsed.cases, parsed.harness_again, parsed.ours_again, parsed.also,
+                  parsed.ran_only))

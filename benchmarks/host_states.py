@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from core.files.results_file import read_results  # noqa: E402
+from core.files.results_file import read_results
 
 HEADER = ("model", "test", "process", "ours ind.", "ours eager", "pulse", "busy", "cpus",
           "moved", "preempted", "waited", "waited ms", "steal ms", "MHz", "SM MHz", "pstates")

@@ -1,8 +1,8 @@
 """What runs on the card in one iteration of a case, in PyTorch's harness and in ours: the differences.
 
-    python benchmarks/kernel_parity.py --case "SUITE MODEL BATCH PRECISION MODE TEST"
+    python -m benchmarks.kernel_parity --case "SUITE MODEL BATCH PRECISION MODE TEST"
         [--device cuda] [--reference DIR] [--keep DIR] [--top N]
-    python benchmarks/kernel_parity.py --traces HARNESS_TRACE.json OUR_TRACE.json [--top N]
+    python -m benchmarks.kernel_parity --traces HARNESS_TRACE.json OUR_TRACE.json [--top N]
 
 For the case (a line of benchmarks/fidelity.sh's cases file), each tool profiles one eager
 and one compiled (inductor, the case's mode) iteration with torch.profiler, after its own
@@ -34,15 +34,14 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]
 
-from benchmarks.fidelity_cases import tool_flags  # noqa: E402
-from benchmarks.settings_parity import (SCRIPTS, TIMEOUT, Case, harness_name,  # noqa: E402
+from benchmarks.fidelity_cases import tool_flags
+from benchmarks.settings_parity import (SCRIPTS, TIMEOUT, Case, harness_name,
                                         last_line, tool_environment)
-from benchmarks.workload_parity import DEFAULT_REFERENCE  # noqa: E402
-from observers.trace_sums import Tally, TraceSummary, summarize  # noqa: E402
+from benchmarks.workload_parity import DEFAULT_REFERENCE
+from api import Tally, TraceSummary
+from api import summarize_trace as summarize
 
 KINDS = ("eager", "compiled")
 DEFAULT_TOP = 15

@@ -41,7 +41,7 @@ invariants are checked and the figures printed:
 - the lines of the newer schema never stand for this version's experiments (each still
   gets its own line).
 
-    python benchmarks/soak.py [--runners 3] [--kills 12] [--batch-sizes 6] [--seed 1] [--keep DIR]
+    python -m benchmarks.soak [--runners 3] [--kills 12] [--batch-sizes 6] [--seed 1] [--keep DIR]
 
 With the defaults the plan holds 6 faults, 12 x 6 builtin and 4 x 6 dummy experiments per
 version: 204 in all.
@@ -68,13 +68,12 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import psutil  # noqa: E402
+import psutil
 
-from core.config import fingerprint_of_line  # noqa: E402
-from core.fields import SCHEMA_VERSION  # noqa: E402
-from core.files.results_file import ResultsFile, read_results  # noqa: E402
+from core.config import fingerprint_of_line
+from core.fields import SCHEMA_VERSION
+from core.files.results_file import ResultsFile, read_results
 
 MARKER = "EXPERIMENT_SOAK_MARKER"
 COMMON = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--warmup=0", "--no-progress",
@@ -629,10 +628,8 @@ def foreign_metrics(output: Path, line: dict) -> Optional[str]:
 
 def planned_fingerprints(commands: list[list[str]]) -> dict[str, list]:
     from core.config import REQUESTED_BATCH_SIZE
-    from models import get_suite
-    from runner.plan.parser import build_parser, matrix_request
-    from runner.plan.matrix import build_plan
-    from runner.plan.probe import probe_host
+    from api import get_suite
+    from api import build_parser, build_plan, matrix_request, probe_host
 
     host = probe_host()
     planned = {}
