@@ -25,6 +25,7 @@ parses what was appended since; `reports.read.columnar.Engine` holds the connect
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -33,13 +34,15 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
 from core.columns import LABELS_COLUMN, STACK_COLUMN, ConfigColumn, config_columns
 from core.fields import EXPERIMENT, MODEL, SCHEMA_VERSION as LINE_SCHEMA_VERSION, Field, identity_fields
-from core.files.results_file import MAX_SCHEMA_VERSION, BadLine, shape_problem
+from core.config import unreadable_identity
+from core.files.results_file import (MAX_SCHEMA_VERSION, TIMESTAMP_KEYS, TIMESTAMP_RANGE, BadLine,
+                                     loads_line, shape_problem)
 from core.schema import VerificationCode
-from reports.errors import ReportError
+from reports.errors import ReportError, ScratchError
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,9 @@ MAX_LINE_BYTES = 64 * 2**20
 _OBJECT_SLACK = 1 << 16
 
 _D, _V, _B = "DOUBLE", "VARCHAR", "BOOLEAN"
+#: The largest number a line's value is cast to an integer from: any larger one is bounded
+#: first (a cast of 2**63 fails), or read as text.
+MAX_CAST_INTEGER = 2**52
 _FIGURES = {
     "cold_start_time": _D,
     "compile_time_s": _D,
@@ -184,8 +190,9 @@ def _figure(name: str) -> str:
 
 
 #: The cold-start entries to leave out of the steady state (core.schema.timed_values).
+#: Bounded before the cast (2**63 or 1e19 leave nothing timed, as core.figures reads them).
 _COLD_ENTRIES = ("(CASE WHEN isfinite(summary.cold_start_entries) AND summary.cold_start_entries > 0 "
-                 "THEN CAST(summary.cold_start_entries AS BIGINT) ELSE 0 END)")
+                 f"THEN CAST(least(summary.cold_start_entries, {MAX_CAST_INTEGER}) AS BIGINT) ELSE 0 END)")
 
 
 #: An experiment's samples: the medians of its timing processes where it had several (the
@@ -201,6 +208,10 @@ _SAMPLES = (f"(CASE WHEN len(list_filter(summary.processes.medians, {_A_TIME})) 
 
 def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
+
+
+#: A text as a quoted SQL literal (for a path in a statement that takes no parameter: COPY).
+sql_text = _sql_text
 
 
 def _sql_literal(value: Any) -> str:
@@ -266,7 +277,10 @@ def _text(spec: Field, expression: str) -> str:
     if spec.kind is bool:
         return f"(CASE WHEN {expression} THEN 'True' WHEN NOT {expression} THEN 'False' END)"
     if spec.kind is int and _field_type(spec) == _D:
-        return f"CAST(CAST({expression} AS BIGINT) AS VARCHAR)"
+        # Whole numbers as integers; one too large for that (1e19) as the number it is.
+        return (f"(CASE WHEN abs({expression}) <= {MAX_CAST_INTEGER} "
+                f"THEN CAST(CAST({expression} AS BIGINT) AS VARCHAR) "
+                f"ELSE CAST({expression} AS VARCHAR) END)")
     if spec.kind is dict or _field_type(spec) != _V:
         return f"CAST({expression} AS VARCHAR)"
     return expression
@@ -299,6 +313,16 @@ _IDENTITY = (*identity_fields(MODEL), *identity_fields(EXPERIMENT))
 
 _ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS if name not in _SETTINGS_ONLY)
 
+#: A line's `kind`: usable, naming no model or experiment, unreadable (a bad line), or to be
+#: checked in Python (`settle`): of a newer schema (its identity may hold fields this version
+#: cannot read: core.config.unreadable_identity), or without a version read (absent, which
+#: is fine, or null, which is a bad line as the runner reads it).
+USABLE, NAMELESS, UNREADABLE, CHECK_NEWER, CHECK_VERSION = 0, 1, 2, 3, 4
+#: A timestamp no date can show (core.files.results_file.timestamp_out_of_range): a bad line.
+_TIMESTAMP_OUT_OF_RANGE = " OR ".join(
+    f'(isfinite("{key}") AND NOT "{key}" BETWEEN {TIMESTAMP_RANGE[0]!r} AND {TIMESTAMP_RANGE[1]!r})'
+    for key in TIMESTAMP_KEYS)
+
 
 _NOT_RUN_CODES = ", ".join(_sql_text(c.value) for c in (VerificationCode.VERIFIER_SKIPPED, VerificationCode.VERIFIER_DIDNT_RUN))
 
@@ -307,12 +331,15 @@ _COUNTED_TFLOPS = "workload.flops_per_iteration / list_aggregate(_times, 'median
 
 #: The normalised columns, computed from the typed read in the same pass: (name, SQL).
 _NORMALISED_COLUMNS: list[tuple[str, str]] = [
-    ("kind", f"""CASE WHEN {_ALL_NULL} THEN 2
+    ("kind", f"""CASE WHEN {_ALL_NULL} THEN {UNREADABLE}
          WHEN schema_version IS NOT NULL AND NOT (json_type(schema_version) IN ('UBIGINT', 'BIGINT', 'DOUBLE')
               AND TRY_CAST(schema_version AS DOUBLE) BETWEEN 1 AND {MAX_SCHEMA_VERSION}
-              AND TRY_CAST(schema_version AS DOUBLE) = floor(TRY_CAST(schema_version AS DOUBLE))) THEN 2
-         WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN 1
-         ELSE 0 END"""),
+              AND TRY_CAST(schema_version AS DOUBLE) = floor(TRY_CAST(schema_version AS DOUBLE))) THEN {UNREADABLE}
+         WHEN {_TIMESTAMP_OUT_OF_RANGE} THEN {UNREADABLE}
+         WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN {NAMELESS}
+         WHEN TRY_CAST(schema_version AS DOUBLE) > {LINE_SCHEMA_VERSION} THEN {CHECK_NEWER}
+         WHEN schema_version IS NULL THEN {CHECK_VERSION}
+         ELSE {USABLE} END"""),
     ("run", """COALESCE(run_id, '')"""),
     ("ts", f"""COALESCE({_finite('"timestamp"')}, 0.0)"""),
     ("fin", f"""COALESCE({_finite('finished_at')}, {_finite('"timestamp"')}, 0.0)"""),
@@ -510,20 +537,43 @@ def scan_into(con, source: Path, table: str, details: bool = True, settings: boo
             f"ignore_errors=true{size}, columns={_columns_argument(columns)}))"
         )
 
-    try:
-        scan(source)
-    except Exception as error:  # noqa: BLE001 - duckdb.InvalidInputException, checked below
-        if "maximum_object_size" not in str(error):
-            raise
-        longest = longest_line(source)
-        if longest <= MAX_LINE_BYTES:
-            scan(source, longest + _OBJECT_SLACK)
-        else:
-            with tempfile.TemporaryDirectory(prefix="reports-long-lines-") as folder:
-                copy = Path(folder) / source.name
-                _copy_without_long_lines(source, copy)
-                scan(copy, MAX_LINE_BYTES + _OBJECT_SLACK)
+    with duckdb_readable(source) as readable:
+        try:
+            scan(readable)
+        except Exception as error:  # noqa: BLE001 - duckdb.InvalidInputException, checked below
+            if "maximum_object_size" not in str(error):
+                raise
+            longest = longest_line(source)
+            if longest <= MAX_LINE_BYTES:
+                scan(readable, longest + _OBJECT_SLACK)
+            else:
+                with tempfile.TemporaryDirectory(prefix="reports-long-lines-") as folder:
+                    copy = Path(folder) / "lines.jsonl"
+                    try:
+                        _copy_without_long_lines(source, copy)
+                    except OSError as error:
+                        raise ScratchError(folder, error) from error
+                    scan(copy, MAX_LINE_BYTES + _OBJECT_SLACK)
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+@contextlib.contextmanager
+def duckdb_readable(path: Path) -> Iterator[Path]:
+    """`path`, or where its name holds bytes that are no UTF-8 (which DuckDB cannot take), a
+    link to it in a scratch folder whose name can be taken."""
+    try:
+        str(path).encode("utf-8")
+        yield path
+        return
+    except UnicodeEncodeError:
+        pass
+    with tempfile.TemporaryDirectory(prefix="reports-link-") as folder:
+        link = Path(folder) / "results.jsonl"
+        try:
+            link.symlink_to(os.path.abspath(path))
+        except OSError as error:
+            raise ScratchError(folder, error) from error
+        yield link
 
 
 def longest_line(path: Path) -> int:
@@ -559,7 +609,7 @@ def _loads(text: bytes) -> tuple[Any, Optional[str]]:
     if len(text) > MAX_LINE_BYTES:
         return None, f"longer than {MAX_LINE_BYTES} bytes"
     try:
-        return json.loads(text), None
+        return loads_line(text), None
     except RecursionError:
         return None, "nested too deeply"
     except ValueError as error:
@@ -574,6 +624,29 @@ def settings_of(con, table: str, below: Optional[int] = None, at_least: int = 0)
     return [(text, int(count)) for text, count in con.execute(
         f"SELECT settings, count(*) FROM {table} WHERE settings IS NOT NULL{bounds} "
         f"GROUP BY settings ORDER BY settings").fetchall()]
+
+
+def to_settle(con, table: str) -> list[int]:
+    """The ordinals of the rows of `table` that `settle` must judge (usually none)."""
+    return [r[0] for r in con.execute(
+        f"SELECT rowid FROM {table} WHERE kind IN ({CHECK_NEWER}, {CHECK_VERSION}) ORDER BY rowid").fetchall()]
+
+
+def settle(con, table: str, located: dict[int, tuple[int, bytes]]) -> None:
+    """Judge the rows to check (`to_settle`, their lines' texts in `located`) as the runner
+    reads lines: a line of a newer schema whose identity holds fields this version does
+    not know (core.config.unreadable_identity) is not this version's experiment, and a
+    line whose schema_version is null is a bad line; both are set aside (kind UNREADABLE,
+    `classify` says why). The others are usable."""
+    unreadable = []
+    for ordinal, (_, text) in located.items():
+        line, _ = _loads(text)
+        if isinstance(line, dict) and (shape_problem(line) or unreadable_identity(line)):
+            unreadable.append(ordinal)
+    if unreadable:
+        con.execute(f"UPDATE {table} SET kind = {UNREADABLE} WHERE rowid IN (SELECT unnest(?::BIGINT[]))",
+                    [unreadable])
+    con.execute(f"UPDATE {table} SET kind = {USABLE} WHERE kind IN ({CHECK_NEWER}, {CHECK_VERSION})")
 
 
 def set_aside(con, table: str) -> tuple[list[int], list[int], dict[str, int]]:
@@ -692,10 +765,19 @@ def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list
             bad.append(BadLine(str(path), lineno + line_offset, "not a JSON object"))
         elif shape_problem(value):
             bad.append(BadLine(str(path), lineno + line_offset, shape_problem(value)))
+        elif unreadable_identity(value):
+            bad.append(BadLine(str(path), lineno + line_offset, _newer_reason(value)))
         else:
             unusable.append(lineno + line_offset)
     unusable.extend(located.get(o, (0, b""))[0] + line_offset for o in nameless)
     return bad, sorted(unusable)
+
+
+def _newer_reason(line: dict[str, Any]) -> str:
+    fields = unreadable_identity(line)
+    return (f"written by a newer version (schema {line.get('schema_version')}) whose experiment "
+            f"holds {', '.join(fields[:5])}, which this version does not know: not this "
+            "version's experiment")
 
 
 def provenance_of(located: dict[int, tuple[int, bytes]], runs: dict[str, int]) -> dict[str, Provenance]:

@@ -25,6 +25,8 @@ from reports.stats import Interval, median_interval
 
 log = logging.getLogger(__name__)
 
+#: The stack of lines that ran the model as it is (no compiler, no XLA).
+EAGER_STACK = "eager"
 #: Codes with a verdict on the stack's output (the others: not verified).
 VERDICT_CODES = frozenset({VerificationCode.PASS.value, *VERIFICATION_FAILED})
 
@@ -189,6 +191,8 @@ class Record:
     peak_note: str = ""
     #: FLOPs of one iteration (the line's workload.flops_per_iteration), when counted.
     flops_per_iteration: Optional[float] = None
+    #: The line's id in the engine's `lines` (file index * ID_STRIDE + ordinal).
+    line_id: Optional[int] = None
 
     @property
     def model_label(self) -> str:
@@ -279,7 +283,7 @@ _RECORD_FIELDS = (
     ("process_spread", "process_spread"), ("host_bound", "host_bound"),
     ("host_bound_fraction", "host_bound_fraction"), ("slow_ratio", "slow_ratio"),
     ("tflops", "tflops"), ("peak_fraction", "peak_fraction"), ("peak_note", "peak_note"),
-    ("flops", "flops_per_iteration"), ("id", None), ("n_times", None),
+    ("flops", "flops_per_iteration"), ("id", "line_id"), ("n_times", None),
 )
 
 
@@ -319,6 +323,8 @@ def record_from_row(row: tuple) -> Record:
         memory_kind=kind, eager_peak_device_memory=_int(values[_AT["eager_peak_dev"]]),
         unreliable=bool(values[_AT["unreliable"]]), host_bound=bool(values[_AT["host_bound"]]),
         peak_note=values[_AT["peak_note"]] or "")
+    if config.stack == EAGER_STACK:  # nothing compiles: its cold start less its median is no compile time
+        given["compile_time"] = None
     return Record(**given)
 
 

@@ -74,7 +74,20 @@ def throughput_cell(record) -> str:
     return f"{fmt_tflops(tflops)} ({record.peak_fraction:.0%})"
 
 
-def row_cells(row: Row) -> list[str]:
+#: How a speedup was found: eager timed interleaved in the same process (paired), or the
+#: baseline's own line against this one (unpaired: the machine may have changed between).
+SPEEDUP_MARKS = {"paired": "paired", "baseline": "unpaired"}
+
+
+def speedup_cell(row: Row) -> str:
+    """The speedup, marked with how it was found (`SPEEDUP_MARKS`)."""
+    if row.speedup is None:
+        return "-"
+    mark = SPEEDUP_MARKS.get(row.speedup_method)
+    return fmt_ratio(row.speedup) + (f" ({mark})" if mark else "")
+
+
+def row_cells(row: Row, said_once: frozenset[str] = frozenset()) -> list[str]:
     record = row.record
     memory = fmt_bytes(record.peak_memory)
     if record.memory_kind:
@@ -88,14 +101,14 @@ def row_cells(row: Row) -> list[str]:
         fmt_time(record.median_time),
         _interval(row),
         str(len(record.per_iter_times)),
-        fmt_ratio(row.speedup) + (" (paired)" if row.speedup_method == "paired" else ""),
+        speedup_cell(row),
         fmt_time(record.cold_start_time),
         fmt_time(record.compile_time),
         memory if record.peak_memory else "-",
         fmt_ratio(row.compression_ratio),
         fmt_flops(record.flops_per_iteration),
         throughput_cell(record),
-        "; ".join(row.warnings),
+        "; ".join(text for text in row.warnings if text not in said_once),
     ]
 
 
@@ -142,7 +155,7 @@ def report_tables(report: Report) -> list[Table]:
     rows = Table(
         title="Experiments",
         headers=ROW_HEADERS,
-        rows=[row_cells(r) for r in report.rows],
+        rows=[row_cells(r, report.said_once) for r in report.rows],
         row_classes=["warn" if r.warnings else "" for r in report.rows],
     )
     warnings = Table(
@@ -243,3 +256,44 @@ def trend_table(history: History, last: int = 6) -> Table:
     headers = ["configuration"] + [f"{runs[i].run_id[:8] or '-'} {format_time(runs[i].first_timestamp)[:10]}" for i in shown]
     return Table(title=f"Trend: geometric mean speedup over the latest {len(shown)} runs "
                        f"(time change against each model's previous run)", headers=headers, rows=rows)
+
+
+#: The Experiments table's columns on the terminal: the CSV, Markdown and HTML hold them all.
+CONSOLE_COLUMNS = ("model", "configuration", "batch", "status", "median/iter", "speedup", "compile",
+                   "peak memory", "TFLOP/s (% peak)", "warnings")
+#: The widest a model or configuration cell is on the terminal.
+CONSOLE_CELL = 36
+#: Verification codes the terminal leaves out of the status (no verdict).
+_NO_VERDICT = ("VERIFIER_SKIPPED", "VERIFIER_DIDNT_RUN")
+
+
+def console_tables(tables: list[Table]) -> list[Table]:
+    """The tables as the terminal shows them: the Experiments table narrowed to fit a
+    terminal (`CONSOLE_COLUMNS`: the verdict joins the status, the speedup's mark is short,
+    the warnings are counted, each listed in the Warnings table)."""
+    return [_console_experiments(table) if table.title == "Experiments" else table for table in tables]
+
+
+def _clip(text: str, width: int = CONSOLE_CELL) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _console_experiments(table: Table) -> Table:
+    at = {header: index for index, header in enumerate(table.headers)}
+    rows = []
+    for cells in table.rows:
+        status, code = cells[at["status"]], cells[at["verification"]]
+        speedup = cells[at["speedup"]].replace(" (paired)", " p").replace(" (unpaired)", " u")
+        warnings = cells[at["warnings"]]
+        values = {
+            "model": _clip(cells[at["model"]]), "configuration": _clip(cells[at["configuration"]]),
+            "status": status if code in _NO_VERDICT else f"{status} {code}",
+            "speedup": speedup, "warnings": str(len(warnings.split("; "))) if warnings else "-",
+            "TFLOP/s (% peak)": cells[at["TFLOP/s (% peak)"]].replace(" (no peak)", ""),
+        }
+        rows.append([values.get(name, cells[at[name]]) if name in at or name in values else "-"
+                     for name in CONSOLE_COLUMNS])
+    headers = ["TFLOP/s (%)" if name == "TFLOP/s (% peak)" else name for name in CONSOLE_COLUMNS]
+    return Table(title="Experiments (speedup p: paired, eager timed in the same process; u: unpaired; "
+                       "all columns: --csv, --html)",
+                 headers=headers, rows=rows, row_classes=table.row_classes)
