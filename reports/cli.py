@@ -84,6 +84,20 @@ def _say(*lines: str, file=None) -> None:
     print("\n".join(printable(line) for line in lines), file=file or sys.stdout)
 
 
+def _require_results(engine: Engine, loaded: Loaded) -> Loaded:
+    """`loaded`, unless one of its files holds lines but no results line (JSON objects
+    naming no model or experiment, or unreadable): ReportError, as for a file of bad lines."""
+    for index in loaded.files:
+        scan = engine.files[index]
+        if scan.rows and scan.rows <= len(scan.bad_lines) + len(scan.unusable):
+            first = min([b.lineno for b in scan.bad_lines] + list(scan.unusable))
+            raise ReportError(
+                f"{scan.path} holds no results line: its {scan.rows} line(s) are JSON objects "
+                f"naming no model or experiment, or unreadable (line {first}, ...); results "
+                "files are JSON lines written by experiment-runner")
+    return loaded
+
+
 def _load_notes(loaded: Loaded, name: str = "") -> list[str]:
     prefix = f"{name}: " if name else ""
     scope = f" (run {loaded.run})" if loaded.run else ""
@@ -211,7 +225,7 @@ def _report(argv: list[str]) -> int:
 
 
 def _report_with(engine: Engine, args: argparse.Namespace) -> int:
-    loaded = load(args.results, run=args.run, engine=engine)
+    loaded = _require_results(engine, load(args.results, run=args.run, engine=engine))
     report = build_report(loaded.records, args.baseline)
     tables = report_tables(report)
     history = changes = None
@@ -294,8 +308,8 @@ def _compare(argv: list[str]) -> int:
     if not 0 < args.alpha <= 1:
         raise ReportError(f"--alpha {args.alpha!r} must be in (0, 1]")
     with _engine(args, settings=True) as engine:
-        base = load([args.base], run=args.base_run, engine=engine)
-        new = load([args.new], run=args.new_run, engine=engine)
+        base = _require_results(engine, load([args.base], run=args.base_run, engine=engine))
+        new = _require_results(engine, load([args.new], run=args.new_run, engine=engine))
         result = compare(base.records, new.records, threshold=args.threshold,
                          geomean_threshold=args.geomean_threshold, alpha=args.alpha,
                          count_unreliable=args.count_unreliable)
@@ -349,8 +363,8 @@ def score_parser() -> argparse.ArgumentParser:
 def _score(argv: list[str]) -> int:
     args = score_parser().parse_args(argv)
     with _engine(args) as engine:
-        measured = load(args.results, run=args.run, engine=engine)
-        reference = load([args.reference], run=args.reference_run, engine=engine)
+        measured = _require_results(engine, load(args.results, run=args.run, engine=engine))
+        reference = _require_results(engine, load([args.reference], run=args.reference_run, engine=engine))
     result = score(measured.records, reference.records)
     print(f"score: {result.score:.1f} over {result.experiments} experiments (reference = 1000)")
     if result.unreliable:

@@ -13,7 +13,7 @@ Reading never trusts the file: only regular files are read, at most the size the
 when it was opened (a growing or endless file cannot make a reader run forever), a line
 longer than `MAX_LINE_BYTES` is skipped without being held in memory, and lines that are
 not JSON objects, or whose `model`, `experiment` or `summary` is not one, or whose
-timestamps lie outside the dates a reader can show, are listed as bad lines with their
+timestamps lie outside the dates a reader can show, or whose times are true or false, are listed as bad lines with their
 numbers, never fatal. A key given twice in one object reads as its first value, as the
 reports' DuckDB reader takes it (`loads_line`).
 """
@@ -278,6 +278,10 @@ def shape_problem(line: dict[str, Any]) -> Optional[str]:
         shown = json.dumps(line["schema_version"])
         return (f"its schema_version is {shown[:40]}, not a version number (1 to "
                 f"{MAX_SCHEMA_VERSION})")
+    metrics = line.get("metrics")
+    times = metrics.get("per_iter_time") if isinstance(metrics, dict) else None
+    if isinstance(times, list) and any(isinstance(value, bool) for value in times):
+        return "its metrics.per_iter_time holds true or false, not times"
     for key in TIMESTAMP_KEYS:
         if timestamp_out_of_range(line.get(key)):
             return f"its {key} {str(line[key])[:40]} is out of the range of dates (years 1 to 9999)"

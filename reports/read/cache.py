@@ -263,7 +263,7 @@ def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None,
     if at_least:
         condition += f" AND rowid >= {at_least}"
     # The settings stay with each row (compare names those of the experiments it compared).
-    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE (kind) FROM {table} WHERE {condition}"
+    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE (kind, maybe_bool) FROM {table} WHERE {condition}"
 
 
 def _uncached(con: Any, path: Path, table: str, settings: bool = True) -> FileScan:

@@ -122,7 +122,7 @@ class Engine:
                 self._parse_lines([located[o][1] for o in ordinals if o in located])
                 source = (f"SELECT {index} * {ID_STRIDE} + w.ord AS id, {columns} "
                           f"FROM detail_lines d JOIN detail_ords w ON d.rowid = w.pos "
-                          f"JOIN {scan.relation} r ON r.ord = w.ord WHERE d.kind IN ({eng.USABLE}, {eng.CHECK_NEWER}, {eng.CHECK_VERSION}) "
+                          f"JOIN {scan.relation} r ON r.ord = w.ord WHERE d.kind IN ({eng.USABLE}, {eng.CHECK}) "
                           f"AND d.key = r.key")
             if self._detailed is None:
                 added = self.con.execute(f"CREATE OR REPLACE TEMP TABLE details AS {source}").fetchone()[0]

@@ -314,10 +314,11 @@ _IDENTITY = (*identity_fields(MODEL), *identity_fields(EXPERIMENT))
 _ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS if name not in _SETTINGS_ONLY)
 
 #: A line's `kind`: usable, naming no model or experiment, unreadable (a bad line), or to be
-#: checked in Python (`settle`): of a newer schema (its identity may hold fields this version
-#: cannot read: core.config.unreadable_identity), or without a version read (absent, which
-#: is fine, or null, which is a bad line as the runner reads it).
-USABLE, NAMELESS, UNREADABLE, CHECK_NEWER, CHECK_VERSION = 0, 1, 2, 3, 4
+#: checked in Python (`settle`, as the runner reads lines): of a newer schema (its identity
+#: may hold fields this version cannot read: core.config.unreadable_identity), without a
+#: version read (absent, which is fine, or null, a bad line). Usable lines with a time of
+#: exactly 1 s are looked at too (`maybe_bool`: a JSON `true`, which DuckDB reads as 1).
+USABLE, NAMELESS, UNREADABLE, CHECK = 0, 1, 2, 3
 #: A timestamp no date can show (core.files.results_file.timestamp_out_of_range): a bad line.
 _TIMESTAMP_OUT_OF_RANGE = " OR ".join(
     f'(isfinite("{key}") AND NOT "{key}" BETWEEN {TIMESTAMP_RANGE[0]!r} AND {TIMESTAMP_RANGE[1]!r})'
@@ -337,9 +338,10 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
               AND TRY_CAST(schema_version AS DOUBLE) = floor(TRY_CAST(schema_version AS DOUBLE))) THEN {UNREADABLE}
          WHEN {_TIMESTAMP_OUT_OF_RANGE} THEN {UNREADABLE}
          WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN {NAMELESS}
-         WHEN TRY_CAST(schema_version AS DOUBLE) > {LINE_SCHEMA_VERSION} THEN {CHECK_NEWER}
-         WHEN schema_version IS NULL THEN {CHECK_VERSION}
+         WHEN TRY_CAST(schema_version AS DOUBLE) > {LINE_SCHEMA_VERSION} OR schema_version IS NULL THEN {CHECK}
          ELSE {USABLE} END"""),
+    # A time of exactly 1 s may be a JSON `true` (DuckDB reads it as 1): `settle` looks.
+    ("maybe_bool", """COALESCE(list_contains(metrics.per_iter_time, 1.0), false)"""),
     ("run", """COALESCE(run_id, '')"""),
     ("ts", f"""COALESCE({_finite('"timestamp"')}, 0.0)"""),
     ("fin", f"""COALESCE({_finite('finished_at')}, {_finite('"timestamp"')}, 0.0)"""),
@@ -408,7 +410,7 @@ NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
 #: The columns of every line (`kind` aside, which only sets lines aside).
 #: Columns of the parsed table that are no line's: why it was set aside, and its settings
 #: (counted per file, never cached per line).
-FILE_COLUMNS = ("kind", "settings")
+FILE_COLUMNS = ("kind", "maybe_bool", "settings")
 LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name not in FILE_COLUMNS)
 _LINE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS)
 _BARE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS
@@ -629,24 +631,36 @@ def settings_of(con, table: str, below: Optional[int] = None, at_least: int = 0)
 def to_settle(con, table: str) -> list[int]:
     """The ordinals of the rows of `table` that `settle` must judge (usually none)."""
     return [r[0] for r in con.execute(
-        f"SELECT rowid FROM {table} WHERE kind IN ({CHECK_NEWER}, {CHECK_VERSION}) ORDER BY rowid").fetchall()]
+        f"SELECT rowid FROM {table} WHERE kind = {CHECK} OR (kind = {USABLE} AND maybe_bool) "
+        f"ORDER BY rowid").fetchall()]
 
 
 def settle(con, table: str, located: dict[int, tuple[int, bytes]]) -> None:
     """Judge the rows to check (`to_settle`, their lines' texts in `located`) as the runner
     reads lines: a line of a newer schema whose identity holds fields this version does
     not know (core.config.unreadable_identity) is not this version's experiment, and a
-    line whose schema_version is null is a bad line; both are set aside (kind UNREADABLE,
+    line of the wrong shape (core.files.results_file.shape_problem: a schema_version null,
+    times that are true or false) is a bad line; both are set aside (kind UNREADABLE,
     `classify` says why). The others are usable."""
     unreadable = []
     for ordinal, (_, text) in located.items():
         line, _ = _loads(text)
-        if isinstance(line, dict) and (shape_problem(line) or unreadable_identity(line)):
+        if isinstance(line, dict) and (_settled_problem(line) or unreadable_identity(line)):
             unreadable.append(ordinal)
     if unreadable:
         con.execute(f"UPDATE {table} SET kind = {UNREADABLE} WHERE rowid IN (SELECT unnest(?::BIGINT[]))",
                     [unreadable])
-    con.execute(f"UPDATE {table} SET kind = {USABLE} WHERE kind IN ({CHECK_NEWER}, {CHECK_VERSION})")
+    con.execute(f"UPDATE {table} SET kind = {USABLE} WHERE kind = {CHECK}")
+
+
+def _settled_problem(line: dict[str, Any]) -> bool:
+    """What `settle` sets aside besides newer lines: a schema_version null, or times that
+    are true or false (shape_problem's reasons; DuckDB reads the rest of a line tolerantly)."""
+    if "schema_version" in line and line["schema_version"] is None:
+        return True
+    metrics = line.get("metrics")
+    times = metrics.get("per_iter_time") if isinstance(metrics, dict) else None
+    return isinstance(times, list) and any(isinstance(value, bool) for value in times)
 
 
 def set_aside(con, table: str) -> tuple[list[int], list[int], dict[str, int]]:

@@ -25,8 +25,6 @@ from reports.stats import Interval, median_interval
 
 log = logging.getLogger(__name__)
 
-#: The stack of lines that ran the model as it is (no compiler, no XLA).
-EAGER_STACK = "eager"
 #: Codes with a verdict on the stack's output (the others: not verified).
 VERDICT_CODES = frozenset({VerificationCode.PASS.value, *VERIFICATION_FAILED})
 
@@ -323,8 +321,6 @@ def record_from_row(row: tuple) -> Record:
         memory_kind=kind, eager_peak_device_memory=_int(values[_AT["eager_peak_dev"]]),
         unreliable=bool(values[_AT["unreliable"]]), host_bound=bool(values[_AT["host_bound"]]),
         peak_note=values[_AT["peak_note"]] or "")
-    if config.stack == EAGER_STACK:  # nothing compiles: its cold start less its median is no compile time
-        given["compile_time"] = None
     return Record(**given)
 
 

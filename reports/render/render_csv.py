@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Optional
 
 from core.columns import ConfigColumn, shown_columns
 from reports.analyse.aggregate import Report
+from reports.render.csv_writer import FORMULA_STARTS, text_cell, write_csv  # noqa: F401 - part of this module's interface
 
 
 def _config_headers() -> list[str]:
@@ -42,31 +41,16 @@ NUMBER_FIELDS = frozenset({
     "interval_coverage", "baseline_median_time_s", "speedup", "cold_start_time_s",
     "compile_time_s", "peak_memory_bytes", "compression_ratio", "flops_per_iteration",
     "host_bound_fraction", "slow_ratio", "process_spread", "tflops", "fraction_of_peak"})
-#: What a spreadsheet reads as the start of a formula.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def text_cell(value: object) -> object:
-    """A text cell a spreadsheet shows as text: one that would start a formula (a model
-    name "=HYPERLINK(...)" in a hand-made line) gets a leading apostrophe."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
-
-
-def _cells(row: dict[str, object]) -> dict[str, object]:
-    return {name: value if name in NUMBER_FIELDS else text_cell(value)
-            for name, value in row.items()}
-
-
 def render_csv(report: Report) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
-    writer.writeheader()
+    return write_csv(CSV_FIELDS, ([row[name] for name in CSV_FIELDS] for row in _rows(report)),
+                     numbers=NUMBER_FIELDS)
+
+
+def _rows(report: Report):
     for row in report.rows:
         r = row.record
         c = r.config
-        writer.writerow(_cells({
+        yield ({
             "suite": r.suite, "model": r.model, "configuration": c.label,
             **{name: _CONFIG_COLUMNS[name].shown(value) for name, value in c},
             "batch_size": "" if r.batch_size is None else str(r.batch_size), "status": r.status, "verification_code": r.verification_code,
@@ -86,5 +70,4 @@ def render_csv(report: Report) -> str:
             "fraction_of_peak": _num(r.peak_fraction),
             "run_id": r.run_id, "fingerprint": r.fingerprint, "warnings": "; ".join(row.warnings),
             "error": r.error,
-        }))
-    return out.getvalue()
+        })

@@ -23,6 +23,11 @@ class Table:
     row_classes: Optional[list[str]] = None
 
 
+#: The stack that compiles nothing: its cold start less its median is no compile time, and
+#: the tables show none.
+EAGER_STACK = "eager"
+
+
 def fmt_time(seconds: Optional[float]) -> str:
     """Seconds as ms with 3 significant digits, '-' for None."""
     if seconds is None:
@@ -103,7 +108,7 @@ def row_cells(row: Row, said_once: frozenset[str] = frozenset()) -> list[str]:
         str(len(record.per_iter_times)),
         speedup_cell(row),
         fmt_time(record.cold_start_time),
-        fmt_time(record.compile_time),
+        "-" if record.config.stack == EAGER_STACK else fmt_time(record.compile_time),
         memory if record.peak_memory else "-",
         fmt_ratio(row.compression_ratio),
         fmt_flops(record.flops_per_iteration),
@@ -136,6 +141,7 @@ def summary_cells(summary: ConfigSummary) -> list[str]:
         pass_rate_cell(summary),
         str(summary.unverified),
         _covered(summary.geomean_speedup, fmt_ratio(summary.geomean_speedup), summary.speedup_models, counted),
+        "-" if summary.config.stack == EAGER_STACK else
         _covered(summary.mean_compile_time, fmt_time(summary.mean_compile_time), summary.compile_models, counted),
         compression_cell(summary),
         str(summary.skipped),
@@ -251,6 +257,9 @@ def trend_table(history: History, last: int = 6) -> Table:
                 flags.append(f"{regressed} regressed")
             if improved:
                 flags.append(f"{improved} improved")
+            if n and not history.joins_previous(run, config):
+                # No experiment in common with the run before: not a step of one series.
+                flags = ["not comparable: no experiment in common with the run before"]
             cells.append(value + (f" ({', '.join(flags)})" if flags else ""))
         rows.append(cells)
     headers = ["configuration"] + [f"{runs[i].run_id[:8] or '-'} {format_time(runs[i].first_timestamp)[:10]}" for i in shown]
