@@ -33,11 +33,9 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -48,6 +46,7 @@ from core.host.machine import cache_root
 from core.files.results_file import BadLine
 from reports.errors import ReportError
 from reports.read import engine as eng
+from reports.read import sql
 from reports.read.engine import FileScan
 
 log = logging.getLogger(__name__)
@@ -100,19 +99,9 @@ def _settled_stat(path: Path, wait: bool) -> tuple[os.stat_result, bool]:
     return stat, _racy(stat)
 
 
-def _crc(path: Path, stop: int, stop_event: Optional[threading.Event] = None) -> Optional[int]:
-    """CRC-32 of the file's first `stop` bytes (None if it holds fewer, or when stopped)."""
-    value, left = 0, stop
-    with open(path, "rb") as raw:
-        while left > 0:
-            if stop_event is not None and stop_event.is_set():
-                return None
-            chunk = raw.read(min(_CHUNK, left))
-            if not chunk:
-                return None
-            value = zlib.crc32(chunk, value)
-            left -= len(chunk)
-    return value
+def _crc(path: Path, stop: int) -> Optional[int]:
+    """CRC-32 of the file's first `stop` bytes (None if it holds fewer)."""
+    return eng.crc32_of(path, stop)
 
 
 def _terminated_size(path: Path, size: int) -> int:
@@ -131,12 +120,6 @@ def _terminated_size(path: Path, size: int) -> int:
                 return position - step + newline + 1
             position -= step
     return 0
-
-
-def _unterminated_is_blank(path: Path, start: int, size: int) -> bool:
-    with open(path, "rb") as raw:
-        raw.seek(start)
-        return not raw.read(size - start).strip()
 
 
 def _copy_range(path: Path, start: int, stop: int, target: Path, digested: int, crc: int) -> int:
@@ -171,107 +154,12 @@ def _copy_range(path: Path, start: int, stop: int, target: Path, digested: int, 
     return value
 
 
-class _Parsed:
-    """What one parse of a byte range of a file found (ordinals and lines relative to it)."""
-
-    def __init__(self, rows: int, terminated_rows: int, index: eng.NewlineIndex, bad: list[BadLine],
-                 unusable: list[int], provenance: dict[str, eng.Provenance],
-                 settings: list[tuple[str, int]], partial_settings: list[tuple[str, int]],
-                 crc: Optional[int] = None) -> None:
-        self.rows = rows
-        self.terminated_rows = terminated_rows
-        self.index = index
-        self.lines = index.lines
-        self.bad = bad
-        self.unusable = unusable
-        self.provenance = provenance
-        #: The settings of the terminated lines, and of an unterminated last one.
-        self.settings = settings
-        self.partial_settings = partial_settings
-        #: CRC-32 of the bytes asked for (`_parse`'s `digest`), read beside the parse.
-        self.crc = crc
-
-
-def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
-           line_offset: int, details: bool = True, settings: bool = True) -> _Parsed:
-    """Parse `source` (a file, or a copy of a byte range of one) into `table` (with the
-    details, or not: `eng.scan_into`).
-
-    The file's newlines are indexed in a thread while DuckDB parses it (both are needed:
-    the line numbers of what was set aside, and each run's first line)."""
-    stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reports-newlines") as pool:
-        indexing = pool.submit(eng.index_newlines, source, stop)
-        try:
-            rows = eng.scan_into(con, source, table, details=details, settings=settings)
-            size = source.stat().st_size
-            partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
-            terminated_rows = rows - 1 if partial else rows
-            unreadable, nameless, runs = eng.set_aside(con, table)
-            wanted = unreadable + nameless + list(runs.values())
-            found = eng.settings_of(con, table, below=terminated_rows) if settings else []
-            partial_settings = eng.settings_of(con, table, at_least=terminated_rows) if settings and partial else []
-        except BaseException:
-            stop.set()
-            raise
-        index = indexing.result()
-    located = eng.lines_at(source, index, wanted)
-    bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
-    provenance = eng.provenance_of(located, runs)
-    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance, found, partial_settings)
-
-
-def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
-           line_offset: int, details: bool = True, settings: bool = True, digest: int = 0) -> _Parsed:
-    """Parse `source` (a file, or a copy of a byte range of one) into `table` (with the
-    details, or not: `eng.scan_into`); with `digest`, the CRC-32 of its first `digest` bytes.
-
-    The file's newlines are indexed (and its bytes digested) in a thread while DuckDB parses
-    it (both are needed: the line numbers of what was set aside, and each run's first line)."""
-    stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reports-newlines") as pool:
-        indexing = pool.submit(eng.index_newlines, source, stop)
-        digesting = pool.submit(_crc, source, digest, stop) if digest else None
-        try:
-            rows = eng.scan_into(con, source, table, details=details, settings=settings)
-            size = source.stat().st_size
-            partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
-            terminated_rows = rows - 1 if partial else rows
-            checked = eng.to_settle(con, table)
-            if checked:  # lines of a newer schema, or without a version: judged in Python
-                eng.settle(con, table, eng.lines_at(source, indexing.result(), checked))
-            unreadable, nameless, runs = eng.set_aside(con, table)
-            wanted = unreadable + nameless + list(runs.values())
-            found = eng.settings_of(con, table, below=terminated_rows) if settings else []
-            partial_settings = eng.settings_of(con, table, at_least=terminated_rows) if settings and partial else []
-        except BaseException:
-            stop.set()
-            raise
-        index = indexing.result()
-        crc = digesting.result() if digesting is not None else None
-    located = eng.lines_at(source, index, wanted)
-    bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
-    provenance = eng.provenance_of(located, runs)
-    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance, found, partial_settings, crc)
-
-
-def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0,
-                   settings: bool = True) -> str:
-    condition = "kind = 0"
-    if below is not None:
-        condition += f" AND rowid < {below}"
-    if at_least:
-        condition += f" AND rowid >= {at_least}"
-    # The settings stay with each row (compare names those of the experiments it compared).
-    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE (kind, maybe_bool) FROM {table} WHERE {condition}"
-
-
 def _uncached(con: Any, path: Path, table: str, settings: bool = True) -> FileScan:
     # Nothing is kept: the details are read only for the lines selected, the settings only
     # where asked for.
-    parsed = _parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
+    parsed = eng.parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
                     line_offset=0, details=False, settings=settings)
-    return eng.FileScan(path, f"({_rows_relation(table, 0, settings=settings)})", parsed.rows, parsed.bad,
+    return eng.FileScan(path, f"({eng.rows_relation(table, 0, settings=settings)})", parsed.rows, parsed.bad,
                         parsed.unusable, parsed.provenance,
                         settings=_merged(parsed.settings, parsed.partial_settings) if settings else None,
                         details=False, index=parsed.index)
@@ -311,12 +199,12 @@ def open_file(con: Any, temp: Path, cache_dir: Optional[Path], path: Path, table
 def _in_memory(con: Any, path: Path, table: str) -> FileScan:
     """The whole file parsed with its details, kept in memory only (no cache, and no
     scratch file needed later: `Engine.ensure_details` finds the details in `table`)."""
-    parsed = _parse(con, path, table, terminated_bytes=path.stat().st_size, display=path, line_offset=0)
+    parsed = eng.parse(con, path, table, terminated_bytes=path.stat().st_size, display=path, line_offset=0)
     return _scan_of(path, table, parsed)
 
 
-def _scan_of(path: Path, table: str, parsed: _Parsed) -> FileScan:
-    return eng.FileScan(path, f"({_rows_relation(table, 0)})", parsed.rows, parsed.bad,
+def _scan_of(path: Path, table: str, parsed: eng.Parsed) -> FileScan:
+    return eng.FileScan(path, f"({eng.rows_relation(table, 0)})", parsed.rows, parsed.bad,
                         sorted(parsed.unusable), parsed.provenance, False,
                         settings=_merged(parsed.settings, parsed.partial_settings))
 
@@ -462,7 +350,7 @@ def _write_part(con: Any, folder: Path, relation: str) -> dict[str, Any]:
 
     part = folder / f"part-{uuid.uuid4().hex[:12]}.parquet"
     try:
-        rows = con.execute(f"COPY ({relation}) TO {eng.sql_text(str(part))} (FORMAT parquet)").fetchone()[0]
+        rows = con.execute(f"COPY ({relation}) TO {sql.quoted(str(part))} (FORMAT parquet)").fetchone()[0]
         size = part.stat().st_size
     except (duckdb.Error, OSError, UnicodeError) as error:
         part.unlink(missing_ok=True)
@@ -515,14 +403,14 @@ def _build(con: Any, path: Path, real: str, folder: Path, table: str, stat: os.s
         log.warning("the reports' cache of %s cannot be cleared (%s): read without it", path, error)
         return _in_memory(con, path, table), False
     terminated = _terminated_size(path, stat.st_size)
-    parsed = _parse(con, path, table, terminated_bytes=terminated, display=path, line_offset=0,
+    parsed = eng.parse(con, path, table, terminated_bytes=terminated, display=path, line_offset=0,
                     digest=terminated)
     scan = _scan_of(path, table, parsed)
     if parsed.crc is None or _status(os.stat(path)) != _status(stat):
         log.info("%s changed while it was read: not cached this time", path)
         return scan, False
     try:
-        part = _write_part(con, folder, _rows_relation(table, 0, below=parsed.terminated_rows))
+        part = _write_part(con, folder, eng.rows_relation(table, 0, below=parsed.terminated_rows))
         _write_meta(folder, _meta(real, stat, racy, terminated, parsed.crc, parsed.terminated_rows,
                                   parsed.lines, [part], parsed.bad, parsed.unusable, parsed.provenance,
                                   parsed.settings))
@@ -560,19 +448,19 @@ def _extend(con: Any, temp: Path, path: Path, real: str, folder: Path, table: st
                         "its cache", error, path)
             tail.unlink(missing_ok=True)
             return _in_memory(con, path, table), False
-        parsed = _parse(con, tail, table, terminated_bytes=terminated - cached.size,
+        parsed = eng.parse(con, tail, table, terminated_bytes=terminated - cached.size,
                         display=path, line_offset=lines)
         tail.unlink(missing_ok=True)
         kept_from = 0
         if parsed.terminated_rows:
             try:
-                parts.append(_write_part(con, folder, _rows_relation(table, rows, below=parsed.terminated_rows)))
+                parts.append(_write_part(con, folder, eng.rows_relation(table, rows, below=parsed.terminated_rows)))
                 kept_from = parsed.terminated_rows
             except _Unwritable as error:
                 log.warning("the reports' cache cannot be written (%s): what was appended to %s "
                             "is read without it", error, path)
                 writable = False
-        relations.append(_rows_relation(table, rows, at_least=kept_from))
+        relations.append(eng.rows_relation(table, rows, at_least=kept_from))
         bad += parsed.bad
         unusable += parsed.unusable
         for run, prov in parsed.provenance.items():
@@ -636,7 +524,7 @@ def refresh(path: Path, cache_dir: Optional[Path] = None) -> bool:
 
 
 def _list(paths: list[str]) -> str:
-    return "[" + ", ".join(eng.sql_text(p) for p in paths) + "]"
+    return "[" + ", ".join(sql.quoted(p) for p in paths) + "]"
 
 
 def clear(cache_dir: Path) -> None:

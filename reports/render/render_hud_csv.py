@@ -27,7 +27,7 @@ from typing import Optional
 
 from core.schema import Status, VerificationCode
 from reports.analyse.aggregate import Report, Row
-from reports.read.load import ConfigKey
+from reports.read.record import ConfigKey
 from reports.render.csv_writer import write_csv
 
 PERFORMANCE_FIELDS = [
