@@ -309,9 +309,12 @@ def trend_table(history: History, last: int = 6) -> Table:
                        f"(time change against each model's previous run)", headers=headers, rows=rows)
 
 
-#: The Experiments table's columns on the terminal: the CSV, Markdown and HTML hold them all.
-CONSOLE_COLUMNS = ("model", "configuration", "batch", "status", "median/iter", "speedup", "compile",
-                   "peak memory", "TFLOP/s (% peak)", "warnings")
+#: The Experiments table's columns on the terminal, before the figures' (core.measures: each
+#: with a header) and the warnings' count: the CSV, Markdown and HTML hold them all (the
+#: interval, the repeats, the memory ratio, each warning).
+CONSOLE_COLUMNS = ("model", "configuration", "batch", "status", "median/iter", "speedup")
+#: Headers the terminal shortens.
+_CONSOLE_HEADERS = {"TFLOP/s (% peak)": "TFLOP/s (%)", "warnings": "warn"}
 #: The widest a model or configuration cell is on the terminal.
 CONSOLE_CELL = 36
 #: Verification codes the terminal leaves out of the status (no verdict).
@@ -320,8 +323,8 @@ _NO_VERDICT = ("VERIFIER_SKIPPED", "VERIFIER_DIDNT_RUN")
 
 def console_tables(tables: list[Table]) -> list[Table]:
     """The tables as the terminal shows them: the Experiments table narrowed to fit a
-    terminal (`CONSOLE_COLUMNS`: the verdict joins the status, the speedup's mark is short,
-    the warnings are counted, each listed in the Warnings table)."""
+    terminal (`CONSOLE_COLUMNS` and the figures': the verdict joins the status, the
+    speedup's mark is short, the warnings are counted, each listed in the Warnings table)."""
     return [_console_experiments(table) if table.title == "Experiments" else table for table in tables]
 
 
@@ -331,6 +334,7 @@ def _clip(text: str, width: int = CONSOLE_CELL) -> str:
 
 def _console_experiments(table: Table) -> Table:
     at = {header: index for index, header in enumerate(table.headers)}
+    columns = (*CONSOLE_COLUMNS, *(m.header for m in shown_measures() if m.header in at), "warnings")
     rows = []
     for cells in table.rows:
         status, code = cells[at["status"]], cells[at["verification"]]
@@ -339,12 +343,16 @@ def _console_experiments(table: Table) -> Table:
         values = {
             "model": _clip(cells[at["model"]]), "configuration": _clip(cells[at["configuration"]]),
             "status": status if code in _NO_VERDICT else f"{status} {code}",
-            "speedup": speedup, "warnings": str(len(warnings.split("; "))) if warnings else "-",
+            "speedup": speedup, "warnings": str(len(warnings.split("; "))) if warnings else "",
             "TFLOP/s (% peak)": cells[at["TFLOP/s (% peak)"]].replace(" (no peak)", ""),
         }
         rows.append([values.get(name, cells[at[name]]) if name in at or name in values else "-"
-                     for name in CONSOLE_COLUMNS])
-    headers = ["TFLOP/s (%)" if name == "TFLOP/s (% peak)" else name for name in CONSOLE_COLUMNS]
+                     for name in columns])
+    # A figure's column with no value in any row says nothing on the terminal.
+    keep = [index for index, name in enumerate(columns)
+            if name in CONSOLE_COLUMNS or name == "warnings" or any(row[index] not in ("-", "") for row in rows)]
+    rows = [[row[index] for index in keep] for row in rows]
+    headers = [_CONSOLE_HEADERS.get(columns[index], columns[index]) for index in keep]
     return Table(title="Experiments (speedup p: paired, eager timed in the same process; u: unpaired; "
                        "all columns: --csv, --html)",
                  headers=headers, rows=rows, row_classes=table.row_classes)
