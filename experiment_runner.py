@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 
 REQUIRED_MODULES = ("psutil", "jsonlines", "tqdm", "filelock")
 EXIT_NOT_SET_UP = 2
+EXIT_BAD_INPUT = 2
 
 
 def missing_modules() -> list:
@@ -28,6 +29,18 @@ def hold_stop_signals() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
+def mistyped_command(argv: Sequence[str]) -> Optional[str]:
+    """The report command a first argument that is no flag is a slip of (`reprot`), if any."""
+    from reports.commands import REPORT_COMMANDS
+
+    if not argv or argv[0].startswith("-"):
+        return None
+    import difflib
+
+    found = difflib.get_close_matches(argv[0], REPORT_COMMANDS, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line: a report command, else a sweep (runner.app.main)."""
     from reports.commands import REPORT_COMMANDS, run_report_command
@@ -35,6 +48,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in REPORT_COMMANDS:
         return run_report_command(argv)
+    slip = mistyped_command(argv)
+    if slip:
+        print(f"experiment-runner: error: unknown command {argv[0]!r}: did you mean {slip!r}? "
+              f"(the commands: {', '.join(REPORT_COMMANDS)}; a sweep takes flags only)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     from runner.app import main as sweep_main
 
     return sweep_main(argv)
