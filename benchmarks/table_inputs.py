@@ -1,6 +1,6 @@
 """The inputs of a published table: a fidelity.sh output folder, or a part of a compact table.
 
-benchmarks/fidelity.sh writes, under its OUT_DIR, our results file (`ours/results.jsonl`),
+benchmarks/fidelity/fidelity.sh writes, under its OUT_DIR, our results file (`ours/results.jsonl`),
 the harness's CSVs (`peer-<case>.csv` and `peer-<case>_compilation_metrics.csv`) and each
 run's start and end (`*.wall`). A table kept in the repository (benchmarks/tables/NAME) holds
 the same inputs of all its runs in three files, each row naming the run (`part`: the folder

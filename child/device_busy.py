@@ -4,7 +4,7 @@ A host-bound model's latency is the host's speed; the time its kernels take on t
 not. After the timed runs (never inside them, so the profiler's cost reaches no timed
 figure) the child runs a few more iterations under torch.profiler, each ended by the stack's
 synchronization and marked by an annotation, and sums the durations of the kernels each
-iteration ran (observers/trace_sums.py, the sums benchmarks/kernel_parity.py reads the two
+iteration ran (observers/trace_sums.py, the sums benchmarks/fidelity/kernel_parity.py reads the two
 tools' traces with). The line's `summary.device_busy_ms` is the median over those
 iterations (over processes, the median of the processes'), `summary.device_busy` keeps each
 iteration's sum, the kernel count and what the probe cost.

@@ -8,7 +8,7 @@ settings that differ from their defaults (cudagraphs included), the CUDA allocat
 configuration, deterministic algorithms and the threads. Each reading is probed: a switch the
 installed torch lacks is left out, one that cannot be read is recorded as its error, and a
 snapshot never raises. The results line keeps it as `environment.torch_settings`
-(docs/settings.md); benchmarks/settings_parity.py takes the same snapshot inside PyTorch's
+(docs/settings.md); benchmarks/fidelity/settings_parity.py takes the same snapshot inside PyTorch's
 harness. It imports nothing that is not loaded already, besides torch.
 """
 

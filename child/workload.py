@@ -17,7 +17,7 @@ initialisation, no arithmetic), the inputs are made on the CPU (their values are
 and moved to meta, and the count is cached per model, precision, batch size and versions in
 the runner's cache folder (`core.host.machine.cache_root()/workload`).
 
-The describing functions take any module and inputs, so `benchmarks/workload_parity.py`
+The describing functions take any module and inputs, so `benchmarks/fidelity/workload_parity.py`
 describes PyTorch's harness's models with the same code.
 """
 

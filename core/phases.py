@@ -7,7 +7,7 @@ step took: the set-up (imports, seeds, the stack's process start), building the 
 workload count, preparing the model on its stack, the reference workload around the timed
 runs, the measuring itself (warm-up with its compile, timed runs, pulses and the idle probe)
 and what follows until the result is written. A reading costs well under a microsecond; the
-record is a few hundred bytes of the line. `benchmarks/sweep_cost.py` prints them.
+record is a few hundred bytes of the line. `benchmarks/cost/sweep_cost.py` prints them.
 """
 
 from __future__ import annotations

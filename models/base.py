@@ -38,7 +38,7 @@ def eager_as_the_harness(loss_fn: Callable) -> Callable:
     """`loss_fn` kept out of compiled graphs: a loss standing for the harness's
     `reduce_to_scalar_loss` (timm's and TorchBench's). That lives in torch._dynamo.testing, a
     module dynamo skips, so the harness's compiled iteration breaks there, its graph returns
-    the model's output, and the loss runs eagerly (benchmarks/graph_parity.py compares)."""
+    the model's output, and the loss runs eagerly (benchmarks/fidelity/graph_parity.py compares)."""
     import torch
 
     return torch._dynamo.disable(loss_fn)

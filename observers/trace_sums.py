@@ -3,7 +3,7 @@ CUDA-graph launches and the host's time, over the whole trace or per marked iter
 no torch).
 
 The child sums each timed iteration's kernels this way for the device's busy time
-(child/device_busy.py), and benchmarks/kernel_parity.py compares the two tools' traces with
+(child/device_busy.py), and benchmarks/fidelity/kernel_parity.py compares the two tools' traces with
 the same sums, so that both read a trace alike.
 """
 

@@ -38,7 +38,8 @@ def test_an_upward_import_and_a_cycle_are_caught(tmp_path):
         upward.write("\nimport runner.plan.matrix  # an upward arrow\n")
     with open(tmp_path / "verifier" / "tolerance.py", "a", encoding="utf-8") as cyclic:
         cyclic.write("\nimport verifier.compare  # compare imports tolerance: a cycle\n")
-    with open(tmp_path / "benchmarks" / "child_output.py", "a", encoding="utf-8") as inward:
+    inward_path = tmp_path / "benchmarks" / "stability" / "child_output.py"
+    with open(inward_path, "a", encoding="utf-8") as inward:
         inward.write("\nimport runner.run.process.supervision  # past the public interface\n")
     completed = lint_imports(tmp_path)
     assert completed.returncode != 0

@@ -86,7 +86,7 @@ def call_module(module: Callable, inputs: ModelInputs) -> Any:
 
 def start_inductor_compile_workers() -> None:
     """Inductor's compile worker pool, started as inductor starts it at its first compile
-    (benchmarks/harness_on_fast_core.py starts the harness's with this too)."""
+    (benchmarks/fidelity/harness_on_fast_core.py starts the harness's with this too)."""
     try:
         from torch._inductor.async_compile import maybe_warm_pool
     except ImportError:  # a torch without it starts its pool at the compile
@@ -144,7 +144,7 @@ class TorchPreparedModel(PreparedModel):
         """The forward under autocast. Compiled whole where the stack compiles iterations, as
         PyTorch's harness compiles its forward_pass: autocast is then part of the graph, and
         a call runs dynamo's frame and the graph without entering autocast or the model's
-        nn.Module call machinery first (benchmarks/call_overhead.py)."""
+        nn.Module call machinery first (benchmarks/cost/call_overhead.py)."""
         if self.autocast_dtype is None:  # no autocast in the graph, as the harness's nullcontext
             return call_module(self.callable, device_inputs)
         # torch.autocast made in this frame, so that dynamo traces it (see _train_iteration).

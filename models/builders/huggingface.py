@@ -22,7 +22,7 @@ _PAD_ZERO_CLASSES = ("GPT2ForSequenceClassification", "GPTNeoForSequenceClassifi
                      "GPTJForSequenceClassification")
 _PAD_ZERO_PREFIXES = ("Roberta", "Marian")
 # LayerDrop skips whole layers at random, so that a training step's work varies: off
-# (benchmarks/workload_differences.json, M2M100).
+# (benchmarks/fidelity/workload_differences.json, M2M100).
 _LAYERDROP_MARKER = "layerdrop"
 
 # Generic shrinking for reduced configs: applied to the keys a config has.

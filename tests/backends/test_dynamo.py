@@ -147,7 +147,7 @@ def recorded_eval_graphs(precision: str) -> tuple[list, object]:
 def test_inference_compiles_the_forward_under_autocast_as_one_frame(precision, autocast_inside):
     # As PyTorch's harness compiles its forward_pass: autocast is traced into the graph and
     # the module is called inside the compiled frame, so a call enters neither autocast nor
-    # the model's nn.Module call machinery before dynamo's frame (benchmarks/call_overhead.py).
+    # the model's nn.Module call machinery before dynamo's frame (benchmarks/cost/call_overhead.py).
     torch._dynamo.reset()
     graphs, prepared = recorded_eval_graphs(precision)
     assert len(graphs) == 1  # compiled once, then reused

@@ -1,7 +1,7 @@
 """benchmarks/tables: each kept folder rebuilds the table that docs/fidelity.md publishes.
 
 The command is read from the folder's README (its fenced block: `NAME=value` lines, then
-the `python -m benchmarks.fidelity_table ...` call) and run in this process; the table it
+the `python -m benchmarks.fidelity.fidelity_table ...` call) and run in this process; the table it
 prints, its rows and its counts, must stand in the document as they are.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import fidelity_table
+from benchmarks.fidelity import fidelity_table
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ROOT / "benchmarks" / "tables"
@@ -40,7 +40,7 @@ def readme_command(folder: Path) -> list[str]:
                 r"\$(\w+)", lambda name: variables[name.group(1)], assignment.group(2))
         elif text.strip():
             words = shlex.split(re.sub(r"\$(\w+)", lambda name: variables[name.group(1)], text))
-            assert words[:3] == ["python", "-m", "benchmarks.fidelity_table"], words[:3]
+            assert words[:3] == ["python", "-m", "benchmarks.fidelity.fidelity_table"], words[:3]
             return words[3:]
     raise AssertionError(f"{folder}/README.md: no fidelity_table.py call")
 

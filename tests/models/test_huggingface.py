@@ -294,7 +294,7 @@ def test_the_fp32_only_list_is_the_harnesses():
     the clone as CI has it)."""
     import yaml
 
-    from benchmarks.fidelity_cases import DEFAULT_REFERENCE
+    from benchmarks.fidelity.fidelity_cases import DEFAULT_REFERENCE
     from models.specs.huggingface import FP32_ONLY_MODELS
 
     path = DEFAULT_REFERENCE / "huggingface.yaml"

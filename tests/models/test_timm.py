@@ -157,7 +157,7 @@ def test_builds_on_the_default_device_and_makes_inputs_on_the_cpu(reduced_suite)
 def test_compiled_training_leaves_the_loss_out_of_the_graph_as_the_harness_does():
     # The harness's reduce_to_scalar_loss lives in a module dynamo skips: its graph returns
     # the model's output, and the loss runs eagerly after a break. Ours' output_mean_loss is
-    # kept out the same way (benchmarks/graph_parity.py: the same graphs in both).
+    # kept out the same way (benchmarks/fidelity/graph_parity.py: the same graphs in both).
     from tests.fixtures.compiled_graphs import compiled_training_graphs, model_graph, output_shapes
 
     graphs = compiled_training_graphs("timm", SMALL_MODEL, "amp")

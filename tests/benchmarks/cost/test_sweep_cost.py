@@ -1,0 +1,153 @@
+"""benchmarks/cost/sweep_cost.py: a case's parts, read from a real sweep's clock readings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.cost.sweep_cost import PARTS, attribute, case_of, main
+from benchmarks.table_inputs import open_run, unpack
+from core.files.results_file import read_results
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.mark.e2e
+def test_the_parts_of_each_case_add_up_to_the_sweep(tmp_path, capsys):
+    out = tmp_path / "out"
+    start = time.time()
+    subprocess.run([sys.executable, str(ROOT / "experiment_runner.py"), "--accelerator=cpu",
+                    "--xla=None", "--dynamo=None", "-k", "^(mlp|cnn)$", "--test=eval",
+                    "--repeat=2", "--warmup=1", "--processes=2", "--no-progress",
+                    f"--output-dirname={out}"], check=True, capture_output=True, timeout=600)
+    end = time.time()
+    lines = read_results(out / "results.jsonl").lines
+    cases = [case_of(line) for line in lines]
+    assert len(cases) == 2 and all(cases)
+    attribute(cases, start, end)
+    for case in cases:
+        assert set(case.parts) == set(PARTS) and all(v >= 0 for v in case.parts.values())
+        assert case.parts["timing"] > 0 and case.parts["reference"] > 0
+        assert case.parts["child"] > 0 and case.parts["build"] > 0
+    # Every second of the runner's is some case's part (the clocks differ by milliseconds).
+    assert sum(case.wall for case in cases) == pytest.approx(end - start, abs=0.5)
+    assert main(["parts", str(out / "results.jsonl")]) == 0
+    table = capsys.readouterr().out
+    assert "builtin mlp eager eval fp32" in table and "| all cases |" in table
+
+
+def test_a_line_without_clock_readings_is_no_case():
+    assert case_of(json.loads('{"model": {"model_name": "m"}, "summary": {}}')) is None
+
+
+def test_lanes_that_share_a_gpu_count_each_case_at_its_share_and_the_whole_run(tmp_path, capsys):
+    """fidelity.sh's PER_GPU lanes: real lines of a 4-H200 run (3 lanes on each of 2 GPUs,
+    an invocation per case); a case's parts count over the lanes per GPU, each invocation's
+    start goes to its own case only, and the report adds both tools' whole runs."""
+    from benchmarks.cost.sweep_cost import gpu_report
+
+    table = ROOT / "benchmarks" / "tables" / "2026-11-28-h200x4-lanes-cost" / "cost2"
+    out = tmp_path / "out"
+    unpack(open_run(table), out)
+    lanes = (out / "ours-lanes.wall").read_text()
+    (out / "ours-lanes.wall").unlink()
+    assert gpu_report([out]) == 0
+    alone = capsys.readouterr().out
+    (out / "ours-lanes.wall").write_text(lanes)
+    assert gpu_report([out]) == 0
+    shared = capsys.readouterr().out
+
+    def ours_seconds(text: str) -> dict[str, float]:
+        rows = [line.split("|") for line in text.splitlines() if line.startswith("| huggingface-")
+                or line.startswith("| timm-")]
+        return {row[1].strip(): float(row[2]) for row in rows}
+
+    before, after = ours_seconds(alone), ours_seconds(shared)
+    assert len(before) == 12 and before.keys() == after.keys()
+    for name, seconds in before.items():
+        assert after[name] == pytest.approx(seconds * 2 / 6, abs=0.02)
+    start, end, gpus, count = lanes.split()
+    harness = (out / "peer-streams.wall").read_text().split()
+    assert (f"whole run: ours held {gpus} GPU(s) for {float(end) - float(start):.0f} s "
+            f"({int(count) // int(gpus)} lanes or slots a GPU)") in shared
+    assert f"the harness held {harness[2]} for {float(harness[1]) - float(harness[0]):.0f} s" in shared
+    # An invocation's start and end are its own case's, all of them and nothing else: no
+    # case's "writing the line" runs on to the next case another lane started.
+    spans = {path.stem.removeprefix("ours-case-"): path.read_text().split()
+             for path in out.glob("ours-case-*.wall")}
+    assert spans.keys() == before.keys()
+    for name, (start, end, *_) in spans.items():
+        assert before[name] == pytest.approx(float(end) - float(start), abs=0.02), name
+    # `parts` with the same folder's walls gives each invocation's start to its own case.
+    assert main(["parts", str(out / "ours" / "results.jsonl"), "--runner-wall", str(out)]) == 0
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| huggingface") or line.startswith("| timm")]
+    assert len(rows) == 12 and all(float(row[3]) > 0 for row in rows)
+
+
+def test_slots_sharing_a_gpu_in_one_invocation_count_each_case_at_its_share(tmp_path, capsys):
+    """Real lines of a 2-H200 run: one invocation per list, 3 experiments sharing ours' GPU
+    (--experiments-per-gpu=auto); each case counts over its GPU's 3 slots, and the report
+    gives both tools' whole runs."""
+    from benchmarks.cost.sweep_cost import gpu_report
+
+    out = tmp_path / "out"
+    unpack(open_run(ROOT / "benchmarks" / "tables" / "2026-11-29-h200x2-sweep-cost" / "b"), out)
+    lines = read_results(out / "ours" / "results.jsonl").lines
+    slots = {tuple(line["environment"]["torch_settings"]["cpu_affinity"]) for line in lines}
+    assert len(slots) == 3 and {line["environment"]["variables"]["CUDA_VISIBLE_DEVICES"]
+                                for line in lines} == {"1"}
+    assert gpu_report([out]) == 0
+    shared = capsys.readouterr().out
+    whole = {}
+    for line in lines:
+        case = case_of(line)
+        whole[case.key] = case.wall
+    rows = {row[1].strip(): float(row[2]) for row in
+            (text.split("|") for text in shared.splitlines() if text.startswith("| "))
+            if row[1].strip().startswith(("huggingface-", "timm-"))}
+    assert rows.keys() == whole.keys()
+    spans = [(out / name).read_text().split() for name in (
+        "ours-huggingface-bsdefault-amp-default-eval+train.wall",
+        "ours-timm-bsdefault-amp-default-eval+train.wall")]
+    held = sum(float(end) - float(start) for start, end, _ in spans)
+    # Its own parts over its invocation's slots (3 for the 4 Hugging Face cases, 2 for the
+    # 2 timm ones), plus its share of the invocation's start and end.
+    for key, seconds in rows.items():
+        assert seconds >= whole[key] / (3 if key.startswith("huggingface-") else 2) - 0.02
+    # Every GPU-second of the invocations is some case's, the start's of all 3 slots too.
+    assert sum(rows.values()) == pytest.approx(held, abs=1.0)
+    assert f"whole run: ours held 1 GPU(s) for {held:.0f} s (3 lanes or slots a GPU)" in shared
+
+
+def test_a_later_process_on_a_lent_slot_counts_on_that_slot(capsys):
+    """Real lines of a one-H200 run where idle slots ran later processes of the last
+    experiments (summary.processes.slots): each child counts on the slot it ran on, so the
+    case whose slot was lent is not charged for the other case's process there, and the
+    cases together hold the GPU for the whole run."""
+    from benchmarks.cost.sweep_cost import gpu_report
+
+    out = ROOT / "benchmarks" / "tables" / "2026-11-29-h200-lent-slots" / "call2-new-harness"
+    run = open_run(out)
+    lines = {case_of(line).key: (line, case_of(line)) for line in run.lines()}
+    line, case = lines["timm-mobilenetv3_large_100-bs512-amp-default-train"]
+    slots = line["summary"]["processes"]["slots"]
+    assert len(set(slots)) == 2  # its second or third process ran on another slot
+    assert [place for place, _, _ in case.children] == [f"0|slot {index}" for index in slots]
+    assert gpu_report([out]) == 0
+    report = capsys.readouterr().out
+    header = [cell.strip() for cell in report.splitlines()[0].split("|")]
+    rows = {row[1].strip(): row for row in
+            (text.split("|") for text in report.splitlines() if text.startswith("| timm-"))}
+    # visformer_small eval ran last on slot 2 before it was lent: its line's part is the
+    # moment between its children and the next child there, not the other cases' processes.
+    lent = rows["timm-visformer_small-bs128-amp-default-eval"]
+    assert float(lent[header.index("writing the line")]) < 1
+    start, end, _ = run.walls["ours-timm-bsdefault-amp-default-eval+train"].split()
+    assert sum(float(row[2]) for row in rows.values()) == pytest.approx(
+        float(end) - float(start), abs=1.0)
