@@ -18,11 +18,10 @@ from core.contract import Role
 from observers import observability_environment
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot
-from runner.run.process.guard import ProcessGuard
+from runner.run.process.guard import PROJECT_ROOT, ProcessGuard
 
 log = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 #: The runner's own variables never reach a child: it reads its spec, nothing else.
 RUNNER_VARIABLE_PREFIX = "EXPERIMENT_RUNNER_"
