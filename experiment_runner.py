@@ -1,7 +1,8 @@
 """The `experiment-runner` command (and `python experiment_runner.py --help`).
 
 `report`, `compare` and `score` hand over to the reports (reports/commands.py) without
-importing the sweep's modules; anything else is a sweep (runner/app.py). Run as a script, the
+importing the sweep's modules, `bisect` to the bisection (bisection/cli.py); anything else
+is a sweep (runner/app.py). Run as a script, the
 runner's own requirements are checked before anything of it is imported, so that a Python
 without them (the system's, before `make setup`) says how to set up in one line.
 """
@@ -11,6 +12,7 @@ import signal
 import sys
 from typing import Optional, Sequence
 
+BISECT_COMMAND = "bisect"
 REQUIRED_MODULES = ("psutil", "jsonlines", "tqdm", "filelock")
 EXIT_NOT_SET_UP = 2
 
@@ -35,6 +37,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in REPORT_COMMANDS:
         return run_report_command(argv)
+    if argv and argv[0] == BISECT_COMMAND:
+        from bisection.cli import main as bisect_main
+
+        return bisect_main(argv[1:])
     from runner.app import main as sweep_main
 
     return sweep_main(argv)
