@@ -18,7 +18,7 @@ from benchmarks.bisect_repo import build
 from core.files.bisect_log import MEASURED, ROUND, SETUP, VERDICT, read_entries
 from tests.conftest import PROJECT_ROOT, TEST_RUN_FLAGS, cli_environment
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SWEEP = ["--suite-name", "torchbench", "--torchbench-dir={tree}", "-k", "launches",
          "--accelerator", "cpu", "--xla", "None", "--torch-xla2", "None", "--test", "eval",
