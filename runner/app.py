@@ -47,7 +47,7 @@ from runner.plan.parser import (
     torchbench_dir,
 )
 from runner.plan.arguments import undecodable_argument
-from runner.plan.probe import probe_host
+from runner.plan.probe import compiles_on_cpu, probe_host
 from runner.plan.resume import recorded_fingerprints
 from runner.plan.slots import Slot, SlotError, plan_slots, visible_gpus
 from runner.run.process import signals
@@ -118,7 +118,9 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
                       request.exclude_tiers)
     if not output.dry_run:
         check_output(paths, output.dirname)
-    host = probe_host(use_cache=output.probe_cache)
+    host = probe_host(use_cache=output.probe_cache,
+                      with_compiler_checks=single is not None
+                      or compiles_on_cpu(dict(request.dimensions)))
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
     results = ResultsFile(results_path)

@@ -42,6 +42,9 @@ class HostCapabilities:
     #: Variables every child gets from what the probe established once for this host, so
     #: that no child repeats the check (see runner/plan/probe.py: compiler_checks).
     child_environment: dict[str, str] = field(default_factory=dict)
+    #: Whether the probe made those checks (they are made only for a sweep that may compile
+    #: on the CPU with inductor: runner/plan/probe.py, `compiles_on_cpu`).
+    compiler_checked: bool = False
 
     def version_of(self, package: str) -> Optional[str]:
         return self.packages.get(package)
@@ -74,4 +77,6 @@ class HostCapabilities:
             torch_error=data.get("torch_error"),
             child_environment={str(name): str(value) for name, value
                                in dict(data.get("child_environment") or {}).items()},
+            # answers kept before the checks became optional made them whenever they could
+            compiler_checked=bool(data.get("compiler_checked", "child_environment" in data)),
         )

@@ -5,7 +5,10 @@ imports torch (never torch_xla, torchax or jax) and reports versions, CUDA devic
 registered dynamo backends as JSON. Package versions come from metadata, without importing.
 
 The probe also runs, once, checks that every child would otherwise repeat at its own cost
-(`compiler_checks`), and hands the children their outcome as variables.
+(`compiler_checks`), and hands the children their outcome as variables. They concern CPU
+compiles only and cost seconds (a C++ build and a Python child per vector ISA), so a sweep
+that cannot compile on the CPU with inductor (`compiles_on_cpu`: a CUDA sweep, an eager one)
+asks the probe without them, and starts its first child that much sooner.
 
 The answer is kept for a day in the cache folder (`core.host.machine.cache_root()/host`), under a
 key of everything it depends on: the interpreter, the import paths (each folder once, by its
@@ -50,7 +53,7 @@ from core.packages import installed_packages
 
 log = logging.getLogger(__name__)
 
-def probe_in_this_process() -> dict[str, Any]:
+def probe_in_this_process(with_compiler_checks: bool = True) -> dict[str, Any]:
     """The probe's answer (run inside the probe child)."""
     answer: dict[str, Any] = {"python": platform.python_version(), "packages": installed_packages()}
     try:
@@ -68,7 +71,9 @@ def probe_in_this_process() -> dict[str, Any]:
         answer["dynamo_backends"] = sorted(torch._dynamo.list_backends(exclude_tags=()))
     except Exception as error:
         log.debug("dynamo backends unknown: %s", error)
-    answer["child_environment"] = compiler_checks()
+    if with_compiler_checks:
+        answer["child_environment"] = compiler_checks()
+    answer["compiler_checked"] = with_compiler_checks
     return answer
 
 
@@ -225,22 +230,27 @@ def answer_shape(data: Any) -> HostCapabilities:
     checks = {"python": a_string, "torch_version": an_optional_string,
               "cuda_available": a_bool, "cuda_device_names": strings,
               "dynamo_backends": strings, "packages": string_map,
-              "torch_error": an_optional_string, "child_environment": string_map}
+              "torch_error": an_optional_string, "child_environment": string_map,
+              "compiler_checked": a_bool}
     for name, check in checks.items():
         if name in answer:
             check(answer[name], name)
     return HostCapabilities.from_dict(dict(answer))
 
 
-def cached_answer(path: Path) -> Optional[HostCapabilities]:
-    """The cached answer at `path` if it is younger than a day; one that does not fit its
-    shape is set aside with a warning (and the probe runs again)."""
+def cached_answer(path: Path, with_compiler_checks: bool = True) -> Optional[HostCapabilities]:
+    """The cached answer at `path` if it is younger than a day and made the compiler checks
+    where they are wanted; one that does not fit its shape is set aside with a warning (and
+    the probe runs again)."""
     try:
         if time.time() - path.stat().st_mtime > PROBE_CACHE_SECONDS:
             return None
     except OSError:
         return None
-    return read_side_file(path, answer_shape, "the probe's cached answer").value
+    answer = read_side_file(path, answer_shape, "the probe's cached answer").value
+    if answer is not None and with_compiler_checks and not answer.compiler_checked:
+        return None
+    return answer
 
 
 def keep_answer(path: Path, answer: dict[str, Any]) -> None:
@@ -251,19 +261,30 @@ def keep_answer(path: Path, answer: dict[str, Any]) -> None:
         log.debug("the probe's answer was not cached: %s", error)
 
 
-def probe_host(timeout: float = 300.0, use_cache: bool = True) -> HostCapabilities:
+def compiles_on_cpu(dimensions: dict[str, tuple]) -> bool:
+    """Whether a sweep asking for these values of the matrix's dimensions (by field name; a
+    dimension not named takes every value) may compile with inductor on the CPU: only then
+    are the probe's compiler checks worth their seconds."""
+    accelerators, dynamos = dimensions.get("accelerator"), dimensions.get("dynamo")
+    return ((not accelerators or "cpu" in accelerators)
+            and (not dynamos or "inductor" in dynamos))
+
+
+def probe_host(timeout: float = 300.0, use_cache: bool = True,
+               with_compiler_checks: bool = True) -> HostCapabilities:
     """What this machine can run: the cached answer when it still holds, else the probe
     child's (failures give a torch-less answer, never cached). Runners that start together
-    on one host probe once: the others wait for the first one's answer."""
+    on one host probe once: the others wait for the first one's answer. Without compiler
+    checks, a cached answer that made them serves as well."""
     if not use_cache:
-        return HostCapabilities.from_dict(run_probe(timeout))
+        return HostCapabilities.from_dict(run_probe(timeout, with_compiler_checks))
     path = probe_cache_path()
     with probing_alone(path, timeout):
-        cached = cached_answer(path)
+        cached = cached_answer(path, with_compiler_checks)
         if cached is not None:
             log.debug("host capabilities from %s", path)
             return cached
-        answer = run_probe(timeout)
+        answer = run_probe(timeout, with_compiler_checks)
         if "torch_error" not in answer:
             keep_answer(path, answer)
     return HostCapabilities.from_dict(answer)
@@ -301,7 +322,11 @@ def probe_scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix=f"experiment-runner-{os.getpid()}-{stamp}-probe-"))
 
 
-def run_probe(timeout: float) -> dict[str, Any]:
+#: Tells the probe child to leave out the compiler checks.
+NO_COMPILER_CHECKS = "--no-compiler-checks"
+
+
+def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict[str, Any]:
     """Run the probe child: its answer, or a torch-less one saying why it gave none.
 
     The child runs in a session of its own with its temporary files in a scratch folder;
@@ -311,7 +336,10 @@ def run_probe(timeout: float) -> dict[str, Any]:
     scratch = probe_scratch()
     environment = dict(os.environ, TMPDIR=str(scratch), **{PARENT_VARIABLE: str(os.getpid())})
     try:
-        child = subprocess.Popen([sys.executable, "-m", "runner.plan.probe"],
+        command = [sys.executable, "-m", "runner.plan.probe"]
+        if not with_compiler_checks:
+            command.append(NO_COMPILER_CHECKS)
+        child = subprocess.Popen(command,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=environment, start_new_session=True)
         try:
@@ -351,7 +379,7 @@ def _probe_child_main() -> None:
     die_with_parent()
     if os.environ.get(PARENT_VARIABLE) not in (None, str(os.getppid())):
         sys.exit(1)  # the runner died before this child could ask to die with it
-    print(json.dumps(probe_in_this_process()))
+    print(json.dumps(probe_in_this_process(NO_COMPILER_CHECKS not in sys.argv[1:])))
 
 
 if __name__ == "__main__":

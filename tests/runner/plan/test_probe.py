@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from runner.plan import probe
 from runner.plan.probe import (PROBE_CACHE_SECONDS, import_roots, probe_cache_path, probe_host,
                                probe_key)
 
@@ -35,8 +36,9 @@ def counted_probe(monkeypatch):
     asked: list[dict] = []
     real = probe.run_probe
 
-    def run_probe(timeout: float) -> dict:
-        asked.append(real(timeout) if not asked else json.loads(json.dumps(asked[0])))
+    def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict:
+        asked.append(real(timeout, with_compiler_checks) if not asked
+                     else json.loads(json.dumps(asked[0])))
         return asked[-1]
 
     monkeypatch.setattr(probe, "run_probe", run_probe)
@@ -197,10 +199,11 @@ def stand_in_probe(monkeypatch):
 
     ran: list[int] = []
 
-    def run_probe(timeout: float) -> dict:
+    def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict:
         ran.append(threading.get_ident())
         time.sleep(0.5)
-        return {"python": platform.python_version(), "torch_version": "9.9.9"}
+        return {"python": platform.python_version(), "torch_version": "9.9.9",
+                "compiler_checked": with_compiler_checks}
 
     monkeypatch.setattr(probe, "run_probe", run_probe)
     return ran
@@ -302,3 +305,39 @@ def test_a_runner_killed_during_the_probe_takes_its_probe_child_along(tmp_path, 
     assert [folder.name.startswith("experiment-runner-") for folder in tmpdir.iterdir()] == [True]
     sweep_stale(tmpdir)
     assert list(tmpdir.iterdir()) == []
+
+
+@pytest.mark.e2e
+def test_a_sweep_that_cannot_compile_on_the_cpu_is_probed_without_the_compiler_checks(own_cache):
+    """The checks take seconds (a C++ build and a Python child per vector ISA): a CUDA or an
+    eager sweep's probe leaves them out; a later CPU-inductor sweep asks again, with them, and
+    its answer then serves both."""
+    from runner.plan import probe
+
+    asked: list[bool] = []
+    real = probe.run_probe
+
+    def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict:
+        asked.append(with_compiler_checks)
+        return real(timeout, with_compiler_checks)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(probe, "run_probe", run_probe)
+        quick = probe_host(with_compiler_checks=False)
+        assert quick.torch_version and not quick.compiler_checked
+        assert quick.child_environment == {}
+        checked = probe_host(with_compiler_checks=True)  # the cached answer lacks them
+        assert checked.compiler_checked and asked == [False, True]
+        assert probe_host(with_compiler_checks=False).compiler_checked  # the superset serves
+        assert asked == [False, True]
+
+
+@pytest.mark.parametrize("dimensions, compiles", [
+    ({}, True),
+    ({"accelerator": ("cuda",)}, False),
+    ({"accelerator": ("cpu", "cuda"), "dynamo": ("inductor",)}, True),
+    ({"dynamo": ("openxla", "cudagraphs")}, False),
+    ({"dynamo": (None, "inductor"), "accelerator": ("cpu",)}, True),
+])
+def test_only_a_sweep_that_may_compile_with_inductor_on_the_cpu_wants_the_checks(dimensions, compiles):
+    assert probe.compiles_on_cpu(dimensions) is compiles
