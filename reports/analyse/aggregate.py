@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from reports.errors import ReportError
-from reports.read.load import ConfigKey, Record
+from reports.read.record import ConfigKey, Record
 from reports.stats import geomean
 from core.schema import VERIFICATION_NOT_RUN, Status, VerificationCode, error_headline
 

@@ -13,6 +13,11 @@ not the code, changed speed between them: the eager runs timed interleaved in th
 did (`summary.slow_period.ratio`). On a shared CPU the whole host can be slower or faster in
 one run than in the other while each line's runs stay steady, so that neither is flagged. The
 geometric mean keeps every change; a note says how many of them are unreliable.
+
+Besides the time, every measured figure where less (or more) is better (core.measures:
+`lower_is_better`; compile time, peak memory, TFLOP/s...) is compared for the experiments
+that ran on both sides: those that moved by more than the threshold are listed, better or
+worse, and never change the verdict.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from core.measures import Measure, compared_measures
 from core.schema import error_headline
-from reports.read.load import Record
+from reports.read.record import Record
 from reports.stats import geomean, permutation_p_value
 
 DEFAULT_THRESHOLD = 0.07
@@ -58,6 +64,40 @@ class Change:
 
 
 @dataclass
+class FigureChange:
+    """A measured figure that moved beyond the threshold between BASE and NEW."""
+
+    change: Change
+    measure: Measure
+    base: float
+    new: float
+
+    @property
+    def ratio(self) -> Optional[float]:
+        """NEW over BASE (None from zero)."""
+        return self.new / self.base if self.base else None
+
+    @property
+    def better(self) -> bool:
+        return (self.new < self.base) == bool(self.measure.lower_is_better)
+
+
+def figure_changes(change: Change, threshold: float) -> list[FigureChange]:
+    """The compared figures (core.measures) of an experiment that ran on both sides and
+    moved by more than `threshold` (any move from zero)."""
+    if not (change.base.ran and change.new.ran):
+        return []
+    moved = []
+    for measure in compared_measures():
+        base, new = change.base.figure(measure.name), change.new.figure(measure.name)
+        if base is None or new is None or base == new:
+            continue
+        if base == 0 or abs(new / base - 1.0) > threshold:
+            moved.append(FigureChange(change, measure, base, new))
+    return moved
+
+
+@dataclass
 class Comparison:
     changes: list[Change]
     only_base: list[Record]
@@ -68,6 +108,8 @@ class Comparison:
     geomean_threshold: float
     alpha: float
     notes: list[str] = field(default_factory=list)
+    #: The other figures that moved beyond the threshold (`figure_changes`).
+    figures: list[FigureChange] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[Change]:
@@ -179,6 +221,7 @@ def compare(
         threshold=threshold,
         geomean_threshold=geomean_threshold,
         alpha=alpha,
+        figures=[moved for change in changes for moved in figure_changes(change, threshold)],
     )
     if not changes:
         comparison.notes.append("BASE and NEW hold no experiment in common")

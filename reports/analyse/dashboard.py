@@ -14,7 +14,9 @@ from reports.analyse.aggregate import Report
 from reports.analyse.compare import Comparison, DEFAULT_GEOMEAN_THRESHOLD
 from reports.analyse.history import History
 from core.columns import LABELS_COLUMN, config_columns, shown_columns
-from reports.read.load import ConfigKey, RunInfo
+from core.measures import Measure, measure_named, measures
+from reports.read.load import RunInfo
+from reports.read.record import ConfigKey
 
 MAX_CHANGES = 50
 VERSION_KEYS = ("torch", "torch_xla", "torchax", "jax", "triton", "torchvision", "transformers", "timm", "numpy")
@@ -71,6 +73,28 @@ def _config_entry(config: ConfigKey, baseline: str) -> dict[str, Any]:
             "baseline": config.stack == baseline}
 
 
+def _figures() -> tuple[Measure, ...]:
+    """The measured figures the page's rows hold (core.measures: those with a key)."""
+    return tuple(m for m in measures() if m.data_key)
+
+
+def figure_entries() -> list[dict[str, Any]]:
+    """What the page knows of each figure its rows hold: its key in a row, its column's
+    header (null: none), how it prints, and its note's key."""
+    return [{"name": m.name, "key": m.data_key, "header": m.header, "prints": m.prints, "unit": m.unit,
+             "note": measure_named(m.note).data_key if m.note else None, "noteMissing": m.note_missing,
+             "lowerIsBetter": m.lower_is_better}
+            for m in _figures()]
+
+
+def _figure_value(record: Any, measure: Measure) -> Any:
+    """A figure as a row of the page holds it (None where its `when` does not hold)."""
+    value = record.figure(measure.name)
+    if measure.when and not record.figure(measure.when):
+        return None
+    return _num(value) if measure.kind is float else value
+
+
 def filters() -> list[str]:
     """The configuration columns the page filters on: every one of a value (core.columns:
     the label fields' combinations aside), as tables show them."""
@@ -107,18 +131,17 @@ def build_payload(
             "hi": _num(r.interval.high) if r.interval and len(r.per_iter_times) > 1 else None,
             "cov": _num(r.interval.coverage) if r.interval and len(r.per_iter_times) > 1 else None,
             "n": len(r.per_iter_times), "sp": _num(row.speedup), "sm": row.speedup_method,
-            "spc": row.speedup_counts, "cold": _num(r.cold_start_time), "comp": _num(r.compile_time),
+            "spc": row.speedup_counts,
             "ran": r.ran, "passed": r.passed, "ver": r.verified, "acc": r.accurate,
-            "mem": r.peak_memory, "mk": r.memory_kind or "", "cr": _num(row.compression_ratio),
-            "w": row.warnings, "run": r.run_id, "err": r.error, "unrel": r.unreliable,
-            "hb": _num(r.host_bound_fraction) if r.host_bound else None, "slow": _num(r.slow_ratio),
-            "fl": _num(r.flops_per_iteration), "tf": _num(r.tflops), "pk": _num(r.peak_fraction), "pkn": r.peak_note,
+            "cr": _num(row.compression_ratio), "w": row.warnings, "run": r.run_id, "err": r.error,
+            **{m.data_key: _figure_value(r, m) for m in _figures()},
         })
     payload: dict[str, Any] = {
         "title": title,
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "baseline": report.baseline,
         "filters": filters(),
+        "figures": figure_entries(),
         "notes": list(intro) + list(report.notes),
         "runs": [_run_entry(run) for run in (runs or [])],
         "rows": rows,

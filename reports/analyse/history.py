@@ -24,7 +24,8 @@ from core.columns import config_columns
 from core.schema import VERIFICATION_FAILED, VerificationCode
 from reports.analyse.compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD
 from reports.read.columnar import Engine
-from reports.read.load import ConfigKey, RunInfo, VERDICT_CODES
+from reports.read.load import RunInfo
+from reports.read.record import VERDICT_CODES, ConfigKey
 from reports.stats import rank_sum_p_from_u
 
 def _config() -> str:
@@ -136,7 +137,8 @@ def compute_history(
                status = 'skipped' AS skipped, status = 'failed' AS failed,
                status = 'ok' AND code IN ({verdict_codes}) AS verified,
                status = 'ok' AND code = '{VerificationCode.PASS.value}' AS accurate,
-               med, compile, ran, peak_dev, eager_peak_dev, paired,
+               med, compile_time AS compile, ran, peak_dev, eager_peak_device_memory AS eager_peak_dev,
+               paired_speedup AS paired,
                ran AND code NOT IN ({failed_codes}) AS passed
         FROM lines JOIN run_index USING (run) JOIN hist_dims USING ({config}, suite, model)
              JOIN hist_base USING (cid)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from reports.errors import ReportError
 from core.schema import error_headline
-from reports.read.load import Record
+from reports.read.record import Record
 from reports.stats import geomean
 
 REFERENCE_SCORE = 1000.0

@@ -25,9 +25,7 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
@@ -80,12 +78,6 @@ def _terminated_size(path: Path, size: int) -> int:
     return 0
 
 
-def _unterminated_is_blank(path: Path, start: int, size: int) -> bool:
-    with open(path, "rb") as raw:
-        raw.seek(start)
-        return not raw.read(size - start).strip()
-
-
 def _copy_range(path: Path, start: int, stop: int, target: Path) -> None:
     with open(path, "rb") as source, open(target, "wb") as sink:
         source.seek(start)
@@ -98,69 +90,12 @@ def _copy_range(path: Path, start: int, stop: int, target: Path) -> None:
             remaining -= len(chunk)
 
 
-class _Parsed:
-    """What one parse of a byte range of a file found (ordinals and lines relative to it)."""
-
-    def __init__(self, rows: int, terminated_rows: int, index: eng.NewlineIndex, bad: list[BadLine],
-                 unusable: list[int], provenance: dict[str, eng.Provenance],
-                 settings: list[tuple[str, int]], partial_settings: list[tuple[str, int]]) -> None:
-        self.rows = rows
-        self.terminated_rows = terminated_rows
-        self.index = index
-        self.lines = index.lines
-        self.bad = bad
-        self.unusable = unusable
-        self.provenance = provenance
-        #: The settings of the terminated lines, and of an unterminated last one.
-        self.settings = settings
-        self.partial_settings = partial_settings
-
-
-def _parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
-           line_offset: int, details: bool = True, settings: bool = True) -> _Parsed:
-    """Parse `source` (a file, or a copy of a byte range of one) into `table` (with the
-    details, or not: `eng.scan_into`).
-
-    The file's newlines are indexed in a thread while DuckDB parses it (both are needed:
-    the line numbers of what was set aside, and each run's first line)."""
-    stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reports-newlines") as pool:
-        indexing = pool.submit(eng.index_newlines, source, stop)
-        try:
-            rows = eng.scan_into(con, source, table, details=details, settings=settings)
-            size = source.stat().st_size
-            partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
-            terminated_rows = rows - 1 if partial else rows
-            unreadable, nameless, runs = eng.set_aside(con, table)
-            wanted = unreadable + nameless + list(runs.values())
-            found = eng.settings_of(con, table, below=terminated_rows) if settings else []
-            partial_settings = eng.settings_of(con, table, at_least=terminated_rows) if settings and partial else []
-        except BaseException:
-            stop.set()
-            raise
-        index = indexing.result()
-    located = eng.lines_at(source, index, wanted)
-    bad, unusable = eng.classify(display, located, unreadable, nameless, line_offset)
-    provenance = eng.provenance_of(located, runs)
-    return _Parsed(rows, terminated_rows, index, bad, unusable, provenance, found, partial_settings)
-
-
-def _rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0,
-                   settings: bool = True) -> str:
-    condition = "kind = 0"
-    if below is not None:
-        condition += f" AND rowid < {below}"
-    if at_least:
-        condition += f" AND rowid >= {at_least}"
-    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE ({'kind, settings' if settings else 'kind'}) FROM {table} WHERE {condition}"
-
-
 def _uncached(con: Any, path: Path, table: str, settings: bool = True) -> FileScan:
     # Nothing is kept: the details are read only for the lines selected, the settings only
     # where asked for.
-    parsed = _parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
+    parsed = eng.parse(con, path, table, terminated_bytes=path.stat().st_size, display=path,
                     line_offset=0, details=False, settings=settings)
-    return eng.FileScan(path, f"({_rows_relation(table, 0, settings=settings)})", parsed.rows, parsed.bad,
+    return eng.FileScan(path, f"({eng.rows_relation(table, 0, settings=settings)})", parsed.rows, parsed.bad,
                         parsed.unusable, parsed.provenance,
                         settings=_merged(parsed.settings, parsed.partial_settings) if settings else None,
                         details=False, index=parsed.index)
@@ -269,12 +204,12 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
         if size > cached_size:
             tail = temp / f"{table}.tail.jsonl"
             _copy_range(path, cached_size, size, tail)
-            parsed = _parse(con, tail, table, terminated_bytes=terminated - cached_size,
+            parsed = eng.parse(con, tail, table, terminated_bytes=terminated - cached_size,
                             display=path, line_offset=lines)
             if parsed.terminated_rows:
-                part = _write_part(con, folder, _rows_relation(table, rows, below=parsed.terminated_rows))
+                part = _write_part(con, folder, eng.rows_relation(table, rows, below=parsed.terminated_rows))
                 parts.append(part)
-            relations.append(_rows_relation(table, rows, at_least=parsed.terminated_rows))
+            relations.append(eng.rows_relation(table, rows, at_least=parsed.terminated_rows))
             bad += parsed.bad
             unusable += parsed.unusable
             for run, prov in parsed.provenance.items():
@@ -294,12 +229,12 @@ def _open_cached(con: Any, temp: Path, path: Path, real: str, folder: Path, tabl
     else:
         for stale in folder.glob("part-*.parquet"):
             stale.unlink(missing_ok=True)
-        parsed = _parse(con, path, table, terminated_bytes=terminated, display=path,
+        parsed = eng.parse(con, path, table, terminated_bytes=terminated, display=path,
                         line_offset=0)
-        part = _write_part(con, folder, _rows_relation(table, 0, below=parsed.terminated_rows))
+        part = _write_part(con, folder, eng.rows_relation(table, 0, below=parsed.terminated_rows))
         parts = [part]
         # This process reads the parsed rows from memory; later ones from the Parquet part.
-        relations.append(_rows_relation(table, 0))
+        relations.append(eng.rows_relation(table, 0))
         bad, unusable, provenance = parsed.bad, parsed.unusable, parsed.provenance
         settings, partial_settings = parsed.settings, parsed.partial_settings
         rows, lines, total = parsed.terminated_rows, parsed.lines, parsed.rows

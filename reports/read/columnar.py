@@ -1,10 +1,11 @@
 """The reports' columnar engine: one DuckDB connection and the `lines` view over the files read.
 
-`reports.read.engine` parses and normalises a file; `reports.read.cache` keeps what was parsed; this
-module puts the files together: `lines` has one row per usable results line of every file,
-with `fi` (the file's index), `ord` (the line's ordinal in its file), `id` and the columns
-every line needs (`reports.read.engine.LINE_COLUMNS`, `DERIVED`). The details of selected lines
-(`reports.read.engine.DETAIL_COLUMNS`) are gathered in the `details` table by `ensure_details`.
+`reports.read.cache` opens each file (what it keeps, and what `reports.read.engine` parses
+of the rest); this module puts the files together: `lines` has one row per usable results
+line of every file, with `fi` (the file's index), `ord` (the line's ordinal in its file),
+`id` and the columns every line needs (`reports.read.sql.LINE_COLUMNS`, `DERIVED`). The
+details of selected lines (`reports.read.sql.DETAIL_COLUMNS`) are gathered in the `details`
+table by `ensure_details`.
 """
 
 from __future__ import annotations
@@ -16,12 +17,36 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from reports.errors import ReportError
 from reports.read import cache
 from reports.read import engine as eng
-from reports.read.engine import DERIVED, ID_STRIDE, FileScan, connect, expand_paths
-from reports.errors import ReportError
+from reports.read.engine import ID_STRIDE, FileScan, connect
+from reports.read.sql import DERIVED, DETAIL_COLUMNS, LINE_COLUMNS
 
 log = logging.getLogger(__name__)
+
+
+def expand_paths(paths: Iterable[Path]) -> list[Path]:
+    """Files as given; a folder stands for every *.jsonl file under it (sorted). A file
+    named twice (or by two names) counts once."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            if not found:
+                raise ReportError(f"folder {str(path)!r} holds no *.jsonl results file")
+            files += found
+        elif not path.exists():
+            raise ReportError(f"results file {str(path)!r} does not exist")
+        elif not path.is_file():
+            # A device or a pipe may never end (report /dev/zero): regular files only.
+            raise ReportError(f"results file {str(path)!r} is not a regular file")
+        else:
+            files += [path]
+    unique: dict[str, Path] = {}
+    for path in files:
+        unique.setdefault(os.path.realpath(path), path)
+    return list(unique.values())
 
 
 class Engine:
@@ -79,7 +104,7 @@ class Engine:
         return added
 
     def _define_view(self) -> None:
-        columns = ", ".join(eng.LINE_COLUMNS)
+        columns = ", ".join(LINE_COLUMNS)
         parts = [
             f"SELECT {index} AS fi, ord, {index} * {ID_STRIDE} + ord AS id, {columns}, {DERIVED} "
             f"FROM {scan.relation}"
@@ -99,7 +124,7 @@ class Engine:
         wanted: dict[int, list[int]] = {}
         for identifier in set(int(i) for i in ids if i is not None) - (self._detailed or set()):
             wanted.setdefault(identifier // ID_STRIDE, []).append(identifier % ID_STRIDE)
-        columns = ", ".join(eng.DETAIL_COLUMNS)
+        columns = ", ".join(DETAIL_COLUMNS)
         if self._detailed is None and not wanted:
             # Nothing to hold yet: empty, with the columns' types (the parse of no line).
             self._parse_lines([])

@@ -8,44 +8,38 @@ thread indexes every newline of the file (numpy, one block at a time: `index_new
 that their line numbers and texts (and, for the first line of each run, the command and
 environment: the provenance) are found without parsing anything else in Python.
 
+What is read and computed of each line is `reports.read.sql`'s (from the tables in core).
 A file read for the cache keeps every normalised column. Read without it (`--no-cache`),
 only the columns every line needs are kept (`LINE_COLUMNS`: about a sixth less work over a
 million lines); the details of the few lines selected (`DETAIL_COLUMNS`: per-run times,
-error, dynamo figures...) are parsed again from their text by the same SQL
+error, most figures) are parsed again from their text by the same SQL
 (`reports.read.columnar.Engine.ensure_details`).
 
-Every figure is read tolerantly, as `core.schema` does: a whole-experiment figure from the
-line's `summary`, else from `metrics` (the layout before `summary`); values of the wrong
-type read as missing (numbers written as strings are read as numbers).
-
-`reports.read.cache` keeps the normalised rows of each file as Parquet, so that a later read only
-parses what was appended since; `reports.read.columnar.Engine` holds the connection and the
-`lines` view over every file read.
+The reading goes one way: `reports.read.load` asks `reports.read.columnar.Engine` for the
+files, which has `reports.read.cache` open each one, which has this module parse what it
+has not kept (`parse`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from core.columns import LABELS_COLUMN, STACK_COLUMN, ConfigColumn, config_columns
-from core.fields import EXPERIMENT, MODEL, SCHEMA_VERSION as LINE_SCHEMA_VERSION, Field, identity_fields
-from core.files.results_file import MAX_SCHEMA_VERSION, BadLine, shape_problem
-from core.schema import VerificationCode
+from core.files.results_file import BadLine, shape_problem
 from reports.errors import ReportError
+from reports.read import sql
+# The columns' names, for the engine's readers.
+from reports.read.sql import DETAIL_COLUMNS, LINE_COLUMNS, SCHEMA_VERSION  # noqa: F401
 
 log = logging.getLogger(__name__)
 
-#: Bumped whenever the normalised columns change meaning: older caches are rebuilt (and so
-#: are those of another field table: `SCHEMA_VERSION` holds a digest of the columns' SQL).
-_COLUMNS_VERSION = 8
 #: Row ids are file index * ID_STRIDE + ordinal of the line in its file.
 ID_STRIDE = 1 << 40
 MEMORY_LIMIT = "1200MB"
@@ -54,349 +48,6 @@ MEMORY_LIMIT = "1200MB"
 MAX_LINE_BYTES = 64 * 2**20
 #: Room DuckDB's reader needs beyond a line's own bytes.
 _OBJECT_SLACK = 1 << 16
-
-_D, _V, _B = "DOUBLE", "VARCHAR", "BOOLEAN"
-_FIGURES = {
-    "cold_start_time": _D,
-    "compile_time_s": _D,
-    "peak_device_memory_bytes": _D,
-    "peak_host_memory_bytes": _D,
-    "eager_peak_device_memory_bytes": _D,
-    "dynamo_graph_count": _D,
-    "dynamo_unique_graphs": _D,
-    "dynamo_graph_breaks": _D,
-    "dynamo_graph_break_reasons": "MAP(VARCHAR, VARCHAR)",
-    "calls_captured": _D,
-    "dynamo_counters": "STRUCT(stats STRUCT(calls_captured DOUBLE))",
-}
-
-#: What DuckDB reads of each line (everything else is skipped by the parser's transform).
-def _field_type(spec: Field) -> str:
-    """How DuckDB reads a field of the table (core.fields): seeds as text (any size)."""
-    if spec.kind is bool:
-        return _B
-    if spec.kind is dict:
-        return "JSON"
-    if spec.kind is int:
-        return _V if spec.name == "seed" else _D
-    return _V
-
-
-READ_COLUMNS: dict[str, Any] = {
-    # As JSON, so that a version that is no number ("abc") is seen, not read as NULL.
-    "schema_version": "JSON",
-    "model": {spec.key: _field_type(spec) for spec in identity_fields(MODEL)},
-    "experiment": {
-        **{spec.key: _field_type(spec) for spec in identity_fields(EXPERIMENT)},
-        # Lines with requested_batch_size hold the batch size used here.
-        "batch_size": _D, "accelerator_model": _V,
-    },
-    "seed": _V,
-    "metrics": {"per_iter_time": "DOUBLE[]", "error": _V, **_FIGURES},
-    "summary": {
-        **_FIGURES,
-        # How many entries lead the per-run lists for the cold-start run (core.schema).
-        "cold_start_entries": _D,
-        "paired_speedup": {"speedup": _D, "median": _D, "p_value": _D, "method": _V},
-        # Several timing processes: each one's median per iteration (runner/run/process/processes.py).
-        "processes": {"medians": "DOUBLE[]", "spread": _D},
-        # Host-bound iterations (CUDA), slow periods, percent of peak (docs/timing.md).
-        "host_bound": _B,
-        "host_bound_fraction": _D,
-        "slow_period": {"ratio": _D, "flagged": _B},
-        "throughput": {"tflops": _D, "fraction_of_peak": _D, "no_peak_reason": _V},
-        "unreliable": _B,
-        "unreliable_reasons": "VARCHAR[]",
-        "unreliable_reason": _V,
-    },
-    "status": _V,
-    "verification_code": _V,
-    "stack_label": _V,
-    "fingerprint": _V,
-    "run_id": _V,
-    "timestamp": _D,
-    "finished_at": _D,
-    "skip_reason": _V,
-    "batch_size_used": _D,
-    # The workload signature: what was run (its FLOPs per iteration, where counted).
-    "workload": {"flops_per_iteration": _D},
-    # The settings in force (compare names those that differ: reports.analyse.settings_diff).
-    "environment": {"torch_settings": "JSON"},
-}
-#: Read for the settings only: a line holding no other key read is set aside as before.
-_SETTINGS_ONLY = ("environment",)
-
-
-def _duck_type(spec: Any) -> str:
-    if isinstance(spec, dict):
-        return "STRUCT(" + ", ".join(f'"{name}" {_duck_type(sub)}' for name, sub in spec.items()) + ")"
-    return spec
-
-
-#: What only the details (`DETAIL_COLUMNS`) read: left out of a read without them.
-_DETAIL_READ = (
-    *(f"{side}.{name}" for side in ("metrics", "summary") for name in (
-        "peak_host_memory_bytes", "dynamo_graph_count", "dynamo_unique_graphs", "dynamo_graph_breaks",
-        "dynamo_graph_break_reasons", "calls_captured", "dynamo_counters")),
-    "metrics.eager_peak_device_memory_bytes",
-    "summary.paired_speedup.p_value", "summary.paired_speedup.method",
-    "summary.unreliable", "summary.unreliable_reasons", "summary.unreliable_reason",
-    "summary.processes.spread", "summary.host_bound", "summary.host_bound_fraction",
-    "summary.slow_period", "summary.throughput",
-)
-
-
-def _without(spec: dict[str, Any], paths: Iterable[str]) -> dict[str, Any]:
-    """`spec` less the dotted paths."""
-    pruned = {name: (dict(sub) if isinstance(sub, dict) else sub) for name, sub in spec.items()}
-    for path in paths:
-        *parents, leaf = path.split(".")
-        node = pruned
-        for parent in parents:
-            node[parent] = dict(node[parent])
-            node = node[parent]
-        del node[leaf]
-    return pruned
-
-
-#: What DuckDB reads of each line when the details are not kept (the same top-level keys,
-#: so a line is set aside exactly as with every column).
-LINE_READ_COLUMNS = _without(READ_COLUMNS, _DETAIL_READ)
-#: The same, less the settings (a read for `report` or `score`, which never name them).
-_BARE_READ_COLUMNS = {name: spec for name, spec in LINE_READ_COLUMNS.items() if name not in _SETTINGS_ONLY}
-
-
-def _columns_argument(columns: dict[str, Any]) -> str:
-    return "{" + ", ".join(f"'{name}': '{_duck_type(spec)}'" for name, spec in columns.items()) + "}"
-
-
-def _finite(expression: str) -> str:
-    return f"(CASE WHEN isfinite({expression}) THEN {expression} END)"
-
-
-def _positive(expression: str) -> str:
-    return f"(CASE WHEN isfinite({expression}) AND {expression} > 0 THEN {expression} END)"
-
-
-def _figure(name: str) -> str:
-    """summary.NAME, else metrics.NAME (core.schema.summary_value), finite numbers only."""
-    return f"COALESCE({_finite(f'summary.{name}')}, {_finite(f'metrics.{name}')})"
-
-
-#: The cold-start entries to leave out of the steady state (core.schema.timed_values).
-_COLD_ENTRIES = ("(CASE WHEN isfinite(summary.cold_start_entries) AND summary.cold_start_entries > 0 "
-                 "THEN CAST(summary.cold_start_entries AS BIGINT) ELSE 0 END)")
-
-
-#: An experiment's samples: the medians of its timing processes where it had several (the
-#: figure is their median, its interval theirs, and compare and the history test them),
-#: else its timed runs' times per iteration.
-#: A time a sample can be: above zero and below a day (hand-made lines hold -1e3, 0, 1e308).
-_A_TIME = "lambda x: isfinite(x) AND x > 0 AND x < 86400"
-_SAMPLES = (f"(CASE WHEN len(list_filter(summary.processes.medians, {_A_TIME})) >= 2 "
-            f"THEN list_filter(summary.processes.medians, {_A_TIME}) "
-            f"ELSE list_filter(list_slice(metrics.per_iter_time, 1 + {_COLD_ENTRIES}, "
-            f"len(metrics.per_iter_time)), {_A_TIME}) END)")
-
-
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _sql_literal(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (tuple, dict)):
-        return "'" + json.dumps(dict(value), sort_keys=True, separators=(",", ":")) + "'"
-    return _sql_text(str(value))
-
-
-#: Whether a line holds the requested batch size in `requested_batch_size` (the batch size
-#: used in `batch_size`): lines of version 2, and lines of version 1 written since the line
-#: had `finished_at`, which came in with it; older lines held the requested one in batch_size.
-_HAS_REQUESTED = f"(TRY_CAST(schema_version AS DOUBLE) >= {LINE_SCHEMA_VERSION} OR finished_at IS NOT NULL)"
-
-
-def _value(spec: Field) -> str:
-    """The line's value of a field, NULL where the line lacks it."""
-    if spec.name == "batch_size":
-        return (f"(CASE WHEN {_HAS_REQUESTED} THEN experiment.{spec.key} "
-                f"ELSE experiment.batch_size END)")
-    if spec.name == "seed":
-        return "COALESCE(experiment.seed, seed)"
-    value = f"{spec.scope}.{spec.key}"
-    if spec.kind is dict:
-        return f"CAST({value} AS VARCHAR)"
-    return value
-
-
-def _resolved(spec: Field) -> str:
-    """A field's value as the line's identity has it (core.config.line_identity): the
-    value, else what lines lacking the field imply."""
-    if spec.required:
-        return _value(spec)
-    implied = spec.implied_value
-    if implied is None:
-        return _value(spec)
-    literal = _sql_text(str(implied)) if _field_type(spec) == _V else _sql_literal(implied)
-    return f"COALESCE({_value(spec)}, {literal})"
-
-
-def _label_part(spec: Field) -> str:
-    """name=value where a reported field differs from today's default (NULL elsewhere)."""
-    resolved = _resolved(spec)
-    if spec.kind is bool:
-        text = f"CASE WHEN {resolved} THEN 'True' ELSE 'False' END"
-    elif spec.kind is int:
-        text = f"CAST({resolved} AS VARCHAR)"
-    else:
-        text = resolved
-    default = (_sql_text(str(spec.default)) if _field_type(spec) == _V and spec.default is not None
-               else _sql_literal(spec.default))
-    return (f"CASE WHEN {resolved} IS DISTINCT FROM {default} "
-            f"THEN {_sql_text(spec.name + '=')} || {text} END")
-
-
-def _text(spec: Field, expression: str) -> str:
-    """A field's value as text, as core.columns.text writes it (NULL stays NULL)."""
-    if spec.kind is bool:
-        return f"(CASE WHEN {expression} THEN 'True' WHEN NOT {expression} THEN 'False' END)"
-    if spec.kind is int and _field_type(spec) == _D:
-        return f"CAST(CAST({expression} AS BIGINT) AS VARCHAR)"
-    if spec.kind is dict or _field_type(spec) != _V:
-        return f"CAST({expression} AS VARCHAR)"
-    return expression
-
-
-#: The stack's label: the line's own, else its parts joined (eager without any).
-_STACK = """CASE WHEN stack_label IS NOT NULL AND stack_label <> '' THEN stack_label
-         WHEN experiment IS NULL THEN '?'
-         ELSE COALESCE(NULLIF(concat_ws('+', NULLIF(experiment.xla, ''), NULLIF(experiment.dynamo, ''),
-                                        NULLIF(experiment.torch_xla2, '')), ''), 'eager') END"""
-
-
-def _config_column(column: ConfigColumn) -> str:
-    """The SQL of one configuration column (core.columns): the stack's label, the label
-    fields' parts, or a field's value as text (blank at its default where shown only when set)."""
-    if column.name == STACK_COLUMN:
-        return _STACK
-    if column.name == LABELS_COLUMN:
-        return f"""concat_ws(' ', {', '.join(_label_part(spec) for spec in column.fields)})"""
-    (spec,) = column.fields
-    if column.bare:
-        return f"COALESCE({_text(spec, _value(spec))}, {_sql_text(column.missing)})"
-    value = _text(spec, _resolved(spec))
-    blanks = ", ".join(_sql_text(blank) for blank in column.blanks)
-    return f"CASE WHEN {value} IS NULL OR {value} IN ({blanks}) THEN '' ELSE {value} END"
-
-
-#: Every identity field: the experiment's key in the reports (lines of any version).
-_IDENTITY = (*identity_fields(MODEL), *identity_fields(EXPERIMENT))
-
-_ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS if name not in _SETTINGS_ONLY)
-
-
-_NOT_RUN_CODES = ", ".join(_sql_text(c.value) for c in (VerificationCode.VERIFIER_SKIPPED, VerificationCode.VERIFIER_DIDNT_RUN))
-
-#: TFLOP/s from a line's FLOP count and its figure, for lines that do not give them.
-_COUNTED_TFLOPS = "workload.flops_per_iteration / list_aggregate(_times, 'median') / 1e12"
-
-#: The normalised columns, computed from the typed read in the same pass: (name, SQL).
-_NORMALISED_COLUMNS: list[tuple[str, str]] = [
-    ("kind", f"""CASE WHEN {_ALL_NULL} THEN 2
-         WHEN schema_version IS NOT NULL AND NOT (json_type(schema_version) IN ('UBIGINT', 'BIGINT', 'DOUBLE')
-              AND TRY_CAST(schema_version AS DOUBLE) BETWEEN 1 AND {MAX_SCHEMA_VERSION}
-              AND TRY_CAST(schema_version AS DOUBLE) = floor(TRY_CAST(schema_version AS DOUBLE))) THEN 2
-         WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN 1
-         ELSE 0 END"""),
-    ("run", """COALESCE(run_id, '')"""),
-    ("ts", f"""COALESCE({_finite('"timestamp"')}, 0.0)"""),
-    ("fin", f"""COALESCE({_finite('finished_at')}, {_finite('"timestamp"')}, 0.0)"""),
-    ("suite", """COALESCE(model.suite_name, '')"""),
-    ("model", """model.model_name"""),
-    # The configuration's columns (core.columns).
-    *((column.name, _config_column(column)) for column in config_columns()),
-    ("bs", f"""TRY_CAST(COALESCE({_positive('batch_size_used')}, {_positive('experiment.batch_size')}) AS BIGINT)"""),
-    ("key", f"""hash({', '.join(f"COALESCE(CAST({_resolved(spec)} AS VARCHAR), '<null>')" for spec in _IDENTITY)})"""),
-    ("fp", """COALESCE(NULLIF(left(fingerprint, 12), ''), 'h' || left(printf('%016x', key), 11))"""),
-    ("status", """CASE WHEN status IN ('ok', 'failed', 'skipped') THEN status
-         WHEN status IS NOT NULL THEN 'failed'
-         WHEN metrics.error = 'SKIP' THEN 'skipped'
-         WHEN COALESCE(metrics.error, '') <> '' THEN 'failed'
-         ELSE 'ok' END"""),
-    ("code", f"""COALESCE(verification_code, {_sql_text(VerificationCode.VERIFIER_DIDNT_RUN.value)})"""),
-    ("times", """_times"""),
-    ("n_times", """COALESCE(len(_times), 0)"""),
-    ("med", """list_aggregate(_times, 'median')"""),
-    ("cold", f"""{_figure('cold_start_time')}"""),
-    ("compile_given", f"""{_figure('compile_time_s')}"""),
-    ("peak_dev", f"""COALESCE({_positive('summary.peak_device_memory_bytes')}, {_positive('metrics.peak_device_memory_bytes')})"""),
-    ("peak_host", f"""COALESCE({_positive('summary.peak_host_memory_bytes')}, {_positive('metrics.peak_host_memory_bytes')})"""),
-    ("eager_peak_dev", f"""{_positive('summary.eager_peak_device_memory_bytes')}"""),
-    # The line that says what happened (core.schema.error_headline): the first, or the
-    # last of a bare Python traceback (the exception).
-    ("error", """CASE WHEN trim(COALESCE(metrics.error, '')) NOT IN ('', 'SKIP')
-         THEN left(trim(CASE WHEN starts_with(trim(metrics.error), 'Traceback')
-              THEN list_last(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> ''))
-              ELSE list_first(list_filter(string_split(trim(metrics.error), chr(10)), lambda s: trim(s) <> '')) END), 300)
-         ELSE '' END"""),
-    ("skip_reason", """COALESCE(skip_reason, CASE WHEN metrics.error = 'SKIP' THEN 'SKIP' END, '')"""),
-    ("accel_model", """COALESCE(experiment.accelerator_model, '')"""),
-    ("graph_count", f"""{_figure('dynamo_graph_count')}"""),
-    ("unique_graphs", f"""{_figure('dynamo_unique_graphs')}"""),
-    ("graph_breaks", f"""{_figure('dynamo_graph_breaks')}"""),
-    ("unique_graph_breaks", """COALESCE(cardinality(summary.dynamo_graph_break_reasons), cardinality(metrics.dynamo_graph_break_reasons))"""),
-    ("calls_captured", f"""COALESCE({_finite('summary.calls_captured')}, {_finite('summary.dynamo_counters.stats.calls_captured')},
-             {_finite('metrics.calls_captured')}, {_finite('metrics.dynamo_counters.stats.calls_captured')})"""),
-    ("flops", f"""{_positive('workload.flops_per_iteration')}"""),
-    ("paired", f"""COALESCE({_positive('summary.paired_speedup.speedup')}, {_positive('summary.paired_speedup.median')})"""),
-    ("paired_p", f"""{_finite('summary.paired_speedup.p_value')}"""),
-    ("paired_method", """COALESCE(summary.paired_speedup.method, '')"""),
-    ("unreliable", """COALESCE(summary.unreliable, false)"""),
-    ("unreliable_reason", """COALESCE(array_to_string(summary.unreliable_reasons, '; '), summary.unreliable_reason, '')"""),
-    ("process_spread", f"""{_finite('summary.processes.spread')}"""),
-    ("host_bound", """COALESCE(summary.host_bound, false)"""),
-    ("host_bound_fraction", f"""{_finite('summary.host_bound_fraction')}"""),
-    ("slow_ratio", f"""{_finite('summary.slow_period.ratio')}"""),
-    ("tflops", f"""COALESCE({_positive('summary.throughput.tflops')}, {_positive(_COUNTED_TFLOPS)})"""),
-    ("peak_fraction", f"""{_finite('summary.throughput.fraction_of_peak')}"""),
-    ("peak_note", """COALESCE(summary.throughput.no_peak_reason, '')"""),
-    # Any valid line's settings (one naming no model too): `settings_of` counts them per file.
-    ("settings", """CASE WHEN json_type(environment.torch_settings) = 'OBJECT'
-         THEN CAST(environment.torch_settings AS VARCHAR) END"""),
-]
-
-#: The columns only a selected line needs (a record's details); every other column is
-#: needed for every line (selecting, grouping into runs, the history).
-DETAIL_COLUMNS = ("fp", "times", "peak_host", "error", "skip_reason", "graph_count", "unique_graphs",
-                  "graph_breaks", "unique_graph_breaks", "calls_captured", "paired_p", "paired_method",
-                  "unreliable", "unreliable_reason", "process_spread", "host_bound",
-                  "host_bound_fraction", "slow_ratio", "tflops", "peak_fraction", "peak_note")
-#: Every normalised column (a file read with its details, or cached).
-NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS)
-#: The columns of every line (`kind` aside, which only sets lines aside).
-#: Columns of the parsed table that are no line's: why it was set aside, and its settings
-#: (counted per file, never cached per line).
-FILE_COLUMNS = ("kind", "settings")
-LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name not in FILE_COLUMNS)
-_LINE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS)
-_BARE_NORMALISED = ",\n".join(f"{sql} AS {name}" for name, sql in _NORMALISED_COLUMNS
-                               if name not in DETAIL_COLUMNS and name != "settings")
-#: What a cache of normalised rows must have been written with to be read.
-SCHEMA_VERSION = f"{_COLUMNS_VERSION}-{hashlib.sha256(NORMALISED.encode()).hexdigest()[:16]}"
-
-
-#: Columns every reader of the `lines` view can rely on, besides fi, ord and id.
-DERIVED = """
-    (status = 'ok' AND med > 0) AS ran,
-    COALESCE(compile_given, CASE WHEN cold IS NOT NULL THEN
-        (CASE WHEN med IS NOT NULL THEN greatest(0.0, cold - med) ELSE cold END) END) AS compile
-"""
-
 
 @dataclass
 class Provenance:
@@ -455,33 +106,6 @@ def connect(temp_dir: Path, threads: Optional[int] = None):
     return con
 
 
-def expand_paths(paths: Iterable[Path]) -> list[Path]:
-    """Files as given; a folder stands for every *.jsonl file under it (sorted)."""
-    files: list[Path] = []
-    for path in paths:
-        path = Path(path)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
-            if not found:
-                raise ReportError(f"folder {str(path)!r} holds no *.jsonl results file")
-            files.extend(found)
-        elif not path.exists():
-            raise ReportError(f"results file {str(path)!r} does not exist")
-        elif not path.is_file():
-            # A device or a pipe may never end (report /dev/zero): regular files only.
-            raise ReportError(f"results file {str(path)!r} is not a regular file")
-        else:
-            files.append(path)
-    seen: set[str] = set()
-    unique = []
-    for path in files:
-        key = os.path.realpath(path)
-        if key not in seen:
-            seen.add(key)
-            unique.append(path)
-    return unique
-
-
 def scan_into(con, source: Path, table: str, details: bool = True, settings: bool = True) -> int:
     """Parse `source` into TEMP table `table` (every non-blank line, in order); its row count.
 
@@ -497,17 +121,19 @@ def scan_into(con, source: Path, table: str, details: bool = True, settings: boo
     so ordinals and line numbers hold), which `classify` names as too long.
     """
     if details:
-        columns, select = READ_COLUMNS, NORMALISED
+        columns, select = sql.READ_COLUMNS, sql.NORMALISED
+    elif settings:
+        columns, select = sql.LINE_READ_COLUMNS, sql.LINE_NORMALISED
     else:
-        columns, select = (LINE_READ_COLUMNS, _LINE_NORMALISED) if settings else (_BARE_READ_COLUMNS, _BARE_NORMALISED)
+        columns, select = sql.BARE_READ_COLUMNS, sql.BARE_NORMALISED
 
     def scan(path: Path, object_size: Optional[int] = None) -> None:
         size = f", maximum_object_size={int(object_size)}" if object_size else ""
         con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, {_SAMPLES} "
+            f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {select} FROM (SELECT *, {sql.SAMPLES} "
             f"AS _times FROM read_ndjson("
-            f"{_sql_text(str(path))}, format='newline_delimited', records=true, "
-            f"ignore_errors=true{size}, columns={_columns_argument(columns)}))"
+            f"{sql.quoted(str(path))}, format='newline_delimited', records=true, "
+            f"ignore_errors=true{size}, columns={sql.columns_argument(columns)}))"
         )
 
     try:
@@ -677,24 +303,22 @@ def lines_at(path: Path, index: NewlineIndex, ordinals: Sequence[int]) -> dict[i
     return found
 
 
+def _why_bad(text: bytes) -> Optional[str]:
+    """Why a line set aside is no results line, or None where it is one naming no model."""
+    value, reason = _loads(text)
+    if reason is not None:
+        return reason
+    return shape_problem(value) if isinstance(value, dict) else "not a JSON object"
+
+
 def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list[int],
              nameless: list[int], line_offset: int = 0) -> tuple[list[BadLine], list[int]]:
     """Bad lines (with their reason) and the line numbers of lines naming no model."""
-    bad: list[BadLine] = []
-    unusable: list[int] = []
-    for ordinal in unreadable:
-        lineno, text = located.get(ordinal, (0, b""))
-        value, reason = _loads(text)
-        if reason is not None:
-            bad.append(BadLine(str(path), lineno + line_offset, reason))
-            continue
-        if not isinstance(value, dict):
-            bad.append(BadLine(str(path), lineno + line_offset, "not a JSON object"))
-        elif shape_problem(value):
-            bad.append(BadLine(str(path), lineno + line_offset, shape_problem(value)))
-        else:
-            unusable.append(lineno + line_offset)
-    unusable.extend(located.get(o, (0, b""))[0] + line_offset for o in nameless)
+    judged = [(located.get(o, (0, b""))[0] + line_offset, _why_bad(located.get(o, (0, b""))[1]))
+              for o in unreadable]
+    bad = [BadLine(str(path), lineno, reason) for lineno, reason in judged if reason is not None]
+    unusable = [lineno for lineno, reason in judged if reason is None]
+    unusable += [located.get(o, (0, b""))[0] + line_offset for o in nameless]
     return bad, sorted(unusable)
 
 
@@ -708,3 +332,72 @@ def provenance_of(located: dict[int, tuple[int, bytes]], runs: dict[str, int]) -
         found[run] = Provenance(run, str(line.get("command") or ""),
                                 environment if isinstance(environment, dict) else {})
     return found
+
+
+def _unterminated_is_blank(path: Path, start: int, size: int) -> bool:
+    """Whether the file's bytes from `start` to `size` are blank (whitespace only)."""
+    with open(path, "rb") as raw:
+        return not os.pread(raw.fileno(), size - start, start).strip()
+
+
+@dataclass
+class Parsed:
+    """What one parse of a file (or of a byte range of one) found: ordinals and line
+    numbers count from its start."""
+
+    rows: int
+    #: The rows of whole lines (an unterminated last line left out).
+    terminated_rows: int
+    index: NewlineIndex
+    bad: list[BadLine]
+    unusable: list[int]
+    provenance: dict[str, Provenance]
+    #: The settings of the terminated lines, and of an unterminated last one.
+    settings: list[tuple[str, int]]
+    partial_settings: list[tuple[str, int]]
+
+    @property
+    def lines(self) -> int:
+        return self.index.lines
+
+
+def parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
+          line_offset: int, details: bool = True, settings: bool = True) -> Parsed:
+    """Parse `source` (a file, or a copy of a byte range of one) into `table` (with the
+    details, or not: `scan_into`); `display` names it in bad lines, numbered from
+    `line_offset`.
+
+    The file's newlines are indexed in a thread while DuckDB parses it (both are needed:
+    the line numbers of what was set aside, and each run's first line)."""
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reports-newlines") as pool:
+        indexing = pool.submit(index_newlines, source, stop)
+        try:
+            rows = scan_into(con, source, table, details=details, settings=settings)
+            size = source.stat().st_size
+            partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
+            terminated_rows = rows - 1 if partial else rows
+            unreadable, nameless, runs = set_aside(con, table)
+            wanted = unreadable + nameless + list(runs.values())
+            found = settings_of(con, table, below=terminated_rows) if settings else []
+            partial_settings = settings_of(con, table, at_least=terminated_rows) if settings and partial else []
+        except BaseException:
+            stop.set()
+            raise
+        index = indexing.result()
+    located = lines_at(source, index, wanted)
+    bad, unusable = classify(display, located, unreadable, nameless, line_offset)
+    provenance = provenance_of(located, runs)
+    return Parsed(rows, terminated_rows, index, bad, unusable, provenance, found, partial_settings)
+
+
+def rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0,
+                  settings: bool = True) -> str:
+    """The usable rows of parsed table `table` (rows `at_least` to `below`), numbered
+    from `ordinal_offset`, without the columns that are no line's."""
+    condition = "kind = 0"
+    if below is not None:
+        condition += f" AND rowid < {below}"
+    if at_least:
+        condition += f" AND rowid >= {at_least}"
+    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE ({'kind, settings' if settings else 'kind'}) FROM {table} WHERE {condition}"

@@ -1,8 +1,9 @@
 """Read results files into normalised records, one per experiment.
 
-The files are read by the columnar engine (`reports.read.engine`, DuckDB); what is selected from
-them (each experiment's latest line, or the lines of one run) comes back as `Record`s whose
-fields are always present (None where the line had nothing usable). Only the selected lines
+The files are read by the columnar engine (`reports.read.columnar`, DuckDB); what is selected
+from them (each experiment's latest line, or the lines of one run) comes back as `Record`s
+(`reports.read.record`) whose fields are always present (None where the line had nothing
+usable). Only the selected lines
 ever become Python objects, so a year of nightly runs loads in seconds.
 """
 
@@ -11,212 +12,18 @@ from __future__ import annotations
 import datetime
 import logging
 from dataclasses import dataclass, field
-from functools import lru_cache, total_ordering
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from core.columns import baseline_values, config_columns, label_of
 from core.files.results_file import BadLine
-from core.schema import VERIFICATION_FAILED, Status, VerificationCode
+from core.schema import Status
+from reports.errors import ReportError
 from reports.read.columnar import Engine
 from reports.read.engine import FileScan
-from reports.errors import ReportError
-from reports.stats import Interval, median_interval
+# The record's types are part of this module's interface.
+from reports.read.record import ConfigKey, Record, record_columns, record_from_row  # noqa: F401
 
 log = logging.getLogger(__name__)
-
-#: Codes with a verdict on the stack's output (the others: not verified).
-VERDICT_CODES = frozenset({VerificationCode.PASS.value, *VERIFICATION_FAILED})
-
-
-@total_ordering
-class ConfigKey:
-    """What groups experiments into one configuration (a column of the dashboard): the
-    value of every configuration column (core.columns.config_columns), as named pairs in
-    the columns' order, which is also how configurations sort.
-
-    Made from values in the columns' order and/or by name (`ConfigKey("cpu", "inductor",
-    "eval", "fp32", mode="cudagraphs")`); a column not given holds its default. Each
-    column's value reads as an attribute (`key.stack`, `key.mode`).
-
-    The batch size is not part of it: it is the model's (the line's batch size used), shown
-    per experiment and matched against the baseline's.
-    """
-
-    __slots__ = ("values", "_label")
-
-    def __init__(self, *values: str, **named: str) -> None:
-        columns = config_columns()
-        if len(values) == len(columns) and not named:
-            found = tuple(values)
-        else:
-            if len(values) > len(columns):
-                raise TypeError(f"ConfigKey takes at most {len(columns)} values, not {len(values)}")
-            given = dict(zip((column.name for column in columns), values))
-            unknown = set(named) - set(_column_index())
-            if unknown or set(named) & set(given):
-                raise TypeError(f"ConfigKey: unknown or repeated column(s) "
-                                f"{sorted(unknown or set(named) & set(given))}")
-            given.update(named)
-            found = tuple(str(given.get(column.name, column.default)) for column in columns)
-        object.__setattr__(self, "values", found)
-        object.__setattr__(self, "_label", None)
-
-    def __getattr__(self, name: str) -> str:
-        index = _column_index().get(name)
-        if index is None:
-            raise AttributeError(f"ConfigKey has no column {name!r}")
-        return self.values[index]
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("ConfigKey is immutable")
-
-    @property
-    def pairs(self) -> tuple[tuple[str, str], ...]:
-        """(column, value) in the columns' order."""
-        return tuple(zip(_column_index(), self.values))
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        return iter(self.pairs)
-
-    def as_dict(self) -> dict[str, str]:
-        return dict(zip(_column_index(), self.values))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ConfigKey) and self.values == other.values
-
-    def __lt__(self, other: "ConfigKey") -> bool:
-        if not isinstance(other, ConfigKey):
-            return NotImplemented
-        return self.values < other.values
-
-    def __hash__(self) -> int:
-        return hash(self.values)
-
-    def __repr__(self) -> str:
-        return "ConfigKey(" + ", ".join(f"{name}={value!r}" for name, value in self.pairs) + ")"
-
-    def __reduce__(self):
-        return (_config_key, (self.pairs,))
-
-    @property
-    def label(self) -> str:
-        """Readable name, e.g. 'cpu inductor eval fp32' (+ mode, flags, extras)."""
-        if self._label is None:
-            object.__setattr__(self, "_label", label_of(self.as_dict()))
-        return self._label
-
-    def baseline_key(self, baseline_stack: str) -> "ConfigKey":
-        """The key of the configuration this one is compared against (core.columns): the
-        baseline's stack, and what of this one the baseline shares."""
-        return _baseline_key(self, baseline_stack)
-
-    def is_baseline(self, baseline_stack: str) -> bool:
-        """Whether this is a baseline configuration (its own baseline)."""
-        return self == self.baseline_key(baseline_stack)
-
-
-@lru_cache(maxsize=None)
-def _column_index() -> dict[str, int]:
-    """Each configuration column's place in ConfigKey.values."""
-    return {column.name: index for index, column in enumerate(config_columns())}
-
-
-# Each column reads as an attribute (a name ConfigKey already has reads through __getattr__).
-for _name, _index in _column_index().items():
-    if not hasattr(ConfigKey, _name):
-        setattr(ConfigKey, _name, property(lambda self, at=_index: self.values[at],
-                                           doc=f"The {_name} column's value."))
-
-
-@lru_cache(maxsize=4096)
-def _baseline_key(key: ConfigKey, baseline_stack: str) -> ConfigKey:
-    return ConfigKey(**baseline_values(key.as_dict(), baseline_stack))
-
-
-def _config_key(pairs: tuple[tuple[str, str], ...]) -> ConfigKey:
-    return ConfigKey(**dict(pairs))
-
-
-@dataclass
-class Record:
-    """One experiment (model x configuration) as the report sees it."""
-
-    suite: str
-    model: str
-    config: ConfigKey
-    fingerprint: str
-    status: str
-    verification_code: str
-    run_id: str
-    timestamp: float
-    per_iter_times: list[float] = field(default_factory=list)
-    median_time: Optional[float] = None
-    interval: Optional[Interval] = None
-    cold_start_time: Optional[float] = None
-    compile_time: Optional[float] = None
-    peak_memory: Optional[int] = None
-    memory_kind: Optional[str] = None
-    error: str = ""
-    skip_reason: str = ""
-    accelerator_model: str = ""
-    batch_size: Optional[int] = None
-    #: The experiment's identity in the reports: every identity field resolved (lines of
-    #: any version), from reports.engine.
-    key: int = 0
-    eager_peak_device_memory: Optional[int] = None
-    graph_count: Optional[float] = None
-    unique_graphs: Optional[float] = None
-    graph_breaks: Optional[float] = None
-    unique_graph_breaks: Optional[int] = None
-    calls_captured: Optional[float] = None
-    paired_speedup: Optional[float] = None
-    paired_p_value: Optional[float] = None
-    paired_method: str = ""
-    unreliable: bool = False
-    unreliable_reason: str = ""
-    #: Spread of the timing processes' medians ((max - min) / median), with several.
-    process_spread: Optional[float] = None
-    #: CUDA: most timed iterations had the device waiting for the host (docs/timing.md).
-    host_bound: bool = False
-    host_bound_fraction: Optional[float] = None
-    #: How much slower than this host's usual figure the reference workload ran.
-    slow_ratio: Optional[float] = None
-    #: Achieved TFLOP/s (the line's own, else its FLOPs over its median), its fraction of the
-    #: device's peak, or why there is no peak.
-    tflops: Optional[float] = None
-    peak_fraction: Optional[float] = None
-    peak_note: str = ""
-    #: FLOPs of one iteration (the line's workload.flops_per_iteration), when counted.
-    flops_per_iteration: Optional[float] = None
-
-    @property
-    def model_label(self) -> str:
-        return f"{self.suite}/{self.model}" if self.suite else self.model
-
-    @property
-    def ran(self) -> bool:
-        """The experiment ran to the end and has timings."""
-        return self.status == Status.OK and self.median_time is not None and self.median_time > 0
-
-    @property
-    def verification_failed(self) -> bool:
-        return self.verification_code in VERIFICATION_FAILED
-
-    @property
-    def passed(self) -> bool:
-        """Ran, and was not found wrong by the verifier (if the verifier ran)."""
-        return self.ran and not self.verification_failed
-
-    @property
-    def verified(self) -> bool:
-        """Ran and the verifier gave a verdict (PASS, FAIL or EXCEPTION_RAISED)."""
-        return self.status == Status.OK and self.verification_code in VERDICT_CODES
-
-    @property
-    def accurate(self) -> bool:
-        """Passes the HUD's accuracy check: ran, verified, PASS."""
-        return self.status == Status.OK and self.verification_code == VerificationCode.PASS
 
 
 @dataclass
@@ -261,65 +68,6 @@ def format_time(timestamp: float) -> str:
     if not timestamp:
         return "-"
     return datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-
-
-#: The columns of a record after its configuration's: (column of the lines, Record field).
-_RECORD_FIELDS = (
-    ("suite", "suite"), ("model", "model"), ("fp", "fingerprint"), ("key", "key"),
-    ("status", "status"), ("code", "verification_code"), ("run", "run_id"), ("fin", "timestamp"),
-    ("times", "per_iter_times"), ("med", "median_time"), ("cold", "cold_start_time"),
-    ("compile", "compile_time"), ("peak_dev", None), ("peak_host", None),
-    ("eager_peak_dev", "eager_peak_device_memory"), ("error", "error"),
-    ("skip_reason", "skip_reason"), ("accel_model", "accelerator_model"), ("bs", "batch_size"),
-    ("graph_count", "graph_count"), ("unique_graphs", "unique_graphs"),
-    ("graph_breaks", "graph_breaks"), ("unique_graph_breaks", "unique_graph_breaks"),
-    ("calls_captured", "calls_captured"), ("paired", "paired_speedup"),
-    ("paired_p", "paired_p_value"), ("paired_method", "paired_method"),
-    ("unreliable", "unreliable"), ("unreliable_reason", "unreliable_reason"),
-    ("process_spread", "process_spread"), ("host_bound", "host_bound"),
-    ("host_bound_fraction", "host_bound_fraction"), ("slow_ratio", "slow_ratio"),
-    ("tflops", "tflops"), ("peak_fraction", "peak_fraction"), ("peak_note", "peak_note"),
-    ("flops", "flops_per_iteration"), ("id", None), ("n_times", None),
-)
-
-
-def record_columns() -> list[str]:
-    """The columns of the lines a record is made from, in `record_from_row`'s order: the
-    configuration's (core.columns), then the record's own."""
-    return [column.name for column in config_columns()] + [name for name, _ in _RECORD_FIELDS]
-
-
-def _int(value: Optional[float]) -> Optional[int]:
-    return None if value is None else int(value)
-
-
-#: Where each column of `_RECORD_FIELDS` sits after the configuration's, and the Record
-#: fields given as they are.
-_AT = {name: index for index, (name, _) in enumerate(_RECORD_FIELDS)}
-_GIVEN = tuple((index, attribute) for index, (_, attribute) in enumerate(_RECORD_FIELDS)
-               if attribute is not None)
-
-
-def record_from_row(row: tuple) -> Record:
-    """A record from a row of `record_columns()`."""
-    width = len(row) - len(_RECORD_FIELDS)
-    config = ConfigKey(*row[:width])
-    values = row[width:]
-    given = {attribute: values[index] for index, attribute in _GIVEN}
-    times = list(values[_AT["times"]] or [])
-    peak_dev, peak_host = values[_AT["peak_dev"]], values[_AT["peak_host"]]
-    if peak_dev is not None:
-        peak, kind = int(peak_dev), "device"
-    elif peak_host is not None:
-        peak, kind = int(peak_host), "host"
-    else:
-        peak, kind = None, None
-    given.update(
-        config=config, per_iter_times=times, interval=median_interval(times), peak_memory=peak,
-        memory_kind=kind, eager_peak_device_memory=_int(values[_AT["eager_peak_dev"]]),
-        unreliable=bool(values[_AT["unreliable"]]), host_bound=bool(values[_AT["host_bound"]]),
-        peak_note=values[_AT["peak_note"]] or "")
-    return Record(**given)
 
 
 def _scope(files: Sequence[int], run: Optional[str]) -> tuple[str, list[Any]]:

@@ -59,6 +59,29 @@
     if (!isNum(b)) return "-";
     return (b / 1048576).toFixed(1) + " MiB";
   }
+  /* How a figure's value prints (core.measures.PRINTS, as the Python tables print it). */
+  const PRINTS = {
+    time: fmtTime, bytes: fmtBytes, ratio: fmtX, percent: fmtPct,
+    significant: (v) => (isNum(v) ? v.toPrecision(3) : "-"),
+    giga: (v) => (isNum(v) ? (v / 1e9).toPrecision(4) + " G" : "-"),
+    number: (v) => (isNum(v) ? String(+v.toPrecision(4)) : "-"),
+    text: (v) => String(v), flag: (v) => (v ? "yes" : ""),
+  };
+  /* The measured figures the rows hold (D.figures, from core.measures): each one's key. */
+  const FIGURE = {};
+  const BY_KEY = {};
+  for (const f of D.figures) { FIGURE[f.name] = f.key; BY_KEY[f.key] = f; }
+  const figure = (r, name) => r[FIGURE[name]];
+  function fmtFigure(f, v, r) {
+    if (v === null || v === undefined || v === "") return "-";
+    let text = PRINTS[f.prints](v);
+    if (f.note) {
+      const note = r[f.note];
+      if (note !== null && note !== undefined && note !== "") text += " (" + PRINTS[BY_KEY[f.note].prints](note) + ")";
+      else if (f.noteMissing) text += " (" + f.noteMissing + ")";
+    }
+    return text;
+  }
   function geomean(values) {
     const good = values.filter((v) => isNum(v) && v > 0);
     if (!good.length) return null;
@@ -125,9 +148,9 @@
     const judged = verified ? verified + members.filter((r) => r.st === "failed").length : 0;
     const accurate = members.filter((r) => r.acc).length;
     const speedups = members.filter((r) => r.spc).map((r) => r.sp);
-    const compiles = members.filter((r) => r.ran && isNum(r.comp)).map((r) => r.comp);
+    const compiles = members.filter((r) => r.ran && isNum(figure(r, "compile_time"))).map((r) => figure(r, "compile_time"));
     const ratios = members.filter((r) => r.passed && isNum(r.cr)).map((r) => r.cr);
-    const kinds = new Set(members.filter((r) => r.ran && r.mk).map((r) => r.mk));
+    const kinds = new Set(members.filter((r) => r.ran && figure(r, "memory_kind")).map((r) => figure(r, "memory_kind")));
     return {
       counted: counted.length, skipped: members.length - counted.length, judged, accurate,
       unverified: counted.length - judged, geomean: geomean(speedups), speedups: speedups.length,
@@ -378,13 +401,14 @@
     const series = [];
     let noPeak = 0;
     for (const ci of visibleConfigs()) {
-      const counted = visible.filter((r) => r.c === ci && isNum(r.tf));
-      noPeak += counted.filter((r) => !isNum(r.pk)).length;
-      const members = counted.filter((r) => isNum(r.pk)).sort((a, b) => a.pk - b.pk);
+      const tflops = (r) => figure(r, "tflops"), peak = (r) => figure(r, "peak_fraction");
+      const counted = visible.filter((r) => r.c === ci && isNum(tflops(r)));
+      noPeak += counted.filter((r) => !isNum(peak(r))).length;
+      const members = counted.filter((r) => isNum(peak(r))).sort((a, b) => peak(a) - peak(b));
       if (!members.length) continue;
       series.push({ name: configs[ci].label, colour: colourOf(ci),
         points: members.map((r, i) => [members.length === 1 ? 50 : 100 * i / (members.length - 1),
-          100 * r.pk, r.m + ": " + r.tf.toPrecision(3) + " TFLOP/s, " + fmtPct(r.pk) + " of peak"]) });
+          100 * peak(r), r.m + ": " + tflops(r).toPrecision(3) + " TFLOP/s, " + fmtPct(peak(r)) + " of peak"]) });
     }
     host.appendChild(chart({ id: "peak", title: "Percent of the device's peak per model, sorted",
       series, log: false, zero: true, unit: "%", xmin: 0, xmax: 100,
@@ -557,16 +581,11 @@
       fmt: (v, r) => (isNum(r.lo) ? fmtTime(r.lo) + " .. " + fmtTime(r.hi) + " (" + fmtPct(r.cov) + ")" : "-") },
     { key: "n", label: "repeats", get: (r) => r.n },
     { key: "sp", label: "speedup", get: (r) => r.sp, fmt: (v, r) => fmtX(v) + (r.sm === "paired" ? " (paired)" : "") },
-    { key: "cold", label: "cold start", get: (r) => r.cold, fmt: fmtTime },
-    { key: "comp", label: "compile", get: (r) => r.comp, fmt: fmtTime },
-    { key: "mem", label: "peak memory", get: (r) => r.mem, fmt: (v, r) => (isNum(v) ? fmtBytes(v) + " (" + r.mk + ")" : "-") },
     { key: "cr", label: "mem ratio", get: (r) => r.cr, fmt: fmtX },
-    { key: "fl", label: "FLOP/iter", get: (r) => r.fl,
-      fmt: (v) => (isNum(v) ? (v / 1e9).toPrecision(4) + " G" : "-") },
-    { key: "tf", label: "TFLOP/s (% peak)", get: (r) => r.tf,
-      fmt: (v, r) => (isNum(v) ? v.toPrecision(3) + (isNum(r.pk) ? " (" + fmtPct(r.pk) + ")" : " (no peak)") : "-") },
+  ].concat(D.figures.filter((f) => f.header).map((f) => (
+    { key: f.key, label: f.header, get: (r) => r[f.key], fmt: (v, r) => fmtFigure(f, v, r) }))).concat([
     { key: "w", label: "warnings", get: (r) => r.w.join("; ") },
-  ];
+  ]);
   function renderExperiments(visible) {
     const host = clear("experiments");
     const sort = state.tableSort;

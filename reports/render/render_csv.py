@@ -7,6 +7,7 @@ import io
 from typing import Optional
 
 from core.columns import ConfigColumn, shown_columns
+from core.measures import Measure, measures
 from reports.analyse.aggregate import Report
 
 
@@ -23,12 +24,14 @@ def _config_headers() -> list[str]:
 
 _CONFIG_COLUMNS: dict[str, ConfigColumn] = {column.name: column for column in shown_columns()}
 
+#: The measured figures the CSV holds (core.measures), each a column.
+_FIGURES: tuple[Measure, ...] = tuple(m for m in measures() if m.csv_column)
+
 CSV_FIELDS = [
     "suite", "model", "configuration", *_config_headers(), "status", "verification_code", "repeats", "median_time_s",
     "interval_low_s", "interval_high_s", "interval_coverage", "baseline", "baseline_median_time_s",
-    "speedup", "speedup_method", "cold_start_time_s", "compile_time_s", "peak_memory_bytes", "memory_kind",
-    "compression_ratio", "flops_per_iteration", "unreliable", "host_bound_fraction", "slow_ratio",
-    "process_spread", "tflops", "fraction_of_peak", "run_id", "fingerprint", "warnings", "error",
+    "speedup", "speedup_method", "compression_ratio", *(m.csv_column for m in _FIGURES),
+    "run_id", "fingerprint", "warnings", "error",
 ]
 
 
@@ -36,12 +39,20 @@ def _num(value: Optional[float]) -> str:
     return "" if value is None else repr(value)
 
 
+def _figure(value: object, measure: Measure) -> object:
+    """A figure as the CSV holds it: raw numbers, flags as yes or blank, text as it is."""
+    if measure.kind is bool:
+        return "yes" if value else ""
+    if measure.kind is int:
+        return "" if value is None else str(value)
+    return _num(value) if measure.kind is float else value
+
+
 #: The columns of numbers (written by `_num` or str of an int): every other one is text.
 NUMBER_FIELDS = frozenset({
     "batch_size", "repeats", "median_time_s", "interval_low_s", "interval_high_s",
-    "interval_coverage", "baseline_median_time_s", "speedup", "cold_start_time_s",
-    "compile_time_s", "peak_memory_bytes", "compression_ratio", "flops_per_iteration",
-    "host_bound_fraction", "slow_ratio", "process_spread", "tflops", "fraction_of_peak"})
+    "interval_coverage", "baseline_median_time_s", "speedup", "compression_ratio",
+    *(m.csv_column for m in _FIGURES if m.kind in (int, float))})
 #: What a spreadsheet reads as the start of a formula.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -76,14 +87,9 @@ def render_csv(report: Report) -> str:
             "interval_coverage": _num(r.interval.coverage if r.interval else None),
             "baseline": report.baseline,
             "baseline_median_time_s": _num(row.baseline.median_time if row.baseline else None),
-            "speedup": _num(row.speedup), "speedup_method": row.speedup_method, "cold_start_time_s": _num(r.cold_start_time),
-            "compile_time_s": _num(r.compile_time),
-            "peak_memory_bytes": "" if r.peak_memory is None else str(r.peak_memory),
-            "memory_kind": r.memory_kind or "", "compression_ratio": _num(row.compression_ratio),
-            "flops_per_iteration": _num(r.flops_per_iteration), "unreliable": "yes" if r.unreliable else "",
-            "host_bound_fraction": _num(r.host_bound_fraction), "slow_ratio": _num(r.slow_ratio),
-            "process_spread": _num(r.process_spread), "tflops": _num(r.tflops),
-            "fraction_of_peak": _num(r.peak_fraction),
+            "speedup": _num(row.speedup), "speedup_method": row.speedup_method,
+            "compression_ratio": _num(row.compression_ratio),
+            **{m.csv_column: _figure(r.figure(m.name), m) for m in _FIGURES},
             "run_id": r.run_id, "fingerprint": r.fingerprint, "warnings": "; ".join(row.warnings),
             "error": r.error,
         }))

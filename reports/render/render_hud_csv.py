@@ -29,7 +29,7 @@ from typing import Optional
 
 from core.schema import Status, VerificationCode
 from reports.analyse.aggregate import Report, Row
-from reports.read.load import ConfigKey
+from reports.read.record import ConfigKey
 
 PERFORMANCE_FIELDS = [
     "dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Callable, Optional
 
+from core import measures as table
+from core.measures import Measure, measure_named, shown_measures
 from reports.analyse.aggregate import ConfigSummary, Report, Row
 from reports.analyse.compare import DEFAULT_GEOMEAN_THRESHOLD, Comparison
 from reports.analyse.history import History, geomean_change
-from reports.read.load import ConfigKey, RunInfo, format_time
+from reports.read.load import RunInfo, format_time
+from reports.read.record import ConfigKey
 from reports.analyse.score import Score
 from reports.analyse.settings_diff import SettingDifference
 
@@ -56,29 +59,55 @@ def _interval(row: Row) -> str:
     return f"{fmt_time(interval.low)} .. {fmt_time(interval.high)} ({interval.coverage:.0%})"
 
 
-ROW_HEADERS = [
-    "model", "configuration", "batch", "status", "verification", "median/iter", "interval",
-    "repeats", "speedup", "cold start", "compile", "peak memory", "mem ratio", "FLOP/iter",
-    "TFLOP/s (% peak)", "warnings",
-]
+def fmt_percent(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def fmt_number(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+#: How a figure's value prints (core.measures.PRINTS); None prints as '-'.
+PRINTS: dict[str, Callable[[Any], str]] = {
+    table.TIME: fmt_time, table.BYTES: fmt_bytes, table.RATIO: fmt_ratio, table.PERCENT: fmt_percent,
+    table.SIGNIFICANT: fmt_tflops, table.GIGA: fmt_flops, table.NUMBER: fmt_number,
+    table.TEXT: lambda value: "-" if value is None else str(value),
+    table.FLAG: lambda value: "yes" if value else "",
+}
+
+
+def figure_cell(record, measure: Measure) -> str:
+    """A figure as tables show it: its value, with its note in parentheses (the percent
+    of peak beside TFLOP/s); '-' where there is none, or where its `when` does not hold."""
+    value = record.figure(measure.name)
+    if value is None or value == "" or (measure.when and not record.figure(measure.when)):
+        return "-"
+    cell = PRINTS[measure.prints](value)
+    if measure.note is not None:
+        note = record.figure(measure.note)
+        if note is not None and note != "":
+            cell += f" ({PRINTS[measure_named(measure.note).prints](note)})"
+        elif measure.note_missing:
+            cell += f" ({measure.note_missing})"
+    return cell
 
 
 def throughput_cell(record) -> str:
     """Achieved TFLOP/s with its percent of the device's peak; 'no peak' where the device
     has none in the table; '-' without a FLOP count."""
-    tflops = record.tflops
-    if tflops is None:
-        return "-"
-    if record.peak_fraction is None:
-        return f"{fmt_tflops(tflops)} (no peak)"
-    return f"{fmt_tflops(tflops)} ({record.peak_fraction:.0%})"
+    return figure_cell(record, measure_named("tflops"))
+
+
+#: The experiments table's columns: the line's, the comparison's, then each figure with a
+#: header (core.measures), then the warnings.
+ROW_HEADERS = [
+    "model", "configuration", "batch", "status", "verification", "median/iter", "interval",
+    "repeats", "speedup", "mem ratio", *(m.header for m in shown_measures()), "warnings",
+]
 
 
 def row_cells(row: Row) -> list[str]:
     record = row.record
-    memory = fmt_bytes(record.peak_memory)
-    if record.memory_kind:
-        memory += f" ({record.memory_kind})"
     return [
         record.model_label,
         record.config.label,
@@ -89,12 +118,8 @@ def row_cells(row: Row) -> list[str]:
         _interval(row),
         str(len(record.per_iter_times)),
         fmt_ratio(row.speedup) + (" (paired)" if row.speedup_method == "paired" else ""),
-        fmt_time(record.cold_start_time),
-        fmt_time(record.compile_time),
-        memory if record.peak_memory else "-",
         fmt_ratio(row.compression_ratio),
-        fmt_flops(record.flops_per_iteration),
-        throughput_cell(record),
+        *(figure_cell(record, measure) for measure in shown_measures()),
         "; ".join(row.warnings),
     ]
 
@@ -166,11 +191,22 @@ def comparison_tables(comparison: Comparison) -> list[Table]:
             change.verdict,
             change.reason,
         ])
-    return [Table(
+    tables = [Table(
         title="Changes (NEW against BASE)",
         headers=["model", "configuration", "base median", "new median", "change", "p", "verdict", "note"],
         rows=rows,
     )]
+    if comparison.figures:
+        tables.append(Table(
+            title=f"Other figures that moved by more than {comparison.threshold:.0%} (NEW against BASE)",
+            headers=["model", "configuration", "figure", "base", "new", "change", "verdict"],
+            rows=[[moved.change.base.model_label, moved.change.base.config.label,
+                   moved.measure.name, PRINTS[moved.measure.prints](moved.base),
+                   PRINTS[moved.measure.prints](moved.new),
+                   "-" if moved.ratio is None else f"{moved.ratio - 1:+.1%}",
+                   "better" if moved.better else "worse"] for moved in comparison.figures],
+            row_classes=["" if moved.better else "warn" for moved in comparison.figures]))
+    return tables
 
 
 def settings_table(differences: list[SettingDifference]) -> Table:

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from core.files.results_file import append_line
-from reports.read import cache
+from reports.read import cache, engine
 from reports.read.columnar import Engine
 from reports.read.load import load
 from tests.reports.conftest import craft_line
@@ -40,7 +40,7 @@ def parse_forbidden(monkeypatch):
     """While active, any parse of a results file fails the test."""
     def forbid(on: bool = True):
         if on:
-            monkeypatch.setattr(cache, "_parse", lambda *a, **k: pytest.fail("a line was parsed again"))
+            monkeypatch.setattr(engine, "parse", lambda *a, **k: pytest.fail("a line was parsed again"))
         else:
             monkeypatch.undo()
     return forbid
@@ -64,8 +64,8 @@ def test_each_refresh_parses_only_what_the_sweep_appended(write_results, report_
     path = write_results(night("a", 1.0))
     cache.refresh(path, report_cache)
     parsed = []
-    real_parse = cache._parse
-    monkeypatch.setattr(cache, "_parse", lambda con, source, *a, **k: parsed.append(
+    real_parse = engine.parse
+    monkeypatch.setattr(engine, "parse", lambda con, source, *a, **k: parsed.append(
         source.read_bytes()) or real_parse(con, source, *a, **k))
     for line in night("b", 10.0, ("mlp", "cnn", "transformer_block")):
         append_line(path, line)

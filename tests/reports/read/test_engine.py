@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from reports.read import engine
+from reports.read import engine, sql
 from tests.reports.conftest import craft_line
 
 
@@ -147,7 +147,7 @@ def test_odd_values_in_detail_fields_leave_the_line_columns_as_a_full_read_has_t
     base["summary"] = {"cold_start_time": 4.0, "paired_speedup": {"speedup": 2.0}}
     lines = [json.dumps(base)]
     odd = [5, "x", [1, 2], {"a": 1}, None, True, {"a": {"b": [1]}}, [{"a": 1}]]
-    for path in engine._DETAIL_READ:
+    for path in sql.DETAIL_READ:
         for value in odd:
             line = json.loads(json.dumps(base))
             *parents, leaf = path.split(".")
