@@ -187,18 +187,23 @@ class Bisection:
         round_number = self.finished_rounds + 1
         self._write({"event": ROUND, "round": round_number, "points": [good.label, bad.label]})
         self.outcome.rounds = max(self.outcome.rounds, round_number)
-        self._measure([good, bad], 0)
-        for end in (good, bad):
-            if end.label in self.setup_failed:
-                raise BisectError(f"the {'good' if end is good else 'bad'} end {end.label} "
-                                  f"could not be set up: {self.setup_failed[end.label]}")
-        self.records = self.measurer.records()
-        good_records, bad_records = self.records.get(good.label, []), self.records.get(bad.label, [])
-        if not good_records or not bad_records:
-            missing = good.label if not good_records else bad.label
-            raise BisectError(f"the sweep of {missing} recorded no line: see its log in the "
-                              "bisection's folder")
-        differing = self.judge.differing(good_records, bad_records)
+        for attempt in range(self.settings.remeasure + 1):
+            # Ends that do not differ are measured again, as an inconclusive point is.
+            self._measure([good, bad], attempt)
+            for end in (good, bad):
+                if end.label in self.setup_failed:
+                    raise BisectError(f"the {'good' if end is good else 'bad'} end {end.label} "
+                                      f"could not be set up: {self.setup_failed[end.label]}")
+            self.records = self.measurer.records()
+            good_records = self.records.get(good.label, [])
+            bad_records = self.records.get(bad.label, [])
+            if not good_records or not bad_records:
+                missing = good.label if not good_records else bad.label
+                raise BisectError(f"the sweep of {missing} recorded no line: see its log in "
+                                  "the bisection's folder")
+            differing = self.judge.differing(good_records, bad_records)
+            if differing:
+                break
         if not differing:
             self.outcome.problem = (
                 f"the ends do not differ: no experiment is worse at {bad.label} than at "

@@ -88,6 +88,8 @@ def test_ends_that_do_not_differ_give_no_answer(tmp_path):
     outcome = bisect(tmp_path, measurer, points=POINTS[:4])
     assert outcome.answer is None
     assert "do not differ" in outcome.problem
+    # Measured once more each (with more processes) before giving up.
+    assert sorted(measurer.measured) == [("c00", 0), ("c00", 1), ("c03", 0), ("c03", 1)]
 
 
 class Stop(SimulatedMeasurer):
