@@ -11,7 +11,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -101,26 +102,32 @@ class Worktrees:
     repo: Path
     folder: Path
     setup: Optional[str] = None
+    #: git's worktree commands of one repository, one at a time (points made at once).
+    _git_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def place(self, point: Point, log_file: Path) -> PointPlace:
         tree = self.folder / point.label
         done_marker = self.folder / f"{point.label}.ready"
         if not done_marker.exists():
-            if tree.exists():
-                shutil.rmtree(tree, ignore_errors=True)
-                subprocess.run(["git", "-C", str(self.repo), "worktree", "prune"],
-                               capture_output=True)
-            self.folder.mkdir(parents=True, exist_ok=True)
-            added = subprocess.run(["git", "-C", str(self.repo), "worktree", "add", "--detach",
-                                    "--force", str(tree), point.ref],
-                                   capture_output=True, text=True)
-            if added.returncode != 0:
-                raise SetupFailed(f"git worktree add: {added.stderr.strip()}")
+            with self._git_lock:
+                self._add(point, tree)
             if self.setup:
                 environment = {**os.environ, "BISECT_POINT": point.label, "BISECT_TREE": str(tree)}
                 _run_setup(self.setup, tree, environment, log_file)
             done_marker.write_text(point.ref + "\n", encoding="utf-8")
         return PointPlace(sys.executable, (str(tree),), tree)
+
+    def _add(self, point: Point, tree: Path) -> None:
+        if tree.exists():  # a worktree left half-made by a stopped bisection
+            shutil.rmtree(tree, ignore_errors=True)
+            subprocess.run(["git", "-C", str(self.repo), "worktree", "prune"],
+                           capture_output=True)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        added = subprocess.run(["git", "-C", str(self.repo), "worktree", "add", "--detach",
+                                "--force", str(tree), point.ref],
+                               capture_output=True, text=True)
+        if added.returncode != 0:
+            raise SetupFailed(f"git worktree add: {added.stderr.strip()}")
 
     def remove(self) -> None:
         """Remove the worktrees (the bisection is over)."""
