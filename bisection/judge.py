@@ -3,9 +3,10 @@
 Each experiment of the point is compared with the good end and with the bad end by
 `reports.analyse.compare.compare` (the same threshold, permutation test and unreliability
 tests). An experiment is bad where it regressed (or newly fails, or its verifier's verdict
-turned from PASS) against the good end and is not better than the bad end; good where it
-is better than the bad end (or fixed against it) and did not regress against the good end;
-anything else is inconclusive. Only experiments whose ends differ that way are judged.
+turned from PASS) against the good end and is neither better nor worse than the bad end;
+good where it is better than the bad end (or fixed against it) and neither worse nor better
+than the good end; anything else (a figure beyond both ends, half-way, or within the noise)
+is inconclusive. Only experiments whose ends differ that way are judged.
 """
 
 from __future__ import annotations
@@ -157,7 +158,13 @@ class Judge:
             name = experiment_label(to_good.new)
             worse = to_good.verdict in (REGRESSED, NEWLY_FAILING)
             better = to_bad.verdict in (IMPROVED, FIXED)
-            if worse and not better:
+            if to_bad.verdict == REGRESSED or to_good.verdict == IMPROVED:
+                # Worse than both ends, or better than both: the host changed speed, or
+                # another change is in the range; either way not this bisection's answer.
+                verdicts.append(INCONCLUSIVE)
+                reasons.append(f"{name}: beyond both ends: {_said(to_good)} against the good "
+                               f"end, {_said(to_bad)} against the bad end")
+            elif worse and not better:
                 verdicts.append(BAD)
                 reasons.append(f"{name}: {_said(to_good)} against the good end")
             elif better and not worse:

@@ -161,8 +161,15 @@ class RunnerMeasurer:
         files = [path for path in files if path.exists()]
         if not files:
             return {}
+        try:
+            loaded = load(files)
+        except RuntimeError as error:
+            # DuckDB turns Ctrl-C during a query into its own error: a stop all the same.
+            if "interrupted" in str(error).lower():
+                raise KeyboardInterrupt from error
+            raise
         by_point: dict[str, list[Record]] = {}
-        for record in load(files).records:  # each experiment's latest line
+        for record in loaded.records:  # each experiment's latest line
             label = point_of(record)
             if label is not None:
                 by_point.setdefault(label, []).append(record)

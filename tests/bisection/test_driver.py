@@ -136,3 +136,14 @@ def test_every_verdict_is_logged_with_its_figure(tmp_path):
     verdicts = [e for e in read_entries(tmp_path / "log.bisect.log") if e["event"] == VERDICT]
     assert {e["point"] for e in verdicts} >= {"c00", "c03"}
     assert all(e["figures"] and e["figures"][0]["value"] > 0 for e in verdicts)
+
+
+def test_a_point_slower_than_both_ends_is_not_bad(tmp_path):
+    """A host that slowed down while one point ran makes it slower than the bad end too:
+    inconclusive (then skipped), never named the first bad commit."""
+    points = POINTS[:3]
+    measurer = SimulatedMeasurer(points, lambda i: [1e-3, 1.6e-3, 1.3e-3][i])
+    outcome = bisect(tmp_path, measurer, points=points)
+    assert outcome.verdicts["c01"] == "skipped"
+    assert "beyond both ends" in outcome.reasons["c01"]
+    assert not outcome.answer.exact
