@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 BISECT_COMMAND = "bisect"
 REQUIRED_MODULES = ("psutil", "jsonlines", "tqdm", "filelock")
 EXIT_NOT_SET_UP = 2
+EXIT_BAD_INPUT = 2
 
 
 def missing_modules() -> list:
@@ -30,6 +31,19 @@ def hold_stop_signals() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
+def mistyped_command(argv: Sequence[str]) -> Optional[str]:
+    """The command a first argument that is no flag is a slip of (`reprot`, `bisct`), if any."""
+    from reports.commands import REPORT_COMMANDS
+
+    if not argv or argv[0].startswith("-"):
+        return None
+    import difflib
+
+    found = difflib.get_close_matches(argv[0], (*REPORT_COMMANDS, BISECT_COMMAND), n=1,
+                                      cutoff=0.6)
+    return found[0] if found else None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """The command line: a report command, else a sweep (runner.app.main)."""
     from reports.commands import REPORT_COMMANDS, run_report_command
@@ -41,6 +55,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from bisection.cli import main as bisect_main
 
         return bisect_main(argv[1:])
+    slip = mistyped_command(argv)
+    if slip:
+        print(f"experiment-runner: error: unknown command {argv[0]!r}: did you mean {slip!r}? "
+              f"(the commands: {', '.join((*REPORT_COMMANDS, BISECT_COMMAND))}; a sweep takes "
+              "flags only)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     from runner.app import main as sweep_main
 
     return sweep_main(argv)

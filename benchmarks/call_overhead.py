@@ -2,7 +2,7 @@
 under autocast, against our dynamo stack's eval step, which compiles the forward under
 autocast as a function, as PyTorch's harness compiles its forward_pass.
 
-    python benchmarks/call_overhead.py [--model SUITE:NAME ...] [--batch-size N]
+    python -m benchmarks.call_overhead [--model SUITE:NAME ...] [--batch-size N]
         [--calls N] [--rounds N]
 
 Each model is built by our suite on the CPU and compiled both ways with a dynamo backend
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 DEFAULT_MODELS = ("timm:convnextv2_nano", "timm:mobilenetv2_100",
                   "huggingface:BertForMaskedLM")
@@ -48,9 +47,9 @@ def callables(suite_name: str, model_name: str, batch_size: int
     as our stack did before; and the step of our stack's prepared model."""
     import torch
 
-    from backends.stacks.dynamo import STACK
+    from api import DYNAMO_STACK as STACK
     from core.config import ExperimentConfig, RunSettings
-    from models import get_suite
+    from api import get_suite
 
     if BACKEND not in torch._dynamo.list_backends(exclude_tags=()):
         torch._dynamo.register_backend(replay_backend, name=BACKEND)

@@ -6,7 +6,7 @@ once spawned as a fresh interpreter, once forked from a fork server. It prints t
 own median time per iteration, the parent's wall time and the size of the child's log
 (capped: its head and its tail, with a count of what was dropped).
 
-    python benchmarks/child_output.py [--megabytes 100]
+    python -m benchmarks.child_output [--megabytes 100]
 
 What it guards against: a runner that read the child's unbuffered pipe a byte at a time made
 the forked child take 74,441 ms per iteration against 636 ms spawned, and its log 101 MB.
@@ -26,10 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from runner.run.process.forkserver_client import ForkServer  # noqa: E402
-from runner.run.process.supervision import Supervisor  # noqa: E402
+from api import ForkServer, Supervisor
 
 ITERATIONS = 10
 LINE = "x" * 99

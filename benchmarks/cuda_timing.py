@@ -5,7 +5,7 @@ iterations that end with torch.cuda.synchronize) are bracketed by CUDA events; t
 prints the median per-iteration time both ways and their difference, which should stay
 within 2%.
 
-    python benchmarks/cuda_timing.py [--repeat 30] [--iterations 1]
+    python -m benchmarks.cuda_timing [--repeat 30] [--iterations 1]
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CASES = (
     # suite, model, batch size, precision, dynamo, mode
@@ -30,17 +28,14 @@ CASES = (
 def measure_case(case, repeat: int, iterations: int) -> tuple[float, float]:
     import torch
 
-    import backends
-    from backends.runtimes.precision import apply_numerics
+    from api import apply_numerics, get_suite, input_seeds, stack_for, timed_run, warm_up
     from core.config import ExperimentConfig, RunSettings
-    from models import get_suite
-    from child.timing import input_seeds, timed_run, warm_up
 
     suite_name, model_name, batch_size, precision, dynamo, mode = case
     experiment = ExperimentConfig("cuda", None, dynamo, None, "eval", precision=precision,
                                   batch_size=batch_size, mode=mode,
                                   fp16_bf16_reduction_math_sdp=True)
-    stack = backends.stack_for(experiment)
+    stack = stack_for(experiment)
     experiment = stack.planned(experiment, {})
     settings = RunSettings(repeat=repeat, iterations_per_run=iterations, warmup=3)
     apply_numerics(experiment)  # as the runner's child sets them

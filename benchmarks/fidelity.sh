@@ -7,7 +7,7 @@
 # HARNESS_DIR: a copy of PyTorch's benchmarks/dynamo harness (shared/reference/dynamobench).
 # CASES_FILE: lines of "suite model batch_size precision mode [test]" (suite: huggingface|timm;
 # precision: fp32|fp16|bf16|amp; mode: default|cudagraphs; test: eval|train, eval when left
-# out); default: benchmarks/fidelity_cases.txt. benchmarks/fidelity_cases.py writes the cases
+# out); default: benchmarks/fidelity_cases.txt. python -m benchmarks.fidelity_cases writes the cases
 # of both whole lists (benchmarks/fidelity_cases_all.txt), or draws them (--sample N --seed S),
 # and maps a case to each tool's flags (--flags: the harness's --float32|--float16|--bfloat16|
 # --amp, --inference|--training, --batch-size and --disable-cudagraphs outside the cudagraphs
@@ -51,6 +51,10 @@
 # main thread as our runner pins ours (at its first timed run, and again after a slow host
 # pulse) and leaves its code as it is; so on a host whose cores change speed from second to
 # second both time at its fast speed.
+# HARNESS_RUNS (default 2): the harness runs each case this many times, one after the other,
+# each plainly and cold (below), so that the table shows the harness's own spread and counts a
+# row as agreeing within the harness's own band (benchmarks/fidelity_table.py); the first
+# run's files are peer-NAME.*, the K-th's peer-NAME-runK.*.
 # Each harness case compiles cold, as its --cold-start-latency asks: it runs with
 # TORCHINDUCTOR_CACHE_DIR set to an empty folder of its own (removed after it), and without
 # TRITON_CACHE_DIR, so that Triton's kernels go into that folder too. The flag alone does not
@@ -67,15 +71,18 @@ harness=$(cd "$1" && pwd)
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 root=$(cd "$(dirname "$0")/.." && pwd)
 cases=${3:-$root/benchmarks/fidelity_cases.txt}
+case "$cases" in /*) ;; *) cases="$PWD/$cases" ;; esac
 python=${PYTHON:-python3}
 repeat=${REPEAT:-30}
 harness_gpus=${HARNESS_GPUS:-${HARNESS_GPU:-}}
+harness_runs=${HARNESS_RUNS:-2}
 our_gpus=${OUR_GPUS:-}
 tools=${TOOLS:-both}
 timing_core=${TIMING_CORE:-any}
 lockstep=${LOCKSTEP:-auto}
 per_gpu=${PER_GPU:-1}
 case "$per_gpu" in ''|*[!0-9]*|0) echo "PER_GPU must be a whole number of at least 1, not '$per_gpu'" >&2; exit 2 ;; esac
+case "$harness_runs" in ''|*[!0-9]*|0) echo "HARNESS_RUNS must be a whole number of at least 1, not '$harness_runs'" >&2; exit 2 ;; esac
 read -r -a our_flags <<< "${OUR_FLAGS:-}"
 case "$tools" in both|harness|ours) ;; *) echo "TOOLS must be both, harness or ours, not '$tools'" >&2; exit 2 ;; esac
 if [ "$tools" != ours ]; then
@@ -120,24 +127,30 @@ harness_case() {
     *) echo "unknown suite $suite" >&2; return ;;
   esac
   # The case's precision, test, batch size and mode as the harness's flags.
-  flags_text=$("$python" "$root/benchmarks/fidelity_cases.py" --flags harness "$precision" \
+  flags_text=$(cd "$root" && "$python" -m benchmarks.fidelity_cases --flags harness "$precision" \
     "$mode" "$test" "$batch" </dev/null) || { echo "not a case: $suite $model $batch $precision $mode $test" >&2; return; }
   read -r -a peer_flags <<< "$flags_text"
   name="$suite-$model-bs$batch-$precision-$mode-$test"
-  echo "== harness: $suite $model bs=$batch $precision $mode $test" >&2
-  [ -s "$out/peer-$name.csv" ] && return
-  cache=$(mktemp -d "$harness_caches/case.XXXXXX") \
-    || { echo "cannot make a cache folder for $name in $harness_caches" >&2; return; }
-  started=$(date +%s.%N)
-  (cd "$harness" && env -u TRITON_CACHE_DIR TORCHINDUCTOR_CACHE_DIR="$cache" \
-      "${harness_launcher[@]}" "$script" --performance \
-      "${peer_flags[@]}" --backend inductor --device cuda --only "$peer_model" \
-      --cold-start-latency --repeat "$repeat" \
-      --output "$out/peer-$name.csv" >"$out/peer-$name.log" 2>&1) \
-    || echo "harness failed on $name: see peer-$name.log" >&2
-  # The case's wall, start and end (benchmarks/sweep_cost.py reads it).
-  echo "$started $(date +%s.%N)" > "$out/peer-$name.wall"
-  rm -rf "$cache"
+  local run stem
+  for run in $(seq 1 "$harness_runs"); do
+    # The first run's files are peer-NAME.*, the later ones' peer-NAME-runK.*.
+    stem="peer-$name"
+    [ "$run" = 1 ] || stem="peer-$name-run$run"
+    echo "== harness: $suite $model bs=$batch $precision $mode $test (run $run of $harness_runs)" >&2
+    [ -s "$out/$stem.csv" ] && continue
+    cache=$(mktemp -d "$harness_caches/case.XXXXXX") \
+      || { echo "cannot make a cache folder for $name in $harness_caches" >&2; return; }
+    started=$(date +%s.%N)
+    (cd "$harness" && env -u TRITON_CACHE_DIR TORCHINDUCTOR_CACHE_DIR="$cache" \
+        "${harness_launcher[@]}" "$script" --performance \
+        "${peer_flags[@]}" --backend inductor --device cuda --only "$peer_model" \
+        --cold-start-latency --repeat "$repeat" \
+        --output "$out/$stem.csv" >"$out/$stem.log" 2>&1) \
+      || echo "harness failed on $name (run $run): see $stem.log" >&2
+    # The run's wall, start and end (benchmarks/sweep_cost.py reads the first run's).
+    echo "$started $(date +%s.%N)" > "$out/$stem.wall"
+    rm -rf "$cache"
+  done
 }
 
 # run_harness [STREAM STREAMS]: the cases, or every STREAMS-th of them from the STREAM-th (0-based).
@@ -374,4 +387,4 @@ else
   echo "$harness_started $(date +%s.%N) 1" > "$out/peer-streams.wall"
   run_ours
 fi
-"$python" "$root/benchmarks/fidelity_table.py" "$out" "$cases" | tee "$out/table.md"
+(cd "$root" && "$python" -m benchmarks.fidelity_table "$out" "$cases") | tee "$out/table.md"

@@ -1,10 +1,10 @@
 """Write the cases of benchmarks/fidelity.sh: the whole of the harness's two lists, or cases
 drawn at random over them.
 
-    python benchmarks/fidelity_cases.py [--reference DIR] [--training N] > cases.txt
-    python benchmarks/fidelity_cases.py --sample N --seed S [--reference DIR] > cases.txt
-    python benchmarks/fidelity_cases.py --sweep N --seed S [--reference DIR] > cases.txt
-    python benchmarks/fidelity_cases.py --flags harness|ours PRECISION MODE TEST BATCH
+    python -m benchmarks.fidelity_cases [--reference DIR] [--training N] > cases.txt
+    python -m benchmarks.fidelity_cases --sample N --seed S [--reference DIR] > cases.txt
+    python -m benchmarks.fidelity_cases --sweep N --seed S [--reference DIR] > cases.txt
+    python -m benchmarks.fidelity_cases --flags harness|ours PRECISION MODE TEST BATCH
 
 Without --sample: every model of DIR/huggingface_models_list.txt (bf16) and
 DIR/timm_models_list.txt (amp) that our suites have, at the list's batch size, in inference
@@ -34,11 +34,9 @@ import random
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]
 
-from benchmarks.workload_parity import DEFAULT_REFERENCE, listed_models  # noqa: E402,F401
+from benchmarks.workload_parity import DEFAULT_REFERENCE, listed_models  # noqa: F401
 
 HEADER = "# suite        model                                batch  precision  mode     test"
 MODES = ("default", "cudagraphs")
@@ -54,7 +52,7 @@ TRAINING_SHARE = 1 / 3
 
 def listed(reference: Path) -> list[tuple[str, str, int]]:
     """(suite, our model name, batch size) in the lists' order; hub names left out."""
-    from models import get_suite
+    from api import get_suite
 
     known = {suite: set(get_suite(suite).model_names()) for suite in ("huggingface", "timm")}
     return [(model.suite, model.our_name, model.batch_size) for model in listed_models(reference)

@@ -1,7 +1,10 @@
 """Print PyTorch's harness and ours side by side (used by benchmarks/fidelity.sh).
 
-    python benchmarks/fidelity_table.py OUT_DIR CASES_FILE [--also DIR ...]
+    python -m benchmarks.fidelity_table OUT_DIR CASES_FILE [--also DIR ...]
         [--harness-again DIR ...] [--ours-again DIR ...]
+
+Each DIR is a fidelity.sh OUT_DIR or a run of a table kept in benchmarks/tables
+(TABLE/PART: benchmarks/table_inputs.py).
 
 Reads the harness's CSVs (peer-<suite>-<model>-bs<batch>-<precision>-<mode>-<test>.csv, or
 without -bs<batch> or -<test> as older runs named them: speedup and abs_latency, the compiled
@@ -13,6 +16,14 @@ different count means the two ran different code. Prints a Markdown
 table for docs/fidelity.md, then how many rows agree within 5% on compiled latency and on
 speedup (and by test, where the cases hold more than one), and the card and versions our
 lines recorded.
+
+The harness's own band: where the harness ran a case more than once (fidelity.sh's
+HARNESS_RUNS, default 2: peer-NAME-runK.csv beside the first run's; and --harness-again), the
+row shows its runs and their spread, and the lines below the table count the rows where ours
+lies within the harness's own band (and name the others): on a row ours' line flags host-bound, within the range of the harness's runs
+widened by 5% on compiled latency and on speedup; on a card-bound row, within 5% of the
+median of its runs (the plain bound: there the harness holds still). Below the table: how
+many rows lie within the band, by class, and how far the harness's runs agree with each other.
 
 --also DIR (repeatable): more fidelity.sh output folders (other runs) for the
 cases OUT_DIR lacks: a case is taken from the first folder, OUT_DIR first, that holds both
@@ -38,17 +49,14 @@ of both tools' runs overlap, on both figures.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import statistics
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from core.files.results_file import read_results  # noqa: E402
+from benchmarks.table_inputs import Run, Runs, exists
 
 AGREEMENT = 0.05
 #: A harness run whose compile took under this share of the row's longest compile reused an
@@ -56,40 +64,40 @@ AGREEMENT = 0.05
 REUSED_COMPILE_SHARE = 0.5
 #: The harness's compile time, in its compilation-metrics CSV.
 COMPILE_COLUMN = "_compile.compile_inner"
-#: Where fidelity.sh writes our results under its OUT_DIR.
-OUR_RESULTS = Path("ours") / "results.jsonl"
 
 
-def peer_csv_rows(out: Path, suite: str, model: str, precision: str, mode: str, test: str,
-                  suffix: str = "", batch: str = "") -> Optional[list[dict]]:
+def peer_csv_rows(out: Run, suite: str, model: str, precision: str, mode: str, test: str,
+                  suffix: str = "", batch: str = "", run: int = 1) -> Optional[list[dict]]:
     """The model's rows of the harness's CSV of the case (`suffix` before `.csv` names a
-    companion, such as `_compilation_metrics`), or None without one."""
+    companion, such as `_compilation_metrics`; `run`: the harness's run of the case in this
+    folder, fidelity.sh's HARNESS_RUNS, the K-th named -runK), or None without one."""
+    again = f"-run{run}" if run > 1 else ""
     for stem in (f"peer-{suite}-{model}-bs{batch}-{precision}-{mode}-{test}" if batch else None,
                  f"peer-{suite}-{model}-{precision}-{mode}-{test}",
                  f"peer-{suite}-{model}-{precision}-{mode}" if test == "eval" else None):
-        path = out / f"{stem}{suffix}.csv" if stem else None
-        if path is None or not path.exists():
+        rows = out.harness_rows(f"{stem}{again}{suffix}") if stem else None
+        if rows is None:
             continue
         # The harness names some timm models name.tag.
-        return [row for row in csv.DictReader(path.open())
-                if (row.get("name") or "").split(".")[0] == model]
+        return [row for row in rows if (row.get("name") or "").split(".")[0] == model]
     return None
 
 
-def peer_row(out: Path, suite: str, model: str, precision: str, mode: str, test: str,
-             batch: str = ""):
-    rows = peer_csv_rows(out, suite, model, precision, mode, test, batch=batch)
+def peer_row(out: Run, suite: str, model: str, precision: str, mode: str, test: str,
+             batch: str = "", run: int = 1):
+    rows = peer_csv_rows(out, suite, model, precision, mode, test, batch=batch, run=run)
     try:
         return rows[-1] if rows and float(rows[-1]["speedup"]) > 0 else None
     except (KeyError, ValueError):
         return None
 
 
-def peer_compile_seconds(out: Path, case: tuple[str, ...]) -> Optional[float]:
-    """The harness's compile time of the case in `out` (its compilation-metrics CSV), or None
-    where it has none."""
+def peer_compile_seconds(out: Run, case: tuple[str, ...], run: int = 1) -> Optional[float]:
+    """The harness's compile time of the case's `run` in `out` (its compilation-metrics
+    CSV), or None where it has none."""
     suite, model, batch, precision, mode, test = case
-    rows = peer_csv_rows(out, suite, model, precision, mode, test, "_compilation_metrics", batch)
+    rows = peer_csv_rows(out, suite, model, precision, mode, test, "_compilation_metrics", batch,
+                         run)
     try:
         return float(rows[-1][COMPILE_COLUMN]) if rows else None
     except (KeyError, ValueError, TypeError):
@@ -152,29 +160,61 @@ def drawn_with(cases: Path) -> Optional[str]:
     return None
 
 
-def harness_runs(first: Optional[dict], folder: Path, again: list[Path],
+#: The most runs of one case the table looks for in one folder (fidelity.sh's HARNESS_RUNS).
+MOST_RUNS = 50
+
+
+def folder_runs(folder: Run, case: tuple[str, ...], first: Optional[dict] = None,
+                ) -> list[tuple[Optional[dict], int]]:
+    """The harness's rows of the case in `folder`, each with its run number: its first run
+    (`first` where given), then its later ones (fidelity.sh's HARNESS_RUNS) while they last."""
+    suite, model, batch, precision, mode, test = case
+    rows = [(first if first is not None
+             else peer_row(folder, suite, model, precision, mode, test, batch), 1)]
+    for run in range(2, MOST_RUNS + 1):
+        row = peer_row(folder, suite, model, precision, mode, test, batch, run)
+        if row is None:
+            break
+        rows.append((row, run))
+    return rows
+
+
+def harness_runs(first: Optional[dict], folder: Run, again: list[Run],
                  case: tuple[str, ...]) -> dict[tuple[float, float], Optional[float]]:
     """The harness's runs of the case, each (compiled latency in ms, speedup) with its
     compile time in seconds (None where its folder has no compilation metrics): `first`,
-    the row of `folder`, then each --harness-again folder's that has one. A row met again
-    with the same figures is the same run (a call that resumed an earlier one copied its
-    CSV) and counts once."""
-    suite, model, batch, precision, mode, test = case
+    the row of `folder`, and `folder`'s later runs of the case, then each --harness-again
+    folder's. A row met again with the same figures is the same run (a call that resumed an
+    earlier one copied its CSV) and counts once."""
     runs: dict[tuple[float, float], Optional[float]] = {}
-    rows = [(folder, first),
-            *((path, peer_row(path, suite, model, precision, mode, test, batch))
-              for path in again)]
-    for source, row in rows:
+    rows = [(folder, row, run) for row, run in folder_runs(folder, case, first) if first]
+    rows += [(path, row, run) for path in again for row, run in folder_runs(path, case)]
+    for source, row, run in rows:
         if row:
             runs.setdefault((float(row["abs_latency"]), float(row["speedup"])),
-                            peer_compile_seconds(source, case))
+                            peer_compile_seconds(source, case, run))
     return runs
 
 
-def lines_under(folder: Path) -> list[dict]:
-    """Our results lines of every fidelity.sh output folder under `folder` (itself included)."""
-    return [line for results in sorted(folder.glob(f"**/{OUR_RESULTS}"))
-            for line in read_results(results).lines]
+def relative_spread(values: list[float]) -> float:
+    """(highest - lowest) / lowest."""
+    return (max(values) - min(values)) / min(values)
+
+
+def within_band(figures: tuple[float, float], runs: list[tuple[float, float]],
+                card_bound: bool, bound: float = AGREEMENT) -> bool:
+    """Whether ours (compiled latency, speedup) agrees with the harness's runs of the row
+    within the harness's own band: on a host-bound row, within the range of its runs widened
+    by `bound` on either side; on a card-bound row, within `bound` of its runs' median (the
+    plain bound: there the harness holds still). Both figures must."""
+    for mine, theirs in zip(figures, zip(*runs)):
+        if card_bound:
+            middle = statistics.median(theirs)
+            if abs(mine - middle) > bound * middle:
+                return False
+        elif not min(theirs) * (1 - bound) <= mine <= max(theirs) * (1 + bound):
+            return False
+    return True
 
 
 def our_figures(line: Optional[dict]) -> Optional[tuple[float, float]]:
@@ -282,8 +322,8 @@ def evidence(line: Optional[dict], theirs: list[tuple[float, float]],
     return "; ".join(parts) or "no more figures"
 
 
-def side_by_side(sources: list[tuple[Path, list[dict]]], case: tuple[str, ...]
-                 ) -> tuple[Path, Optional[dict], Optional[dict]]:
+def side_by_side(sources: list[tuple[Run, list[dict]]], case: tuple[str, ...]
+                 ) -> tuple[Run, Optional[dict], Optional[dict]]:
     """The case's (folder, the harness's row, our line) from the first folder of `sources`
     (folder, our lines there) that holds both, else from the first folder."""
     suite, model, batch, precision, mode, test = case
@@ -293,15 +333,25 @@ def side_by_side(sources: list[tuple[Path, list[dict]]], case: tuple[str, ...]
 
 
 def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
-         ours_again: Optional[list[Path]] = None, also: Optional[list[Path]] = None) -> int:
-    again = again or []
-    ours_again_lines = [lines_under(folder) for folder in ours_again or []]
-    sources = [(folder, read_results(folder / OUR_RESULTS).lines) for folder in [out, *(also or [])]]
-    rows_from: Counter[Path] = Counter()  # folder -> rows compared from it
+         ours_again: Optional[list[Path]] = None, also: Optional[list[Path]] = None,
+         ran_only: bool = False) -> int:
+    runs_at = Runs()
+    again = [runs_at.open(folder) for folder in again or []]
+    ours_again_lines = [runs_at.open(folder).lines(below=True) for folder in ours_again or []]
+    sources = [(run, run.lines()) for run in map(runs_at.open, [out, *(also or [])])]
+    rows_from: Counter[str] = Counter()  # folder -> rows compared from it
     header = ("model", "test", "bs", "prec", "mode", "peer eager", "peer ind.", "peer x",
               "ours eager", "ours ind.", "ours x", "latency d", "speedup d", "TFLOP/s ours",
               "ours spread", "graphs/breaks peer, ours")
-    if again:
+    rows = []  # per case: the case, its folder, the harness's row, our line, the harness's runs
+    for case in read_cases(cases):
+        folder, peer, ours = side_by_side(sources, case)
+        if ran_only and not (peer or ours):
+            continue
+        rows.append((case, folder, peer, ours, harness_runs(peer, folder, again, case)))
+    # The harness ran some cases more than once: its own band, and its runs.
+    banded = bool(again) or any(len(runs) > 1 for *_, runs in rows)
+    if banded:
         header += ("peer runs: ind., x", "peer spread")
     if ours_again_lines:
         header += ("ours runs: ind., x", "ours runs spread")
@@ -311,13 +361,14 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
     host_bound = [0, 0]  # [rows that agree, rows compared] among rows ours flags host-bound
     disagreeing: list[str] = []  # a line per row that does not agree, with its evidence
     by_test: dict[str, list[int]] = {}  # test -> [rows that agree, rows compared]
-    for case in read_cases(cases):
+    in_band = {"host-bound": [0, 0], "card-bound": [0, 0]}  # [within the band, rows compared]
+    harness_spreads: list[tuple[float, float]] = []  # per row run again: latency, speedup
+    outside_band: list[str] = []  # the rows ours does not lie within the harness's band
+    for case, folder, peer, ours, runs in rows:
         suite, model, batch, precision, mode, test = case
-        folder, peer, ours = side_by_side(sources, case)
-        rows_from[folder] += bool(peer and ours)
+        rows_from[folder.name] += bool(peer and ours)
         cells = [model, test, batch, precision, mode]
         figures = our_figures(ours)
-        runs = harness_runs(peer, folder, again, case)
         theirs = list(runs)
         if peer:
             speedup, latency = float(peer["speedup"]), float(peer["abs_latency"])
@@ -354,9 +405,19 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         spread = ((ours or {}).get("summary", {}).get("processes") or {}).get("spread")
         cells.append(f"{spread:.1%}" if isinstance(spread, (int, float)) else "-")
         cells.append(f"{graphs_of_peer(peer)}, {graphs_of_ours(ours)}")
-        if again:
+        if banded:
+            if agreed is not None:
+                kind = "host-bound" if is_host_bound(ours) else "card-bound"
+                banded_in = within_band(figures, theirs, kind == "card-bound")
+                in_band[kind][0] += banded_in
+                in_band[kind][1] += 1
+                if not banded_in:
+                    outside_band.append(f"{model} {test} ({kind})")
             cells += runs_cells(theirs)
-            if len(theirs) > 1 and agreed is False:
+            if len(theirs) > 1:
+                harness_spreads.append(tuple(relative_spread(list(values))
+                                             for values in zip(*theirs)))
+            if again and len(theirs) > 1 and agreed is False:
                 again_disagreeing += 1
                 inside += ranges_overlap(theirs, [figures])
         if ours_again_lines:
@@ -378,6 +439,21 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         print(f"Host-bound in ours' line (summary.host_bound: the host's launching, not the "
               f"card, sets the time): {host_bound[0]} of {host_bound[1]} agree; the other rows: "
               f"{agree - host_bound[0]} of {compared - host_bound[1]}.")
+    if banded and compared:
+        (host_in, host_rows), (card_in, card_rows) = in_band["host-bound"], in_band["card-bound"]
+        print(f"Within the harness's own band: {host_in + card_in} of {compared} rows (host-bound "
+              f"in ours' line: {host_in} of {host_rows}, within the range of the harness's runs "
+              f"widened by {AGREEMENT:.0%}; card-bound: {card_in} of {card_rows}, within "
+              f"{AGREEMENT:.0%} of the median of its runs), on compiled latency and speedup"
+              + (f"; outside it: {', '.join(outside_band)}." if outside_band else "."))
+    if harness_spreads:
+        steady = sum(latency <= AGREEMENT and speedup <= AGREEMENT
+                     for latency, speedup in harness_spreads)
+        print(f"The harness's own runs, on the {len(harness_spreads)} rows it ran more than "
+              f"once: they agree with each other within {AGREEMENT:.0%} on both figures in "
+              f"{steady}; their spread ((highest - lowest) / lowest), median "
+              f"{statistics.median(s for s, _ in harness_spreads):.1%} in compiled latency, "
+              f"{statistics.median(s for _, s in harness_spreads):.1%} in speedup.")
     if again:
         print(f"Of the {compared - agree} that do not, {again_disagreeing} have the harness run "
               f"again: ours lies within the range of the harness's own runs, on both figures, "
@@ -391,9 +467,9 @@ def main(out: Path, cases: Path, again: Optional[list[Path]] = None,
         for text in disagreeing:
             print(f"- {text}")
     if also:
-        print("Rows from: " + "; ".join(f"{folder} {rows_from[folder]}"
+        print("Rows from: " + "; ".join(f"{folder.name} {rows_from[folder.name]}"
                                         for folder, _ in sources) + ".")
-    describe_machine([line for folder, lines in sources if rows_from[folder]
+    describe_machine([line for folder, lines in sources if rows_from[folder.name]
                       for line in lines] or sources[0][1])
     return 0
 
@@ -419,10 +495,14 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ours-again", type=Path, action="append", default=[],
                         metavar="DIR", help="a folder where our runner ran cases again "
                         "(every ours/results.jsonl under it)")
+    parser.add_argument("--ran-only", action="store_true",
+                        help="leave out the cases that neither tool ran (a run of some of "
+                        "the cases file's cases)")
+    runs = Runs()
     arguments = parser.parse_args(argv)
     for folder in [arguments.out, *arguments.also, *arguments.harness_again, *arguments.ours_again]:
-        if not folder.is_dir():
-            parser.error(f"no such folder: {folder}")
+        if not exists(folder, runs):
+            parser.error(f"no such folder, nor a run of a table: {folder}")
     if not arguments.cases.is_file():
         parser.error(f"no such cases file: {arguments.cases}")
     return arguments
@@ -430,4 +510,5 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 
 if __name__ == "__main__":
     parsed = parse_arguments(sys.argv[1:])
-    sys.exit(main(parsed.out, parsed.cases, parsed.harness_again, parsed.ours_again, parsed.also))
+    sys.exit(main(parsed.out, parsed.cases, parsed.harness_again, parsed.ours_again, parsed.also,
+                  parsed.ran_only))

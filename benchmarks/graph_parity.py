@@ -1,6 +1,6 @@
 """The graphs each tool hands the compiler, compared on the CPU.
 
-    python benchmarks/graph_parity.py --model NAME [--model NAME ...] [--test eval|train]
+    python -m benchmarks.graph_parity --model NAME [--model NAME ...] [--test eval|train]
         [--batch-size N] [--precision P] [--optimizer none|harness] [--reference DIR]
 
 `workload_parity.py` checks that both tools do the same work (parameters, inputs, FLOPs);
@@ -45,12 +45,10 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]
 
-from benchmarks.fidelity_cases import HARNESS_PRECISION_FLAGS  # noqa: E402
-from benchmarks.workload_parity import (DEFAULT_REFERENCE, TESTS, ListedModel,  # noqa: E402
+from benchmarks.fidelity_cases import HARNESS_PRECISION_FLAGS
+from benchmarks.workload_parity import (DEFAULT_REFERENCE, TESTS, ListedModel,
                                         listed_models, selected)
 
 #: How many operator differences a row names.
@@ -218,11 +216,11 @@ def our_graphs(model: ListedModel, test: str, batch_size: int, precision: str,
     (--optimizer=harness) where `optimizer` is harness."""
     import torch
 
-    from backends.runtimes.precision import apply_numerics
-    from backends.runtimes.torch_device import HARNESS, make_optimizer, optimizer_settings
-    from backends.stacks.dynamo import STACK
+    from api import DYNAMO_STACK as STACK
+    from api import HARNESS_OPTIMIZER as HARNESS
+    from api import apply_numerics, make_optimizer, optimizer_settings
     from core.config import ExperimentConfig, RunSettings
-    from models import get_suite
+    from api import get_suite
 
     recorder = GraphRecorder()
 
@@ -388,11 +386,11 @@ def run_side(side: str, reference: Path, model: ListedModel, test: str, batch_si
              precision: str, optimizer: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "graphs.json"
-        command = [sys.executable, str(Path(__file__).resolve()), "--side", side,
-                   "--reference", str(reference), "--model", model.harness_name,
+        command = [sys.executable, "-m", "benchmarks.graph_parity", "--side", side,
+                   "--reference", str(Path(reference).resolve()), "--model", model.harness_name,
                    "--test", test, "--batch-size", str(batch_size), "--precision", precision,
                    "--optimizer", optimizer, "--out", str(out)]
-        completed = subprocess.run(command, capture_output=True, text=True)
+        completed = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
         if not out.exists():
             tail = (completed.stderr or completed.stdout).strip().splitlines()[-1:]
             return {"error": f"exit {completed.returncode}: {' '.join(tail)[:300]}"}

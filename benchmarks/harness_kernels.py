@@ -1,6 +1,6 @@
 """Run one of PyTorch's harness scripts and profile one eager and one compiled iteration of it.
 
-    python benchmarks/harness_kernels.py OUT_DIR HARNESS_DIR/timm_models.py --performance ...
+    python -m benchmarks.harness_kernels OUT_DIR HARNESS_DIR/timm_models.py --performance ...
 
 The harness runs unchanged (benchmarks/harness_settings.py says how it is launched). Its
 first timed call is its first eager run, its second its first compiled one (its

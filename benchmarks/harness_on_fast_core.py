@@ -1,6 +1,6 @@
 """Run one of PyTorch's harness scripts with its launching thread on the host's fastest core.
 
-    python benchmarks/harness_on_fast_core.py HARNESS_DIR/huggingface.py --performance ...
+    python -m benchmarks.harness_on_fast_core HARNESS_DIR/huggingface.py --performance ...
 
 The harness's code runs unchanged; only where its main thread runs changes, as our runner's
 `--timing-core=fastest` moves ours (child/timing.py), with the same picker
@@ -90,8 +90,7 @@ def load_timed_runs() -> tuple[FastCoreTimedRuns, Callable[[], None]]:
     path (its folder has modules of its own)."""
     sys.path.insert(0, str(ROOT))
     try:
-        from backends.runtimes.torch_device import start_inductor_compile_workers
-        from child.reference import CorePicker, host_pulse
+        from api import CorePicker, host_pulse, start_inductor_compile_workers
     finally:
         sys.path.remove(str(ROOT))
     watched = FastCoreTimedRuns(CorePicker(tuple(sorted(os.sched_getaffinity(0)))), host_pulse)

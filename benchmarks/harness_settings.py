@@ -1,6 +1,6 @@
 """Run one of PyTorch's harness scripts and record the settings in force at its first timed call.
 
-    python benchmarks/harness_settings.py OUT.json [--stop] HARNESS_DIR/timm_models.py --performance ...
+    python -m benchmarks.harness_settings OUT.json [--stop] HARNESS_DIR/timm_models.py --performance ...
 
 The harness's code runs unchanged, as its users run it: this launcher imports the harness's
 own `common` from its folder, wraps `common.timed` (the function every eager and compiled timed
@@ -84,7 +84,7 @@ def load_snapshot() -> Callable[..., dict[str, Any]]:
     path (its folder has modules of its own)."""
     sys.path.insert(0, str(ROOT))
     try:
-        from child.settings import settings_snapshot
+        from api import settings_snapshot
     finally:
         sys.path.remove(str(ROOT))
     return settings_snapshot

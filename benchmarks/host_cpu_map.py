@@ -9,7 +9,7 @@ host's fast state, where the loop's times fall into two groups), and how often o
 a share that moves between maps, or CPUs that change state between rounds, tell a host whose
 single-thread speed is not its own (docs/timing.md, "Slow periods").
 
-    python benchmarks/host_cpu_map.py [--cuda 0] [--json map.json] [--fast-within 1.4]
+    python -m benchmarks.host_cpu_map [--cuda 0] [--json map.json] [--fast-within 1.4]
 """
 
 from __future__ import annotations
@@ -21,12 +21,10 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from child.reference import host_pulse  # noqa: E402  (the child's pulse, longer)
+from api import host_pulse  # (the child's pulse, longer)
 
 LOOP = 100_000
 LAUNCHES = 1_000

@@ -5,7 +5,7 @@ Every flag after `--` goes to both sweeps (each into its own output folder). The
 prints each sweep's wall time, the speedup, and per experiment the status and median time
 per iteration of both, their ratio and the geometric mean of the ratios.
 
-    python benchmarks/jobs_speedup.py --jobs 2 --out DIR -- --accelerator=cuda ...
+    python -m benchmarks.jobs_speedup --jobs 2 --out DIR -- --accelerator=cuda ...
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from core.figures import median_time  # noqa: E402
+from core.figures import median_time
 
 
 def sweep(folder: Path, jobs: int, flags: list[str]) -> float:

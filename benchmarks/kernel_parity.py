@@ -1,8 +1,8 @@
 """What runs on the card in one iteration of a case, in PyTorch's harness and in ours: the differences.
 
-    python benchmarks/kernel_parity.py --case "SUITE MODEL BATCH PRECISION MODE TEST"
+    python -m benchmarks.kernel_parity --case "SUITE MODEL BATCH PRECISION MODE TEST"
         [--device cuda] [--reference DIR] [--keep DIR] [--top N]
-    python benchmarks/kernel_parity.py --traces HARNESS_TRACE.json OUR_TRACE.json [--top N]
+    python -m benchmarks.kernel_parity --traces HARNESS_TRACE.json OUR_TRACE.json [--top N]
 
 For the case (a line of benchmarks/fidelity.sh's cases file), each tool profiles one eager
 and one compiled (inductor, the case's mode) iteration with torch.profiler, after its own
@@ -31,94 +31,20 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]
 
-from benchmarks.fidelity_cases import tool_flags  # noqa: E402
-from benchmarks.settings_parity import (SCRIPTS, TIMEOUT, Case, harness_name,  # noqa: E402
+from benchmarks.fidelity_cases import tool_flags
+from benchmarks.settings_parity import (SCRIPTS, TIMEOUT, Case, harness_name,
                                         last_line, tool_environment)
-from benchmarks.workload_parity import DEFAULT_REFERENCE  # noqa: E402
+from benchmarks.workload_parity import DEFAULT_REFERENCE
+from api import Tally, TraceSummary
+from api import summarize_trace as summarize
 
 KINDS = ("eager", "compiled")
 DEFAULT_TOP = 15
-#: Chrome-trace categories of host-side events and of device-side ones (torch.profiler's).
-HOST_CATEGORIES = frozenset({"cpu_op", "cuda_runtime", "cuda_driver", "user_annotation",
-                             "python_function", "cpu_instant_event"})
-KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
-GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
-
-
-@dataclass
-class Tally:
-    """Per name: how many events and their summed duration (microseconds)."""
-
-    counts: Counter = field(default_factory=Counter)
-    time_us: Counter = field(default_factory=Counter)
-
-    def add(self, name: str, duration: float) -> None:
-        self.counts[name] += 1
-        self.time_us[name] += duration
-
-    @property
-    def count(self) -> int:
-        return sum(self.counts.values())
-
-    @property
-    def total_us(self) -> float:
-        return float(sum(self.time_us.values()))
-
-    def count_of(self, names: list[str]) -> int:
-        return sum(self.counts[name] for name in names)
-
-
-@dataclass
-class TraceSummary:
-    """What one profiled iteration ran."""
-
-    kernels: Tally = field(default_factory=Tally)
-    memcpy: Tally = field(default_factory=Tally)
-    memset: Tally = field(default_factory=Tally)
-    operators: Tally = field(default_factory=Tally)
-    graph_launches: int = 0
-    host_us: float = 0.0
-
-
-def trace_events(trace: Any) -> list[dict[str, Any]]:
-    """The complete events of a Chrome trace (a dict with traceEvents, or a bare list)."""
-    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    return [event for event in events if isinstance(event, dict) and event.get("ph") == "X"]
-
-
-def summarize(trace: Any) -> TraceSummary:
-    """A Chrome trace of torch.profiler as a TraceSummary."""
-    summary = TraceSummary()
-    first, last = None, None
-    for event in trace_events(trace):
-        category, name = event.get("cat", ""), str(event.get("name", ""))
-        duration = float(event.get("dur", 0) or 0)
-        if category == KERNEL:
-            summary.kernels.add(name, duration)
-        elif category == MEMCPY:
-            summary.memcpy.add(name, duration)
-        elif category == MEMSET:
-            summary.memset.add(name, duration)
-        elif category in HOST_CATEGORIES:
-            start = float(event.get("ts", 0) or 0)
-            first = start if first is None else min(first, start)
-            last = start + duration if last is None else max(last, start + duration)
-            if category == "cpu_op":
-                summary.operators.add(name, duration)
-            if name in GRAPH_LAUNCHES:
-                summary.graph_launches += 1
-    if first is not None and last is not None:
-        summary.host_us = last - first
-    return summary
 
 
 def totals_rows(theirs: TraceSummary, ours: TraceSummary) -> list[tuple[str, str, str]]:

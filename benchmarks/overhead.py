@@ -28,7 +28,7 @@ experiment at `--processes` + `--more-processes` gives it:
 and the cost per experiment at P processes is the overhead per experiment plus P - 1 times
 a further process's overhead (printed for the CPU's default and CUDA's).
 
-    python benchmarks/overhead.py [--rounds 3] [--stack eager|pjrt] [--processes P]
+    python -m benchmarks.overhead [--rounds 3] [--stack eager|pjrt] [--processes P]
 """
 
 from __future__ import annotations
@@ -40,12 +40,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from benchmarks.timed_sweep import timed_sweep  # noqa: E402
-from core.fields import DEFAULT_PROCESSES  # noqa: E402
-from core.schema import timed_values  # noqa: E402
-from child.trust import MIN_WINDOW_SECONDS  # noqa: E402
+from benchmarks.timed_sweep import timed_sweep
+from core.fields import DEFAULT_PROCESSES
+from core.schema import timed_values
+from api import MIN_WINDOW_SECONDS
 STACKS = {
     "eager": ["--xla=None", "--dynamo=None"],
     "pjrt": ["--xla=PJRT", "--dynamo=None"],

@@ -23,7 +23,7 @@ memory, `--repeat` times (the median, and the range when repeated):
 - and once, the first report of the file with an empty cache (a file copied from another
   machine): it parses every line and fills the cache.
 
-    python benchmarks/report_speed.py [--lines 200000 1000000] [--sample FILE] [--keep DIR]
+    python -m benchmarks.report_speed [--lines 200000 1000000] [--sample FILE] [--keep DIR]
         [--reuse] [--repeat N]
 """
 
@@ -45,10 +45,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from core.files.results_file import read_results  # noqa: E402
-from runner.run.record.report_cache import refresh_report_cache  # noqa: E402
+from core.files.results_file import read_results
+from api import refresh_report_cache
 
 MODELS = 200
 #: Experiments per model and run (2,000 lines a night, as the dashboard's nightly runs).

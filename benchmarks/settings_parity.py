@@ -1,6 +1,6 @@
 """Do PyTorch's harness and ours time a case under the same settings? Compare the two snapshots.
 
-    python benchmarks/settings_parity.py --case "SUITE MODEL BATCH PRECISION MODE TEST"
+    python -m benchmarks.settings_parity --case "SUITE MODEL BATCH PRECISION MODE TEST"
         [--case ...] [--cases FILE] [--device cuda|cpu] [--backend inductor]
         [--reference DIR] [--differences FILE] [--json OUT] [--keep DIR]
 
@@ -39,13 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]
 
-from benchmarks.fidelity_cases import tool_flags  # noqa: E402
-from benchmarks.workload_parity import DEFAULT_REFERENCE, listed_models  # noqa: E402
-from child.settings import setting_differences  # noqa: E402
+from benchmarks.fidelity_cases import tool_flags
+from benchmarks.workload_parity import DEFAULT_REFERENCE, listed_models
+from api import setting_differences
 
 DEFAULT_DIFFERENCES = ROOT / "benchmarks" / "settings_differences.json"
 SCRIPTS = {"huggingface": "huggingface.py", "timm": "timm_models.py"}

@@ -11,11 +11,14 @@ later, while it holds claims; or SIGKILL to one of its fork servers. Other fault
 the files beside the results, which the runners share through their cache folder (this
 soak's own): one side file of each kind (the claims file, the reference workload's history,
 the probe's cached answer, the workload cache's entries) overwritten with bytes that are no
-JSON or JSON of the wrong shape; readings in the reference history stamped a month ahead
+JSON or JSON of the wrong shape, or replaced by a FIFO or a symbolic link that loops; readings in the reference history stamped a month ahead
 (the clock set back since), far below any real reading; a line of a newer schema whose
 experiment holds a field this version does not know, for an experiment not yet recorded; a
 runner started with a non-UTF-8 argument; a runner stopped by SIGTERM or SIGKILL while its
-host probe runs. When the faults are spent or every experiment is recorded, the runners
+host probe runs; the reports' cache of a copy of the results damaged (a Parquet part cut
+short, a meta.json of the wrong shape) before a report; a line in the middle of that copy
+rewritten in place (same size, another time) while a report reads it, and the copy grown
+by what the runners appended meanwhile. When the faults are spent or every experiment is recorded, the runners
 still going finish, then one last runner per suite and version completes the sweep. Then the
 invariants are checked and the figures printed:
 
@@ -39,9 +42,11 @@ invariants are checked and the figures printed:
   `IMPLAUSIBLE_SLOW_RATIO` times the usual figure (readings from the future never count);
   no ok line's workload signature holds an error (a corrupt cache entry is counted again);
 - the lines of the newer schema never stand for this version's experiments (each still
-  gets its own line).
+  gets its own line);
+- every report exits 0 without a traceback, and the report after an edit of the copy shows
+  the edited line's new time.
 
-    python benchmarks/soak.py [--runners 3] [--kills 12] [--batch-sizes 6] [--seed 1] [--keep DIR]
+    python -m benchmarks.soak [--runners 3] [--kills 12] [--batch-sizes 6] [--seed 1] [--keep DIR]
 
 With the defaults the plan holds 6 faults, 12 x 6 builtin and 4 x 6 dummy experiments per
 version: 204 in all.
@@ -68,13 +73,12 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import psutil  # noqa: E402
+import psutil
 
-from core.config import fingerprint_of_line  # noqa: E402
-from core.fields import SCHEMA_VERSION  # noqa: E402
-from core.files.results_file import ResultsFile, read_results  # noqa: E402
+from core.config import fingerprint_of_line
+from core.fields import SCHEMA_VERSION
+from core.files.results_file import ResultsFile, read_results
 
 MARKER = "EXPERIMENT_SOAK_MARKER"
 COMMON = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--warmup=0", "--no-progress",
@@ -94,13 +98,17 @@ FAULT_REASONS = {
     "raises": "raised RuntimeError", "segfault": "killed by SIGSEGV",
     "exit": "exited with status 3", "signal": "killed by SIGTERM",
     "hang": "past the timeout", "memory_hog": "over the memory limit",
+    "gpu_oom": "raised OutOfMemoryError",
 }
 STOP_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT)
 #: The faults: a stop signal, a pause (SIGSTOP, then SIGCONT), a fork server killed.
 FAULTS = ("SIGKILL", "SIGTERM", "SIGINT", "SIGSTOP", "fork server")
 #: The faults of the files and arguments around the runners (`Soak.strike_around`).
-SIDE_FAULTS = ("side file", "clock jump", "newer line", "non-UTF-8 argument",
-               "SIGTERM in probe", "SIGKILL in probe")
+SIDE_FAULTS = ("side file", "odd side file", "clock jump", "newer line", "non-UTF-8 argument",
+               "SIGTERM in probe", "SIGKILL in probe", "damaged report cache", "edit under report")
+#: What `Soak.odd_side_file` puts in a side file's place: a FIFO (a reader that opened it
+#: blocking hung for good) or a symbolic link to itself (a loop).
+ODD_FILES = ("FIFO", "link loop")
 #: How often a fault is one of SIDE_FAULTS.
 SIDE_FAULT_SHARE = 0.4
 #: The run id of the lines of the newer schema the soak appends.
@@ -153,6 +161,8 @@ class Figures:
     runners_by_version: Counter = field(default_factory=Counter)
     runners_with_two_jobs: int = 0
     newer_lines: int = 0
+    reports: int = 0
+    edits: int = 0
     violations: Counter = field(default_factory=Counter)
     details: list[str] = field(default_factory=list)
 
@@ -287,12 +297,18 @@ class Soak:
         at = f"{time.monotonic() - self.began:6.1f} s"
         if fault == "side file":
             struck = self.corrupt_side_file()
+        elif fault == "odd side file":
+            struck = self.odd_side_file()
         elif fault == "clock jump":
             struck = self.jump_clock()
         elif fault == "newer line":
             struck = self.append_newer_line()
         elif fault == "non-UTF-8 argument":
             struck = self.run_undecodable(self.rng.choice(suites))
+        elif fault == "damaged report cache":
+            struck = self.damage_report_cache()
+        elif fault == "edit under report":
+            struck = self.edit_under_report()
         else:
             struck = self.stop_during_probe(self.rng.choice(suites), fault.split()[0])
         if struck:
@@ -330,6 +346,22 @@ class Soak:
             struck.append(f"{kind} {path.name} <- {content[:30]!r}")
         return "; ".join(struck)
 
+    def odd_side_file(self) -> str:
+        """One side file of each kind there is now (the claims file whether or not there is
+        one) replaced with a FIFO or a symbolic link that loops."""
+        struck = []
+        for kind in sorted(WRONG_SHAPES):
+            found = self.side_files(kind)
+            if kind == "claims" and not found:
+                found = [self.output / "results.jsonl.claims"]
+            if not found:
+                continue
+            path = self.rng.choice(found)
+            odd = self.rng.choice(ODD_FILES)
+            replace_oddly(path, odd)
+            struck.append(f"{kind} {path.name} <- {odd}")
+        return "; ".join(struck)
+
     def jump_clock(self) -> str:
         """Readings stamped a month ahead and far below any real one, as a clock set back
         leaves them: used, they would flag every line thousands of times slow."""
@@ -360,6 +392,122 @@ class Soak:
         ResultsFile(self.output / "results.jsonl").append(line)
         self.newer_lines += 1
         return f"a newer line for {fingerprint[:12]}"
+
+    # The reports, over a copy of the results (the invariants hold on the file itself).
+
+    def report_copy(self) -> Path:
+        """The copy the reports read, grown by what the runners appended since it was last
+        grown (whole lines only), as a results file grows under a report."""
+        copy = self.folder / "reports" / "results.jsonl"
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        source = (self.output / "results.jsonl").read_bytes()
+        have = copy.stat().st_size if copy.exists() else 0
+        whole = source[:source.rfind(b"\n") + 1]
+        if len(whole) > have:
+            with open(copy, "ab") as out:
+                out.write(whole[have:])
+        return copy
+
+    def report(self, copy: Path, csv: Optional[Path] = None, wait: bool = True):
+        """`experiment-runner report` of the copy (its own cache, under the soak's); the
+        process, or (waited for) whether it ended well (a violation otherwise)."""
+        self.figures.reports += 1
+        log = self.logs / f"report-{self.figures.reports:03d}.log"
+        command = [sys.executable, str(ROOT / "experiment_runner.py"), "report", str(copy), "--quiet",
+                   "--no-history"] + (["--csv", str(csv)] if csv else [])
+        handle = open(log, "wb")
+        process = subprocess.Popen(command, env=self.environment, cwd=str(ROOT), stdout=handle,
+                                   stderr=subprocess.STDOUT)
+        handle.close()
+        if not wait:
+            return process, log
+        return self.report_done(process, log)
+
+    def report_done(self, process: subprocess.Popen, log: Path) -> bool:
+        code = process.wait(timeout=600)
+        text = log.read_text(errors="replace")
+        if code != 0 or "Traceback" in text:
+            self.figures.violation("report failed", f"{log.name}: exit {code}: {text[-300:]}")
+            return False
+        return True
+
+    def damage_report_cache(self) -> str:
+        """A report of the copy (its cache made), the cache damaged, a report again."""
+        copy = self.report_copy()
+        if not copy.stat().st_size or not self.report(copy):
+            return ""
+        folders = [meta.parent for meta in (self.cache / "experiment-runner" / "reports").glob("*/meta.json")]
+        if not folders:
+            return ""
+        folder = self.rng.choice(folders)
+        parts = sorted(folder.glob("part-*.parquet"))
+        damage = self.rng.choice(("part cut short", "meta.json rows not a number", "meta.json no JSON")
+                                 if parts else ("meta.json rows not a number", "meta.json no JSON"))
+        if damage == "part cut short":
+            part = self.rng.choice(parts)
+            part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+        else:
+            meta = json.loads((folder / "meta.json").read_text())
+            text = json.dumps({**meta, "rows": "many"}) if "rows" in damage else '{"rows": '
+            write_atomically(folder / "meta.json", text.encode())
+        self.report(copy)
+        return damage
+
+    def edit_under_report(self) -> str:
+        """A line in the middle of the copy given another time, in place (same size), while
+        a report reads the copy; the report after it must show the new time."""
+        copy = self.report_copy()
+        data = copy.read_bytes()
+        starts = [0] + [i + 1 for i, byte in enumerate(data) if byte == 10][:-1]
+        candidates = []
+        for start in starts[len(starts) // 4: 3 * len(starts) // 4 + 1]:
+            end = data.index(b"\n", start)
+            try:
+                line = json.loads(data[start:end])
+            except ValueError:
+                continue
+            if (isinstance(line, dict) and line.get("status") == "ok" and line.get("fingerprint")
+                    and isinstance(line.get("metrics"), dict) and line["metrics"].get("per_iter_time")):
+                candidates.append((start, end, line))
+        # An experiment with one line in the copy (no other line of it to show instead).
+        candidates = [c for c in candidates if data.count(b'"fingerprint":"' + c[2]["fingerprint"].encode()) == 1]
+        if not candidates:
+            return ""
+        start, end, line = self.rng.choice(candidates)
+        seconds = round(self.rng.uniform(0.5, 0.9), 3)  # no real time of these suites
+        line["metrics"]["per_iter_time"] = [seconds] * len(line["metrics"]["per_iter_time"])
+        summary = line.get("summary") if isinstance(line.get("summary"), dict) else {}
+        summary.pop("processes", None)
+        summary["cold_start_entries"] = 0
+        line["summary"] = summary
+        text = json.dumps(line, separators=(",", ":")).encode()
+        for room in ("total_time", "command", "environment"):  # what the figure does not need
+            if len(text) <= end - start:
+                break
+            (line["metrics"] if room == "total_time" else line).pop(room, None)
+            text = json.dumps(line, separators=(",", ":")).encode()
+        if len(text) > end - start:
+            return ""
+        reading = self.report(copy, wait=False)  # a report at work while the line changes
+        with open(copy, "r+b") as raw:
+            raw.seek(start)
+            raw.write(text + b" " * (end - start - len(text)))
+        self.report_done(*reading)
+        if b'"fingerprint":"' + line["fingerprint"].encode() in self.report_copy().read_bytes()[end:]:
+            return ""  # a later line of the experiment, appended meanwhile, is the one shown
+        csv_path = self.folder / "reports" / "report.csv"
+        if not self.report(copy, csv_path):
+            return "an edit (the report failed)"
+        import csv
+
+        with open(csv_path, newline="") as handle:
+            rows = [row for row in csv.DictReader(handle) if row["fingerprint"] == line["fingerprint"][:12]]
+        shown = [float(row["median_time_s"]) for row in rows if row["median_time_s"]]
+        if shown != [seconds]:
+            self.figures.violation("stale report", f"{line['fingerprint'][:12]}: edited to {seconds} s, "
+                                                   f"the report shows {shown}")
+        self.figures.edits += 1
+        return f"{line['fingerprint'][:12]} edited to {seconds} s under a report"
 
     def run_undecodable(self, suite: str) -> str:
         runner = self.start(-2, suite, extra=("-k", os.fsdecode(b"ml\xffp")))
@@ -449,7 +597,9 @@ class Soak:
             self.figures.violation("orphan process", f"pid {process.pid}: {' '.join(process.cmdline())[:120]}")
         for folder in [*self.tmp.glob("experiment-runner-*"), *self.tmp.glob("tmp*")]:
             self.figures.violation("scratch folder left", folder.name)
-        if (self.output / "results.jsonl.claims").exists():
+        # A FIFO or a loop there is the soak's own fault, planted after the last runner
+        # that looked at claims (a run that finds everything recorded claims nothing).
+        if (self.output / "results.jsonl.claims").is_file():
             claims = json.loads((self.output / "results.jsonl.claims").read_text())
             self.figures.violation("claim left", ", ".join(fp[:12] for fp in claims))
 
@@ -605,10 +755,8 @@ def foreign_metrics(output: Path, line: dict) -> Optional[str]:
 
 def planned_fingerprints(commands: list[list[str]]) -> dict[str, list]:
     from core.config import REQUESTED_BATCH_SIZE
-    from models import get_suite
-    from runner.plan.parser import build_parser, matrix_request
-    from runner.plan.matrix import build_plan
-    from runner.plan.probe import probe_host
+    from api import get_suite
+    from api import build_parser, build_plan, matrix_request, probe_host
 
     host = probe_host()
     planned = {}
@@ -625,6 +773,17 @@ def planned_fingerprints(commands: list[list[str]]) -> dict[str, list]:
 def write_atomically(path: Path, content: bytes) -> None:
     temporary = path.with_name(f".{path.name}.soak")
     temporary.write_bytes(content)
+    os.replace(temporary, path)
+
+
+def replace_oddly(path: Path, odd: str) -> None:
+    """Put a FIFO or a symbolic link to itself in `path`'s place, atomically."""
+    temporary = path.with_name(f".{path.name}.soak")
+    temporary.unlink(missing_ok=True)
+    if odd == "FIFO":
+        os.mkfifo(temporary)
+    else:
+        os.symlink(path.name, temporary)
     os.replace(temporary, path)
 
 
@@ -698,12 +857,13 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"{figures.lines} lines ({figures.infrastructure_lines} infrastructure failures "
           f"retried), {figures.taken_over} claims taken over, runners by version "
           f"{dict(figures.runners_by_version)}, {figures.runners_with_two_jobs} with --jobs=2, "
-          f"{figures.newer_lines} lines of a newer schema, "
+          f"{figures.newer_lines} lines of a newer schema, {figures.reports} reports "
+          f"({figures.edits} after an edit under a report), "
           f"{time.monotonic() - start:.0f} s")
     total = sum(figures.violations.values())
     kinds = ("missing", "duplicate", "unplanned", "wrong outcome", "foreign metrics",
              "unreadable line", "orphan process", "scratch folder left", "claim left",
-             "unclean exit", "implausible slow period")
+             "unclean exit", "implausible slow period", "report failed", "stale report")
     print(f"violations: {total} (" + ", ".join(f"{kind} {figures.violations[kind]}" for kind in kinds) + ")")
     for detail in figures.details:
         print(f"  {detail}")

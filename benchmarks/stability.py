@@ -7,7 +7,7 @@ over processes, else over the timed runs), their difference, and whether either 
 flagged (unreliable: contention, variation, a slow period; host-bound). The last lines say
 how many experiments agree within `--within` (3% by default), per --processes value.
 
-    python benchmarks/stability.py --accelerator=cpu -k '^mlp$' --dynamo=None --dynamo=inductor \\
+    python -m benchmarks.stability --accelerator=cpu -k '^mlp$' --dynamo=None --dynamo=inductor \\
         --processes 1 --processes 3 --gap 120 [-- more runner flags]
 
 Everything after `--` goes to the runner as it is (suite, models, precision, batch size...).
@@ -18,7 +18,7 @@ for lines of several processes also their first processes alone: the first proce
 child `--processes=1` runs (the same child, first, with fresh compile caches), so the second
 table is what the same two sweeps at `--processes=1` measured.
 
-    python benchmarks/stability.py --compare first/results.jsonl second/results.jsonl
+    python -m benchmarks.stability --compare first/results.jsonl second/results.jsonl
 
 Where the lines paired eager with the stack in their processes, a third table compares those
 eager figures: a difference the compiled figure shares is the host's or the machine's, one in
@@ -45,14 +45,12 @@ from typing import Any, Callable, Optional
 
 from tabulate import tabulate
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.timed_sweep import timed_sweep  # noqa: E402
-from core.files.results_file import read_results  # noqa: E402
-from core.figures import median_time, timed_values  # noqa: E402
-from core.schema import stack_label_of  # noqa: E402
-from runner.run.record.slow_periods import processes_of, readings_of  # noqa: E402
+from benchmarks.table_inputs import exists, open_run
+from benchmarks.timed_sweep import timed_sweep
+from core.files.results_file import read_results
+from core.figures import median_time, timed_values
+from core.schema import stack_label_of
+from api import processes_of, readings_of
 
 
 def first_process_figure(line: dict[str, Any]) -> Optional[float]:
@@ -154,10 +152,15 @@ def print_table(first: dict[tuple, dict], second: dict[tuple, dict], within: flo
 
 
 def read_lines(path: Path) -> dict[tuple, dict]:
-    """A results file's OK lines by experiment (the last line of each)."""
-    if not path.is_file():
+    """A results file's OK lines by experiment (the last line of each); `path` may also be a
+    fidelity.sh OUT_DIR or a run of a table kept in benchmarks/tables (TABLE/PART)."""
+    if path.is_file():
+        lines = read_results(path).lines
+    elif exists(path):
+        lines = open_run(path).lines()
+    else:
         raise SystemExit(f"no results file at {path}")
-    return {key(line): line for line in read_results(path).lines if line.get("status") == "ok"}
+    return {key(line): line for line in lines if line.get("status") == "ok"}
 
 
 def timing_core(line: dict[str, Any]) -> str:

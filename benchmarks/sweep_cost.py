@@ -41,10 +41,14 @@ the runner record in every line (core/phases.py: `summary.phases`,
 With fidelity.sh's PER_GPU lanes, each case's parts count at its share of its GPU (over the
 lanes per GPU), and the report adds each tool's whole run: its GPUs times its span.
 
-    python benchmarks/sweep_cost.py cpu XLA_RUNNER_DIR [--rounds 5] [--case FLAGS ...]
-    HARNESS_GPUS=0,1 OUR_GPUS=2,3 python benchmarks/sweep_cost.py gpu HARNESS_DIR OUT_DIR CASES
-    python benchmarks/sweep_cost.py gpu HARNESS_DIR OUT_DIR CASES      # one GPU
-    python benchmarks/sweep_cost.py parts RESULTS.jsonl [--runner-wall OUT_DIR]
+    python -m benchmarks.sweep_cost cpu XLA_RUNNER_DIR [--rounds 5] [--case FLAGS ...]
+    HARNESS_GPUS=0,1 OUR_GPUS=2,3 python -m benchmarks.sweep_cost gpu HARNESS_DIR OUT_DIR CASES
+    python -m benchmarks.sweep_cost gpu HARNESS_DIR OUT_DIR CASES      # one GPU
+    python -m benchmarks.sweep_cost gpu-report OUT_DIR [OUT_DIR ...]   # the table again
+    python -m benchmarks.sweep_cost parts RESULTS.jsonl [--runner-wall OUT_DIR]
+
+An OUT_DIR may also be a run of a table kept in benchmarks/tables (TABLE/PART:
+benchmarks/table_inputs.py).
 """
 
 from __future__ import annotations
@@ -60,11 +64,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks.table_inputs import Run, Runs
+from core.files.results_file import read_results
 
-from core.files.results_file import read_results  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 #: The CPU cases: PyTorch/XLA's dummy suite, eager and PJRT (lazy tensor), eval and train in
 #: one sweep; then the builtin suite's mlp, eager, eval (ours only has the builtin suite).
@@ -293,16 +296,18 @@ def cpu(options: argparse.Namespace) -> int:
 
 # ---- GPU: against PyTorch's dynamo harness, side by side (benchmarks/fidelity.sh) -------
 
-def harness_walls(out: Path) -> dict[str, float]:
+def harness_walls(out: Run) -> dict[str, float]:
     """The harness's wall per case (peer-SUITE-MODEL-bsBATCH-PRECISION-MODE-TEST.wall:
     start end)."""
     walls = {}
-    for path in out.glob("peer-*.wall"):
+    for name, text in out.walls.items():
+        if not name.startswith("peer-"):
+            continue
         try:
-            start, end = map(float, path.read_text().split()[:2])
+            start, end = map(float, text.split()[:2])
         except ValueError:
             continue
-        walls[path.stem.removeprefix("peer-")] = end - start
+        walls[name.removeprefix("peer-")] = end - start
     return walls
 
 
@@ -322,27 +327,27 @@ class Span:
         return (self.end - self.start) * self.gpus
 
 
-def read_span(path: Path) -> Optional[Span]:
+def read_span(text: Optional[str]) -> Optional[Span]:
     """A .wall file's span ("start end gpus [lanes]"), or None where it has none."""
     try:
-        words = path.read_text().split()
+        words = (text or "").split()
         gpus = int(words[2])
         return Span(float(words[0]), float(words[1]), gpus,
                     int(words[3]) if len(words) > 3 else gpus)
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):
         return None
 
 
-def invocation_walls(out: Path) -> list[tuple[Span, Optional[str]]]:
+def invocation_walls(out: Run) -> list[tuple[Span, Optional[str]]]:
     """Our invocations' spans (ours-GROUP.wall), each with the case of an invocation of one
     case (ours-case-NAME.wall: NAME, else None)."""
     found = []
-    for path in sorted(out.glob("ours-*.wall")):
-        span = read_span(path)
-        if path.name == "ours-lanes.wall" or span is None:
+    for name, text in sorted(out.walls.items(), key=lambda item: item[0] + ".wall"):
+        span = read_span(text)
+        if not name.startswith("ours-") or name == "ours-lanes" or span is None:
             continue
-        found.append((span, path.stem.removeprefix("ours-case-")
-                      if path.stem.startswith("ours-case-") else None))
+        found.append((span, name.removeprefix("ours-case-")
+                      if name.startswith("ours-case-") else None))
     return found
 
 
@@ -399,9 +404,10 @@ def gpu_report(outs: list[Path]) -> int:
     """The side-by-side table of fidelity.sh's outputs (one or more OUT_DIRs)."""
     cases, theirs = [], {}
     spans: list[tuple[Span, Optional[Span]]] = []
-    for out in outs:
+    runs = Runs()
+    for out in map(runs.open, outs):
         harness = harness_walls(out)
-        lines = read_results(out / "ours" / "results.jsonl").lines if (out / "ours" / "results.jsonl").exists() else []
+        lines = out.lines()
         found = []
         for line in lines:
             case = case_of(line)
@@ -412,12 +418,12 @@ def gpu_report(outs: list[Path]) -> int:
                     theirs[case.key] = harness[case.key]
         invocations = invocation_walls(out)
         attribute_invocations(found, invocations)
-        lanes = read_span(out / "ours-lanes.wall")
+        lanes = read_span(out.walls.get("ours-lanes"))
         if lanes is not None:
             # PER_GPU lanes share each GPU: a case held its GPU for its lane's time over the
             # lanes per GPU.
             share_gpus(found, lambda case: lanes.lanes / lanes.gpus)
-            spans.append((lanes, read_span(out / "peer-streams.wall")))
+            spans.append((lanes, read_span(out.walls.get("peer-streams"))))
         else:
             # Slots of one invocation that share a GPU (--experiments-per-gpu): a case held
             # its GPU for its time over the slots of its invocation on that GPU.
@@ -433,7 +439,8 @@ def gpu_report(outs: list[Path]) -> int:
             groups = [span for span, case_name in invocations if case_name is None]
             if groups:
                 most = max((case.sharers for case in grouped), default=1)
-                spans.append((whole_run(groups, most), read_span(out / "peer-streams.wall")))
+                spans.append((whole_run(groups, most),
+                              read_span(out.walls.get("peer-streams"))))
         cases += found
     if not cases:
         print("no lines with clock readings in " + ", ".join(map(str, outs)))
@@ -478,7 +485,7 @@ def gpu(options: argparse.Namespace) -> int:
 def parts(options: argparse.Namespace) -> int:
     found = [c for c in map(case_of, read_results(options.results).lines) if c is not None]
     if options.runner_wall:
-        attribute_invocations(found, invocation_walls(options.runner_wall))
+        attribute_invocations(found, invocation_walls(Runs().open(options.runner_wall)))
     else:
         attribute(found, None, None)
     if not found:

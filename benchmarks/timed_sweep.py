@@ -10,10 +10,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from core.files.results_file import read_results  # noqa: E402
+from core.files.results_file import read_results
 
 
 def timed_sweep(runner_args: list[str], folder: Path, what: str = "") -> tuple[float, list[dict[str, Any]]]:

@@ -1,6 +1,6 @@
 """Do our suites build the same work as PyTorch's harness? Compare the two, model by model.
 
-    python benchmarks/workload_parity.py [--reference DIR] [--model NAME ...] [--test eval]
+    python -m benchmarks.workload_parity [--reference DIR] [--model NAME ...] [--test eval]
                                          [--differences FILE] [--json OUT]
 
 For every model of the harness's lists (DIR/huggingface_models_list.txt and
@@ -39,9 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]
 
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference" / "dynamobench"
 DEFAULT_DIFFERENCES = ROOT / "benchmarks" / "workload_differences.json"
@@ -176,7 +174,7 @@ class Harness:
         """Its model and inputs built by its load_model on meta tensors, or on fake ones
         where meta cannot answer (the rule ours follows: child/workload.py),
         described as ours are."""
-        from child import workload as w
+        from api import on_meta_or_fake
 
         def count(place: str) -> dict[str, Any]:
             try:
@@ -196,7 +194,7 @@ class Harness:
                     raise
                 raise RuntimeError(f"{error} ({type(cause).__name__}: {cause})") from cause
 
-        found = w.on_meta_or_fake(count_or_cause)
+        found = on_meta_or_fake(count_or_cause)
         if "parameters" not in found:
             raise RuntimeError(f"cannot build on meta or fake tensors: {found['flops_error']}")
         return found
@@ -204,7 +202,7 @@ class Harness:
     def _signature(self, model: ListedModel, test: str, place: str) -> dict[str, Any]:
         import torch
 
-        from child import workload as w
+        from api import IterationSpec, fake_mode, make_fake, to_fake, workload_signature
 
         runner = self.runner(model, test)
         iteration_function = runner.model_iter_fn
@@ -229,10 +227,10 @@ class Harness:
                 raise
             (module, inputs), validated = captured[0], False
         runner.model_iter_fn = iteration_function
-        mode = w.fake_mode() if place == "fake" else None
+        mode = fake_mode() if place == "fake" else None
         if mode is not None:
-            w.make_fake(module, mode)
-            inputs = w.to_fake(inputs, mode)
+            make_fake(module, mode)
+            inputs = to_fake(inputs, mode)
         args, kwargs = ((), dict(inputs)) if isinstance(inputs, dict) else (tuple(inputs), {})
         real = self.real_inputs(model, module, batch_size) if model.suite == "huggingface" else None
 
@@ -244,10 +242,10 @@ class Harness:
         runner.init_optimizer(model.harness_name, "cuda", list(module.parameters()))
         optimizer = describe_optimizer(runner.optimizer) if test == "train" else None
         runner.optimizer = None  # the count runs as on the CPU: a meta step is not capturable
-        spec = w.IterationSpec(mode=test, optimizer=optimizer,
+        spec = IterationSpec(mode=test, optimizer=optimizer,
                                loss=type(runner).compute_loss.__qualname__,
                                inductor_settings=inductor_settings)
-        signature = w.signature(module, (args, kwargs, None), spec, iteration,
+        signature = workload_signature(module, (args, kwargs, None), spec, iteration,
                                 real_inputs=real)
         signature["batch_size"] = batch_size
         signature["counted_on"] = f"{place} tensors"
@@ -303,8 +301,8 @@ def describe_optimizer(optimizer) -> Optional[dict[str, Any]]:
 
 def our_signature(model: ListedModel, test: str) -> dict[str, Any]:
     from core.config import ExperimentConfig
-    from models import get_suite
-    from child.workload import our_signature as signature
+    from api import get_suite
+    from api import our_signature as signature
 
     experiment = ExperimentConfig("cuda", None, "inductor", None, test,
                                   optimizer="harness" if test == "train" else None)

@@ -144,6 +144,17 @@ class GpuWatch:
         mask = self._optional(read) if read is not None else None
         return reason_names(int(mask)) if mask is not None else []
 
+    def sm_clock_mhz(self) -> Optional[int]:
+        """The SM clock now (MHz), or None where NVML cannot read it (one NVML call: read
+        around each timed run by child/host_state.py)."""
+        value = self._optional(self.nvml.nvmlDeviceGetClockInfo, CLOCK_SM)
+        return None if value is None else int(value)
+
+    def performance_state(self) -> Optional[int]:
+        """The card's performance state now (0, the fastest, to 15), or None."""
+        value = self._optional(self.nvml.nvmlDeviceGetPerformanceState)
+        return None if value is None else int(value)
+
     def start(self) -> None:
         try:
             self._start = self.sample()

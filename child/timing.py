@@ -23,9 +23,13 @@ from backends.base import DeviceTimer, PreparedModel
 from core.config import RunSettings
 from core.fields import DEFAULT_SEED
 from core.host.host_bound import host_bound_summary
+from core.host.host_state import COLUMNS as HOST_COLUMNS
+from core.host.host_state import empty_columns
+from core.host.host_state import summarize as summarize_host_state
 from core.schema import COLD_START_ENTRIES
 from models.base import BenchmarkModel
 from child.gpu_state import GpuWatch
+from child.host_state import HostStateWatch
 from child.reference import CorePicker
 from child.trust import CpuWatch
 from observers.base import RunHooks
@@ -76,6 +80,13 @@ class TimingResult:
     redone_per_iter_time: list[float] = field(default_factory=list)
     #: Where the timing thread ran: "fastest" (a core picker pinned it) or "any".
     timing_core: str = "any"
+    #: What the timing thread met around each recorded timed run (child/host_state.py):
+    #: one column per figure; None where nothing was read.
+    host_windows: Optional[dict[str, list[Any]]] = None
+    #: The device's busy time per iteration, from profiled iterations after the timed runs
+    #: (child/device_busy.py), the stack's and the paired eager's; None where not measured.
+    device_busy: Optional[dict[str, Any]] = None
+    reference_device_busy: Optional[dict[str, Any]] = None
 
     @property
     def per_iter_time(self) -> list[float]:
@@ -138,6 +149,15 @@ class TimingResult:
             summary.update(host_bound_summary(self.iteration_spans, self.iteration_enqueues))
         if self.device_time:
             summary["median_device_time"] = statistics.median(self.device_time)
+        if self.host_windows is not None:
+            summary["host_windows"] = self.host_windows
+            summary["host_state"] = summarize_host_state(self.host_windows)
+        if self.device_busy is not None:
+            summary["device_busy"] = dict(self.device_busy)
+            summary["device_busy_ms"] = self.device_busy.get("ms")
+            if self.reference_device_busy is not None:
+                summary["device_busy"]["eager"] = self.reference_device_busy
+                summary["eager_device_busy_ms"] = self.reference_device_busy.get("ms")
         if self.redone_per_iter_time:
             summary["redone_runs"] = {"count": len(self.redone_per_iter_time),
                                       "per_iter_time": list(self.redone_per_iter_time)}
@@ -301,12 +321,14 @@ def cold_start(stack: Timed, settings: RunSettings, timing: TimingResult,
 @dataclass
 class Watches:
     """What spans the timed runs: the cores (`cpu`), the card (`device`), the host's speed
-    read after each run of the stack (`pulse`), and the core picker of the timing thread."""
+    read after each run of the stack (`pulse`), the core picker of the timing thread, and
+    what that thread met around each run (`host`)."""
 
     cpu: Optional[CpuWatch] = None
     device: Optional[GpuWatch] = None
     pulse: Optional[Callable[[], float]] = None
     core_picker: Optional[CorePicker] = None
+    host: Optional[HostStateWatch] = None
 
     def start(self, timing: TimingResult) -> None:
         if self.cpu is not None:
@@ -337,16 +359,22 @@ class RunOutcome:
     pulse_ms: Optional[float] = None
     #: The reference's run before it (paired timing), by the reference's clock.
     reference_clocked: Optional[float] = None
+    #: What the timing thread met from before the reference's run to after the stack's.
+    host_window: Optional[dict[str, Any]] = None
 
 
 def run_once(stack: Timed, reference: Optional[Timed], iterations: int, clock: str,
              pulse: Optional[Callable[[], float]], before: Callable[[], None],
-             previous: Optional[RunOutcome] = None) -> RunOutcome:
+             previous: Optional[RunOutcome] = None,
+             host: Optional[HostStateWatch] = None) -> RunOutcome:
     """The reference's run (paired timing), `before` (the hooks), then the stack's run,
     timed by `clock`, its per-run metrics, then the pulse, outside the timing. The
     previous run's outputs are let go just before the stack's run, so that they do not
-    count in its memory."""
+    count in its memory. `host` reads the timing thread's state before the reference's
+    run and after the stack's (outside both timings, before the pulse)."""
     reference_clocked = None
+    if host is not None:
+        host.begin()
     if reference is not None:
         reference_times, _ = reference.run(iterations)
         reference_clocked = (reference_times.device if reference.timer is not None
@@ -358,8 +386,9 @@ def run_once(stack: Timed, reference: Optional[Timed], iterations: int, clock: s
     times, result = stack.run(iterations)
     clocked = times.device if clock == CUDA_EVENTS_CLOCK else times.host
     metrics = stack.prepared.end_timed_run()
+    window = host.end() if host is not None else None
     return RunOutcome(times, clocked, metrics, result, pulse() if pulse is not None else None,
-                      reference_clocked)
+                      reference_clocked, window)
 
 
 def record_run(timing: TimingResult, outcome: RunOutcome, iterations: int) -> None:
@@ -378,6 +407,11 @@ def record_run(timing: TimingResult, outcome: RunOutcome, iterations: int) -> No
         timing.run_metrics.setdefault(name, []).append(value)
     if outcome.pulse_ms is not None:
         timing.host_pulses.append(outcome.pulse_ms)
+    if outcome.host_window is not None:
+        if timing.host_windows is None:
+            timing.host_windows = empty_columns()
+        for name in HOST_COLUMNS:
+            timing.host_windows[name].append(outcome.host_window.get(name))
 
 
 def timed_runs(stack: Timed, reference: Optional[Timed], settings: RunSettings,
@@ -396,7 +430,7 @@ def timed_runs(stack: Timed, reference: Optional[Timed], settings: RunSettings,
             # The hooks see each run index once, however often it is run.
             before = (lambda: hooks.before_timed_run(run_index)) if attempt == 0 else (lambda: None)
             outcome = run_once(stack, reference, iterations, timing.clock, watches.pulse, before,
-                               outcome)
+                               outcome, watches.host)
             if not (redos_left and picker.slowed(outcome.pulse_ms)):
                 break
             redos_left -= 1
@@ -422,6 +456,8 @@ def measure(
     pulse: Optional[Callable[[], float]] = None,
     core_picker: Optional[CorePicker] = None,
     warmup_clock: Callable[[], float] = time.perf_counter,
+    host_watch: Optional[HostStateWatch] = None,
+    device_busy: Optional[Callable[[Callable[[], Any]], dict[str, Any]]] = None,
 ) -> TimingResult:
     """Warm up (the first iteration is the cold start), then time `repeat` runs.
 
@@ -441,7 +477,10 @@ def measure(
     `summary.redone_runs` keeps them), and once none may be, the next run starts on a newly
     picked core. `warmup_clock` times the stack's warm-up: on a GPU shared by several
     slots, a clock that stops while the child waits for its turn on the card
-    (child/device_gate.py).
+    (child/device_gate.py). `host_watch` reads the timing thread's state around each timed
+    run (`summary.host_windows`, `summary.host_state`). `device_busy`, given a function that
+    runs one iteration and synchronizes, measures the device's busy time per iteration
+    (child/device_busy.py): after the timed runs, for the stack and the paired eager.
 
     The parts, each with one job: `Timed.of` (inputs and timer), `warm_up_reference`,
     `cold_start`, `Watches` (what spans the timed runs), `timed_runs` (`run_once`,
@@ -461,10 +500,15 @@ def measure(
         paired = Timed.of(reference, bench, seeds, use_timer=settings.pure_wall_time)
         warm_up_reference(paired, settings, timing)
     cold_start(stack, settings, timing, core_picker, warmup_clock)
-    watches = Watches(watch, device_watch, pulse, core_picker)
+    watches = Watches(watch, device_watch, pulse, core_picker, host_watch)
     watches.start(timing)
     timing.last_result = timed_runs(stack, paired, settings, timing, hooks, watches)
     watches.stop()
+    if device_busy is not None:
+        timing.device_busy = device_busy(lambda: _run(prepared, stack.inputs, 1))
+        if paired is not None:
+            timing.reference_device_busy = device_busy(
+                lambda: _run(paired.prepared, paired.inputs, 1))
     hooks.after_timed_runs(lambda: _run(prepared, stack.inputs, settings.iterations_per_run),
                            stack.inputs)
     return timing

@@ -91,6 +91,7 @@ def verify_experiment(
     return verify(
         run_eager, run_fp64, run_experiment,
         tolerance=tolerance_for(experiment.precision, experiment.test, model.suite_name,
-                                experiment.torch_matmul_precision()),
+                                experiment.torch_matmul_precision(), model=model.model_name,
+                                device=experiment.accelerator),
         nondeterministic_reason=nondeterministic_reason,
     )

@@ -33,6 +33,7 @@ from core.contract import (
 )
 from core.schema import Status, Verdict
 from child.gpu_state import GpuWatch
+from child.host_failures import host_cause
 from child.reference import CorePicker, host_pulse, pulse_reading, tries_for
 from core.lifetime import die_with_parent
 from core.packages import installed_packages
@@ -196,6 +197,7 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     phases = phases or Phases()
     import backends
     from observers.session import ExperimentObservers
+    from child.host_state import HostStateWatch
     from child.timing import HOST_CLOCK, measure
     from child.trust import CpuWatch, judge
 
@@ -215,6 +217,7 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     watch = CpuWatch(thread_count(spec), spec.cpu_set or None)
     card = card_watch(spec)
     picker = core_picker(spec)
+    host = HostStateWatch(card)
     phases.mark("prepare_s")
     before = reference_reading(spec, tries=1)
     phases.mark("reference_s")
@@ -225,7 +228,8 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
                      seed=spec.experiment.seed, device_watch=card,
                      pulse=host_pulse if spec.settings.reference_workload else None,
                      core_picker=picker,
-                     warmup_clock=gate.working_clock if gate is not None else time.perf_counter)
+                     warmup_clock=gate.working_clock if gate is not None else time.perf_counter,
+                     host_watch=host, device_busy=busy_probe(spec, prepared))
     phases.mark("measure_s")
     # What the reading guards: the timed runs (the stack's and eager's), not the warm-up
     # with its compiling nor the contention check's idle probe.
@@ -247,6 +251,13 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
         result.notes.append(note)
     result.metrics.update(timing.metrics())
     result.summary.update(timing.summary())
+    if timing.device_busy is None:
+        from child.device_busy import not_measured, reason_not_measured
+
+        reason = reason_not_measured(spec.experiment.accelerator,
+                                     prepared.device_timer() is not None) \
+            or "--no-device-busy"
+        result.summary.update(device_busy=not_measured(reason), device_busy_ms=None)
     result.summary.update(prepared.final_metrics())
     per_run, whole = observers.metrics(), observers.summary()
     result.metrics.update(per_run)
@@ -263,6 +274,18 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     # As the first timed run started (else, with no timed run, as the stack left them).
     result.environment["torch_settings"] = (
         hooks.snapshot or torch_settings(prepared, spec.experiment.accelerator))
+
+
+def busy_probe(spec: ChildSpec, prepared) -> Optional[Callable[[Callable[[], Any]], dict]]:
+    """What measures the device's busy time per iteration after the timed runs
+    (child/device_busy.py): on CUDA, for a stack whose work runs on torch's CUDA streams
+    (it offers a device timer), unless --no-device-busy; else None."""
+    from child.device_busy import measure_device_busy, reason_not_measured
+
+    if not spec.settings.device_busy or reason_not_measured(
+            spec.experiment.accelerator, prepared.device_timer() is not None) is not None:
+        return None
+    return measure_device_busy
 
 
 def core_picker(spec: ChildSpec) -> Optional[CorePicker]:
@@ -431,7 +454,8 @@ def main(argv: list[str]) -> int:
         result.skip_reason = str(skip)
     except BaseException as error:  # everything the child hits is reported, not lost
         result.status = Status.FAILED
-        result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc())
+        result.error = ChildError(f"{type(error).__name__}: {error}", traceback.format_exc(),
+                                  host_cause(error))
     result.summary["child_max_rss_bytes"] = max_rss_bytes()
     phases.mark("finish_s")
     result.summary["phases"] = phases.to_dict()

@@ -40,7 +40,8 @@ from core.fields import MODEL
 from core.host.machine import cache_root
 from core.files.cached_json import write_json_atomically
 from core.packages import installed_packages
-from core.files.side_files import a_number, an_object, read_side_file
+from core.files.side_files import (ShapeError, a_list, a_number, a_string, an_object,
+                                   read_side_file, strings)
 
 log = logging.getLogger(__name__)
 
@@ -348,13 +349,56 @@ def cache_path(key: dict[str, Any], folder: Optional[Path] = None) -> Path:
     return (folder or cache_root() / "workload") / f"{digest[:32]}.json"
 
 
+#: The most FLOPs one iteration is taken to run (a count of FlopCounterMode's is a 64-bit
+#: integer; the largest models run about 1e18 per iteration): a larger count read from the
+#: cache is not one this runner wrote, and would make TFLOP/s overflow.
+MAX_FLOPS_PER_ITERATION = 2**63 - 1
+#: The most bytes or elements a workload's counts hold (the same bound).
+MAX_COUNT = 2**63 - 1
+
+
+def a_count(value: Any, where: str, maximum: int = MAX_COUNT) -> int:
+    """A whole number from 0 to `maximum` (an integral float, as another JSON writer may
+    give it, counts; a boolean does not)."""
+    number = a_number(value, where)
+    if number != int(number) or not 0 <= number <= maximum:
+        raise ShapeError(f"{where} is {value!r}, not a whole number from 0 to {maximum}")
+    return int(number)
+
+
+def tensor_group_shape(value: Any, where: str) -> None:
+    group = an_object(value, where)
+    for name in ("count", "tensors", "bytes"):
+        a_count(group.get(name), f"{where}.{name}")
+    for dtype, count in an_object(group.get("dtypes"), f"{where}.dtypes").items():
+        a_count(count, f"{where}.dtypes.{dtype}")
+
+
+def workload_shape(value: Any) -> dict[str, Any]:
+    """A workload signature's shape, as `signature` writes it: its counts whole numbers
+    within bounds, its parameters and buffers objects of counts, its inputs a list of
+    objects each with its byte count, its outputs a list of strings or null."""
+    workload = an_object(value, "its workload")
+    a_count(workload.get(FLOPS_KEY), f"its workload's {FLOPS_KEY}", MAX_FLOPS_PER_ITERATION)
+    tensor_group_shape(workload.get("parameters"), "its workload's parameters")
+    tensor_group_shape(workload.get("buffers"), "its workload's buffers")
+    for index, item in enumerate(a_list(workload.get("inputs"), "its workload's inputs")):
+        a_count(an_object(item, f"its workload's inputs[{index}]").get("bytes"),
+                f"its workload's inputs[{index}].bytes")
+    for name in ("weight_bytes", "input_bytes"):
+        a_count(workload.get(name), f"its workload's {name}")
+    a_string(workload.get("mode"), "its workload's mode")
+    if workload.get("outputs") is not None:
+        strings(workload["outputs"], "its workload's outputs")
+    return dict(workload)
+
+
 def cache_entry_shape(data: Any) -> dict[str, Any]:
-    """A cache entry's shape: {"key": {...}, "workload": {...}} with the FLOPs a number."""
+    """A cache entry's shape: {"key": {...}, "workload": {...}}, the workload as
+    `workload_shape` checks it (a count of FLOPs within bounds, inputs a list, ...)."""
     entry = an_object(data, "the entry")
     an_object(entry.get("key"), "its key")
-    workload = an_object(entry.get("workload"), "its workload")
-    a_number(workload.get(FLOPS_KEY), f"its workload's {FLOPS_KEY}")
-    return dict(entry)
+    return {**entry, "workload": workload_shape(entry.get("workload"))}
 
 
 def cached(key: dict[str, Any], compute: Callable[[], dict[str, Any]],

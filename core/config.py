@@ -204,6 +204,13 @@ class RunSettings:
         True, "--no-reference-workload",
         "do not time the short reference workload before and after each timing process (it "
         "detects slow periods of the machine: docs/timing.md)", negated=True)
+    #: On CUDA, profile a few iterations after the timed runs for the device's busy time
+    #: per iteration (child/device_busy.py).
+    device_busy: bool = _knob(
+        True, "--no-device-busy",
+        "on CUDA, do not profile three more iterations after the timed runs to record the "
+        "device's busy time per iteration (its kernels' time, summed: docs/timing.md)",
+        negated=True)
     #: Re-measure an experiment flagged as measured in a slow period, at the end of the
     #: sweep, up to this many times (--remeasure-slow).
     remeasure_slow: int = _knob(

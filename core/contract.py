@@ -91,10 +91,13 @@ class ChildSpec:
 
 @dataclass(frozen=True)
 class ChildError:
-    """An exception the child caught: type and message, and its traceback."""
+    """An exception the child caught: type and message, and its traceback; `host_cause`
+    says why it is the host's failure rather than the experiment's (a full disk, a warnings
+    filter that turns warnings into errors), None where it is the experiment's."""
 
     exception: str
     traceback: str = ""
+    host_cause: Optional[str] = None
 
 
 @dataclass
@@ -126,8 +129,8 @@ class ChildResult:
             "batch_size_used": self.batch_size_used,
             "accelerator_model": self.accelerator_model,
             "verdict": self.verdict.to_dict() if self.verdict else None,
-            "error": ({"exception": self.error.exception, "traceback": self.error.traceback}
-                      if self.error else None),
+            "error": ({"exception": self.error.exception, "traceback": self.error.traceback,
+                       "host_cause": self.error.host_cause} if self.error else None),
             "skip_reason": self.skip_reason,
             "workload": self.workload,
         }
@@ -145,7 +148,8 @@ class ChildResult:
             batch_size_used=data.get("batch_size_used"),
             accelerator_model=data.get("accelerator_model"),
             verdict=Verdict.from_dict(verdict) if verdict else None,
-            error=ChildError(error["exception"], error.get("traceback", "")) if error else None,
+            error=(ChildError(error["exception"], error.get("traceback", ""),
+                              error.get("host_cause")) if error else None),
             skip_reason=data.get("skip_reason"),
             workload=data.get("workload"),
         )

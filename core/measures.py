@@ -148,6 +148,13 @@ MEASURES: tuple[Measure, ...] = (
             csv="fraction_of_peak", key="pk", help="of the device's peak for the precision used"),
     Measure("peak_note", ("summary.throughput.no_peak_reason",), str, csv=None, key="pkn",
             help="why there is no percent of peak"),
+    Measure("device_busy", ("summary.device_busy_ms",), unit="s", header="device busy/iter",
+            prints=TIME, lower_is_better=True, csv="device_busy_s", key="db", positive=True,
+            sql="{value} / 1e3",
+            help="CUDA: the device's busy time per iteration, its kernels' time summed (the "
+                 "line holds ms): a figure the host's speed does not move"),
+    Measure("device_busy_reason", ("summary.device_busy.reason",), str, csv=None, key=None,
+            help="why a line has no device busy time"),
     Measure("paired_speedup", ("summary.paired_speedup.speedup", "summary.paired_speedup.median"),
             unit="x", positive=True, every_line=True, csv=None, key=None,
             help="eager timed interleaved in the same child over this stack"),

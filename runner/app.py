@@ -21,6 +21,7 @@ import backends
 from core.config import RunSettings
 from core.fields import ACCELERATORS
 from core.files.results_file import ResultsFile, ResultsFileError, ResultsRead
+from core.text import PrintableFormatter, printable
 from models import (
     SuiteUnavailableError,
     UnknownModelError,
@@ -70,7 +71,7 @@ def print_plan(plan: Plan) -> None:
     """Each experiment, then the flags that run exactly it (to copy and paste)."""
     for planned in plan.experiments:
         model, experiment = config_json(planned)
-        print(f"{planned.model.model_name}: {planned.experiment.describe()} [{planned.label}]")
+        print(f"{printable(planned.model.model_name)}: {planned.experiment.describe()} [{planned.label}]")
         print(f"  --model-config={shlex.quote(model)} --experiment-config={shlex.quote(experiment)}")
     print(f"{len(plan.experiments)} experiment(s) would run; "
           f"{len(plan.already_recorded)} already recorded")
@@ -89,7 +90,7 @@ def report_dropped(plan: Plan) -> None:
 def list_models(args: argparse.Namespace) -> int:
     suite = get_suite(args.suite_name, reduced=reduced_models(args), torchbench_dir=torchbench_dir(args))
     for name in suite.model_names():
-        print(f"{name}\t{suite.default_batch_size(name)}")
+        print(f"{printable(name)}\t{suite.default_batch_size(name)}")
     return 0
 
 
@@ -147,9 +148,9 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
     if not output.resume:
         backup = results.backup()
         if backup:
-            print(f"previous results kept in {backup}")
+            print(f"previous results kept in {printable(backup)}")
     if plan.already_recorded:
-        print(f"{len(plan.already_recorded)} experiment(s) already recorded in {results_path}; "
+        print(f"{len(plan.already_recorded)} experiment(s) already recorded in {printable(results_path)}; "
               "skipping them (--no-resume starts over)")
     executor = ExperimentExecutor(
         ExecutorOptions(
@@ -267,7 +268,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if refused:
             raise UsageError(refused)
         args = build_parser().parse_args(argv)
-        logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s: %(message)s")
+        console = logging.StreamHandler()
+        console.setFormatter(PrintableFormatter("%(levelname)s: %(message)s"))
+        logging.basicConfig(level=args.log_level.upper(), handlers=[console])
         if args.list_models:
             return list_models(args)
         if args.list_stacks:

@@ -1,4 +1,4 @@
-"""The layers contract (.importlinter) holds, and breaking it is caught."""
+"""The import contracts (.importlinter) hold, and breaking them is caught."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import pytest
 
 pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 
-PACKAGES = ("core", "models", "verifier", "backends", "observers", "child", "runner", "reports")
+PACKAGES = ("core", "models", "verifier", "backends", "observers", "child", "runner", "reports",
+            "api", "benchmarks")
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess:
@@ -31,14 +32,18 @@ def test_the_project_keeps_its_import_contracts():
 def test_an_upward_import_and_a_cycle_are_caught(tmp_path):
     for package in PACKAGES:
         shutil.copytree(PROJECT_ROOT / package, tmp_path / package,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+                        ignore=shutil.ignore_patterns("__pycache__", "tables"))
     shutil.copy(PROJECT_ROOT / ".importlinter", tmp_path / ".importlinter")
     with open(tmp_path / "core" / "host" / "machine.py", "a", encoding="utf-8") as upward:
         upward.write("\nimport runner.plan.matrix  # an upward arrow\n")
     with open(tmp_path / "verifier" / "tolerance.py", "a", encoding="utf-8") as cyclic:
         cyclic.write("\nimport verifier.compare  # compare imports tolerance: a cycle\n")
+    with open(tmp_path / "benchmarks" / "child_output.py", "a", encoding="utf-8") as inward:
+        inward.write("\nimport runner.run.process.supervision  # past the public interface\n")
     completed = lint_imports(tmp_path)
     assert completed.returncode != 0
     assert "runner and child above observers above backends above verifier above models above " \
         "core BROKEN" in " ".join(completed.stdout.split())
     assert "no import cycles between the modules of a package BROKEN" in completed.stdout
+    assert "benchmarks use the product through api (its public interface), reports and core " \
+        "only BROKEN" in " ".join(completed.stdout.split())

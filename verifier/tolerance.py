@@ -1,53 +1,39 @@
-"""How close an experiment must be to eager, by precision, test and suite."""
+"""How close an experiment must be to eager: the harness's `same()` arguments, per experiment."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional
 
-# Relative-RMSE slack added to `multiplier` x eager's own error against fp64.
-_BASE = {
-    ("fp32", "eval"): 1e-4,
-    ("fp32", "train"): 1e-3,
-    ("amp", "eval"): 1e-2,
-    ("amp", "train"): 2e-2,
-    ("fp16", "eval"): 1e-2,
-    ("fp16", "train"): 2e-2,
-    ("bf16", "eval"): 2e-2,
-    ("bf16", "train"): 4e-2,
-}
+from verifier.policies import MATMUL_PRECISIONS, NAN_UNEQUAL_PRECISIONS, suite_policy
 
-# Suites whose models are deep enough for rounding to add up further.
-SUITE_FACTORS = {"timm": 2.0, "torchbench": 2.0}
-
-# fp32 matmuls in TF32 ("high") or bf16 passes ("medium") lose precision like reduced types.
-_MATMUL_FLOOR = {"highest": 0.0, "high": 1e-3, "medium": 1e-2}
+PRECISIONS = ("fp32", "amp", "fp16", "bf16")
+TESTS = ("eval", "train")
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """Thresholds of one verification (errors are relative RMSEs, see verifier.compare).
+    """The arguments of one verification, named as `torch._dynamo.utils.same` names them.
 
-    tol: slack added to `multiplier` x eager's error against the fp64 reference.
-    cosine: least cosine similarity to eager when there is no fp64 reference.
-    fallback: largest relative error against eager when there is no fp64 reference.
-    determinism: largest relative error between two eager runs from the same seed.
-    floor: RMS below which a reference counts as zero (errors become absolute there).
-    small_numel: tensors with fewer elements use an elementwise allclose, not cosine.
+    tol: allclose's atol and rtol against eager; a tenth of it is the slack of the fp64 rule
+        (RMSE against fp64 at most multiplier x eager's + tol / 10).
+    cosine: judge floating leaves by cosine similarity to eager, not by the fp64 rule.
+    equal_nan: NaN equals NaN (off in fp32, as the harness's --float32 sets it).
+    larger_multiplier_for_smaller_tensor: tensors of at most 10 (500) elements get a
+        multiplier of 10 (8).
+    iou_threshold: boolean leaves pass on an intersection over union at least this high;
+        None: they must be equal.
+    determinism: the tol between two eager runs from the same seed (0: equal).
+    rule: where `tol` came from, for the verdict's details.
     """
 
     tol: float
-    multiplier: float = 2.0
-    cosine: float = 0.99
-    fallback: float = 5e-4
-    determinism: float = 1e-6
-    floor: float = 1e-6
-    small_numel: int = 16
-
-    def scaled(self, factor: float) -> "Tolerance":
-        """Every error threshold multiplied by `factor` (cosine and floor unchanged)."""
-        return replace(self, tol=self.tol * factor, fallback=self.fallback * factor,
-                       determinism=self.determinism * factor)
+    cosine: bool = False
+    equal_nan: bool = False
+    larger_multiplier_for_smaller_tensor: bool = False
+    iou_threshold: Optional[float] = None
+    determinism: float = 0.0
+    rule: str = ""
 
 
 def tolerance_for(
@@ -55,22 +41,37 @@ def tolerance_for(
     test: str,
     suite: Optional[str] = None,
     matmul_precision: str = "highest",
+    model: Optional[str] = None,
+    device: str = "cpu",
 ) -> Tolerance:
-    """The tolerance of an experiment; ValueError naming a precision or test it does not know."""
-    if (precision, "eval") not in _BASE:
-        known = sorted({p for p, _ in _BASE})
-        raise ValueError(f"no verifier tolerance for precision {precision!r}; known: {known}")
-    if test not in ("eval", "train"):
+    """The tolerance of an experiment; ValueError naming a precision or test it does not know.
+
+    `suite`, `model` and `device` select the harness's per-suite and per-model tables
+    (verifier.policies); a suite the harness does not have gets the general rules.
+    `matmul_precision` is checked and named in `rule`; it does not change `tol` (eager runs
+    under it too, and the fp64 rule is a multiple of eager's own error).
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"no verifier tolerance for precision {precision!r}; "
+                         f"known: {sorted(PRECISIONS)}")
+    if test not in TESTS:
         raise ValueError(f"no verifier tolerance for test {test!r}; expected eval or train")
-    if matmul_precision not in _MATMUL_FLOOR:
+    if matmul_precision not in MATMUL_PRECISIONS:
         raise ValueError(f"unknown matmul precision {matmul_precision!r}; "
-                         f"expected one of {sorted(_MATMUL_FLOOR)}")
-    tol = max(_BASE[(precision, test)], _MATMUL_FLOOR[matmul_precision])
-    reduced = precision != "fp32" or matmul_precision != "highest"
-    tolerance = Tolerance(
-        tol=tol,
-        multiplier=3.0 if reduced else 2.0,
-        fallback=5 * tol,
-        determinism=tol / 100,
+                         f"expected one of {sorted(MATMUL_PRECISIONS)}")
+    policy = suite_policy(suite)
+    rule = policy.rule_for(test, precision, device, model)
+    source = f"{suite or 'general'} {test} {precision} on {device}"
+    if model is not None:
+        source += f" for {model}"
+    source += f": tol {rule.tol:g}"
+    if matmul_precision != "highest":
+        source += f" (matmul precision {matmul_precision})"
+    return Tolerance(
+        tol=rule.tol,
+        cosine=rule.cosine,
+        equal_nan=precision not in NAN_UNEQUAL_PRECISIONS,
+        larger_multiplier_for_smaller_tensor=model in policy.larger_multiplier_models,
+        iou_threshold=policy.iou_thresholds.get(model or ""),
+        rule=source,
     )
-    return tolerance.scaled(SUITE_FACTORS.get(suite or "", 1.0))

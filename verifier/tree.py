@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 ROOT_NAME = "output"
 
@@ -120,20 +120,24 @@ def _iter_leaves(value: Any, prefix: Path) -> Iterator[tuple[Path, Any]]:
 
 
 def zip_leaves(
-    reference: Any, other: Any, names: tuple[str, str] = ("eager", "experiment")
+    reference: Any, other: Any, names: tuple[str, str] = ("eager", "experiment"),
+    only_fields: Optional[Mapping[str, tuple[str, ...]]] = None,
 ) -> list[tuple[Path, Any, Any]]:
     """Pairs of corresponding leaves of two results.
 
     Raises StructureMismatch at the first place the containers differ. Sequences match by
     position (a list matches a tuple), mappings and dataclasses by key; a key that is None
     on one side and absent on the other is ignored (ModelOutput drops None fields).
+    `only_fields`: for a mapping of `reference` whose type is named there, only those
+    fields are paired (on both sides).
     """
     pairs: list[tuple[Path, Any, Any]] = []
-    _zip(reference, other, (), names, pairs)
+    _zip(reference, other, (), names, pairs, only_fields or {})
     return pairs
 
 
-def _zip(ref: Any, oth: Any, path: Path, names: tuple[str, str], out: list) -> None:
+def _zip(ref: Any, oth: Any, path: Path, names: tuple[str, str], out: list,
+         only_fields: Mapping[str, tuple[str, ...]]) -> None:
     ref_kind, oth_kind = container_kind(ref), container_kind(oth)
     if ref_kind != oth_kind:
         if ref_kind is None and oth_kind is None:
@@ -151,10 +155,14 @@ def _zip(ref: Any, oth: Any, path: Path, names: tuple[str, str], out: list) -> N
                 path, f"{names[1]} returned {describe_kind(oth)} items where {names[0]} "
                       f"returned {describe_kind(ref)}")
         for (step, r), (_, o) in zip(children(ref), children(oth)):
-            _zip(r, o, path + (step,), names, out)
+            _zip(r, o, path + (step,), names, out, only_fields)
         return
     ref_children = dict((step.key, (step, v)) for step, v in children(ref))
     oth_children = dict((step.key, (step, v)) for step, v in children(oth))
+    kept = only_fields.get(type(ref).__name__)
+    if kept is not None:
+        ref_children = {k: v for k, v in ref_children.items() if k in kept}
+        oth_children = {k: v for k, v in oth_children.items() if k in kept}
     missing = [k for k in ref_children if k not in oth_children and ref_children[k][1] is not None]
     extra = [k for k in oth_children if k not in ref_children and oth_children[k][1] is not None]
     if missing or extra:
@@ -167,7 +175,7 @@ def _zip(ref: Any, oth: Any, path: Path, names: tuple[str, str], out: list) -> N
     for key, (step, r) in ref_children.items():
         if key not in oth_children:
             continue
-        _zip(r, oth_children[key][1], path + (step,), names, out)
+        _zip(r, oth_children[key][1], path + (step,), names, out, only_fields)
 
 
 def get_leaf(value: Any, path: Path) -> Any:

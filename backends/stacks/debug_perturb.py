@@ -3,10 +3,12 @@
 Selected by dynamo="debug_perturb" (no xla, no torch_xla2), and valid only when the parent
 runs with EXPERIMENT_RUNNER_DEBUG_STACKS=1. At planning, EXPERIMENT_RUNNER_PERTURB_PATH
 (the leaf, as the verifier renders paths: `output[2]`, `['logits']`,
-`gradients['layers.0.weight']`) and EXPERIMENT_RUNNER_PERTURB_SCALE (the relative size,
-default 1e-2) become options of the experiment, so they reach the child in its spec and
-are part of the fingerprint. Without a path the stack is plain eager. Timing runs are not
-perturbed, only the result handed to the verifier. It counts as eager for observers.
+`gradients['layers.0.weight']`), EXPERIMENT_RUNNER_PERTURB_SCALE (the relative size,
+default 1e-2) and EXPERIMENT_RUNNER_PERTURB_ELEMENT (a flat index: only that element of a
+floating leaf moves, by `scale` of its value) become options of the experiment, so they
+reach the child in its spec and are part of the fingerprint. Without a path the stack is
+plain eager. Timing runs are not perturbed, only the result handed to the verifier. It
+counts as eager for observers.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ DYNAMO_NAME = "debug_perturb"
 DEBUG_STACKS_VAR = "EXPERIMENT_RUNNER_DEBUG_STACKS"
 PERTURB_PATH_VAR = "EXPERIMENT_RUNNER_PERTURB_PATH"
 PERTURB_SCALE_VAR = "EXPERIMENT_RUNNER_PERTURB_SCALE"
+PERTURB_ELEMENT_VAR = "EXPERIMENT_RUNNER_PERTURB_ELEMENT"
 PATH_OPTION = "perturb_path"
 SCALE_OPTION = "perturb_scale"
+ELEMENT_OPTION = "perturb_element"
 DEFAULT_SCALE = 1e-2
 
 
@@ -45,6 +49,20 @@ def perturb_scale(text: Optional[str]) -> float:
     if not scale > 0:
         raise ValueError(f"{PERTURB_SCALE_VAR}={text!r} must be a positive number")
     return scale
+
+
+def perturb_element(text: Optional[str]) -> Optional[int]:
+    """The flat index of the one element to perturb, or None (the whole leaf);
+    ValueError naming a value that is not a non-negative integer."""
+    if text is None or text == "":
+        return None
+    try:
+        index = int(text)
+    except ValueError:
+        raise ValueError(f"{PERTURB_ELEMENT_VAR}={text!r} is not an integer") from None
+    if index < 0:
+        raise ValueError(f"{PERTURB_ELEMENT_VAR}={text!r} must not be negative")
+    return index
 
 
 class DebugPerturbStack(Stack):
@@ -73,7 +91,8 @@ class DebugPerturbStack(Stack):
 
     def planned(self, experiment: ExperimentConfig, environ: Mapping[str, str]) -> ExperimentConfig:
         options = dict(experiment.stack_options)
-        for variable, option in ((PERTURB_PATH_VAR, PATH_OPTION), (PERTURB_SCALE_VAR, SCALE_OPTION)):
+        for variable, option in ((PERTURB_PATH_VAR, PATH_OPTION), (PERTURB_SCALE_VAR, SCALE_OPTION),
+                                 (PERTURB_ELEMENT_VAR, ELEMENT_OPTION)):
             if environ.get(variable):
                 options[option] = environ[variable]
         return dataclasses.replace(super().planned(experiment, environ),
@@ -87,6 +106,7 @@ class DebugPerturbStack(Stack):
             return f"dynamo={DYNAMO_NAME} runs only on cpu, not {experiment.accelerator}"
         try:
             perturb_scale(experiment.option(SCALE_OPTION))
+            perturb_element(experiment.option(ELEMENT_OPTION))
         except ValueError as error:
             return str(error)
         return native_accelerator_reason(experiment, host, f"dynamo={DYNAMO_NAME}")
@@ -95,7 +115,8 @@ class DebugPerturbStack(Stack):
         from backends.runtimes.perturb import PerturbingPreparedModel
 
         return PerturbingPreparedModel(bench, experiment, experiment.option(PATH_OPTION),
-                                       perturb_scale(experiment.option(SCALE_OPTION)))
+                                       perturb_scale(experiment.option(SCALE_OPTION)),
+                                       perturb_element(experiment.option(ELEMENT_OPTION)))
 
 
 STACK = DebugPerturbStack()

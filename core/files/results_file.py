@@ -12,17 +12,19 @@ line and never swallows the next one.
 Reading never trusts the file: only regular files are read, at most the size the file had
 when it was opened (a growing or endless file cannot make a reader run forever), a line
 longer than `MAX_LINE_BYTES` is skipped without being held in memory, and lines that are
-not JSON objects, or whose `model`, `experiment` or `summary` is not one, are listed as bad
-lines with their numbers, never fatal.
+not JSON objects, or whose `model`, `experiment` or `summary` is not one, or whose
+timestamps lie outside the dates a reader can show, or whose times are true or false, are listed as bad lines with their
+numbers, never fatal. A key given twice in one object reads as its first value, as the
+reports' DuckDB reader takes it (`loads_line`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -33,6 +35,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator, Optional, Union
 
 from filelock import FileLock
+
+from core.files import strict_json
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +49,10 @@ _CHUNK_BYTES = 2**20
 OBJECT_PARTS = ("model", "experiment", "summary")
 #: Versions go up by one at each change of the line; anything this large is not one.
 MAX_SCHEMA_VERSION = 1000
+#: The keys of a line holding seconds since the epoch, and the range of those a date can
+#: show (the years 1 to 9999: Python's datetime).
+TIMESTAMP_KEYS = ("timestamp", "finished_at")
+TIMESTAMP_RANGE = (-62135596800.0, 253402300799.0)
 
 
 class ResultsFileError(RuntimeError):
@@ -98,8 +106,10 @@ class ResultsFile:
             yield
 
     def append(self, line: dict[str, Any]) -> None:
-        """Append one line whole, or raise OSError with the file as it was before."""
-        payload = _encode(line)
+        """Append one line whole, or raise OSError with the file as it was before; a line
+        that is not strict JSON (a NaN or an infinity in it) raises NonFiniteNumber and is
+        not written."""
+        payload = encode_line(line)
         with self.locked():
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -141,7 +151,7 @@ class ResultsFile:
             lines = _BoundedLines(raw, info.st_size - start, max_line_bytes, lines_before)
             import jsonlines  # here: the reports import this module and never read with it
 
-            _parse(jsonlines.Reader(lines), lines, read, str(self.path))
+            _parse(jsonlines.Reader(lines, loads=loads_line), lines, read, str(self.path))
             read.end_offset = start + lines.consumed
             read.last_lineno = lines.lineno
         if log_bad_lines:
@@ -189,14 +199,10 @@ def read_results(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> ResultsRea
     return ResultsFile(path).read(max_line_bytes=max_line_bytes)
 
 
-def _encode(line: dict[str, Any]) -> bytes:
-    import jsonlines
-
-    buffer = io.BytesIO()
-    with jsonlines.Writer(buffer, compact=True) as writer:
-        writer.write(line)
-        encoded = buffer.getvalue()
-    return encoded
+def encode_line(line: dict[str, Any]) -> bytes:
+    """A results line as the file holds it: strict JSON (strict_json.dumps: a NaN or an
+    infinity raises NonFiniteNumber naming it), compact, UTF-8, one newline at its end."""
+    return (strict_json.dumps(line) + "\n").encode("utf-8")
 
 
 def _write_all(fd: int, payload: bytes) -> None:
@@ -244,9 +250,25 @@ def _parse(reader: "jsonlines.Reader", lines: "_BoundedLines", read: ResultsRead
         read.bad_lines = sorted(read.bad_lines + skipped, key=lambda bad: bad.lineno)
 
 
+def loads_line(text: Union[str, bytes]) -> Any:
+    """A line's JSON value; a key given twice in an object reads as its first value (the
+    reports' reader, DuckDB's, does the same), at the cost of one comparison per object."""
+    return json.loads(text, object_pairs_hook=_first_value_wins)
+
+
+def _first_value_wins(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) == len(pairs):
+        return found
+    found = {}
+    for key, value in pairs:
+        found.setdefault(key, value)
+    return found
+
+
 def shape_problem(line: dict[str, Any]) -> Optional[str]:
-    """Why a JSON object cannot be a results line (a part that must be an object is not),
-    or None."""
+    """Why a JSON object cannot be a results line (a part that must be an object is not, a
+    version that is none, a timestamp no date can show), or None."""
     for part in OBJECT_PARTS:
         value = line.get(part)
         if value is not None and not isinstance(value, dict):
@@ -255,7 +277,28 @@ def shape_problem(line: dict[str, Any]) -> Optional[str]:
         shown = json.dumps(line["schema_version"])
         return (f"its schema_version is {shown[:40]}, not a version number (1 to "
                 f"{MAX_SCHEMA_VERSION})")
+    metrics = line.get("metrics")
+    times = metrics.get("per_iter_time") if isinstance(metrics, dict) else None
+    if isinstance(times, list) and any(isinstance(value, bool) for value in times):
+        return "its metrics.per_iter_time holds true or false, not times"
+    for key in TIMESTAMP_KEYS:
+        if timestamp_out_of_range(line.get(key)):
+            return f"its {key} {str(line[key])[:40]} is out of the range of dates (years 1 to 9999)"
     return None
+
+
+def timestamp_out_of_range(value: Any) -> bool:
+    """Whether `value` is a number (or a number written as text, which readers take) of
+    seconds that no date can show; anything else (missing, text, infinite) reads as no time."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return False
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    number = float(value) if not isinstance(value, int) or abs(value) < 2**1023 else math.inf
+    return math.isfinite(number) and not TIMESTAMP_RANGE[0] <= number <= TIMESTAMP_RANGE[1]
 
 
 def is_schema_version(value: Any) -> bool:

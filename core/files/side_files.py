@@ -8,14 +8,23 @@ uses it, or raises `ShapeError` naming what does not fit). A file that cannot be
 JSON, or does not fit its shape, is set aside (renamed to `<name>.unreadable`, replacing an
 earlier one) with a warning that names it; the caller starts it afresh. Reading one never
 raises but for the file's shape being the caller's bug.
+
+Every side file is opened by `read_regular_file`, which never blocks and never loops: it
+opens without waiting (O_NONBLOCK: a FIFO with no writer would otherwise hang the runner in
+`open`, inside the results file's lock with its signals deferred) and reads only a regular
+file. A FIFO, a socket or a device in a side file's place does not fit, nor does a symbolic
+link that loops (ELOOP): each is set aside like any file that does not fit (the link or the
+FIFO itself is renamed; nothing is read from it).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Generic, Mapping, Optional, TypeVar
@@ -43,20 +52,70 @@ class SideRead(Generic[T]):
     warning: Optional[str] = None
 
 
+class NotARegularFile(OSError):
+    """A path that names something other than a regular file (a FIFO, a socket, a device, a
+    folder): nothing is read from it."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"{kind}, not a regular file", str(path))
+        self.kind = kind
+
+
+def file_kind(mode: int) -> str:
+    """What a stat mode names, in words ("a FIFO", "a folder", ...)."""
+    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return kind
+    return "a regular file" if stat.S_ISREG(mode) else "not a file"
+
+
+def read_regular_file(path: Path, max_bytes: int) -> bytes:
+    """At most `max_bytes + 1` bytes of the regular file at `path`, read without ever
+    blocking: opened non-blocking (a FIFO's open returns at once), then checked with fstat
+    before anything is read. NotARegularFile for anything but a regular file; OSError as
+    `open` raises it otherwise (FileNotFoundError; ELOOP for a symbolic link that loops)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a socket, a device
+            mode = os.stat(path).st_mode
+            if not stat.S_ISREG(mode):
+                raise NotARegularFile(path, file_kind(mode)) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(path, file_kind(mode))
+        chunks, left = [], max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 2**20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_side_file(path: Path, shape: Callable[[Any], T], what: str,
                    max_bytes: int = MAX_SIDE_FILE_BYTES, constants: bool = False) -> SideRead[T]:
     """The value of the JSON side file at `path` as `shape` makes it; `what` names the file
     in the warning ("the claims file"). An absent file gives SideRead(None); a file that
-    does not fit is set aside and gives SideRead(None, warning), the warning also logged.
-    NaN and Infinity do not fit, unless `constants` lets `shape` judge them."""
+    does not fit (a FIFO, a folder or a symbolic link loop in its place included) is set
+    aside and gives SideRead(None, warning), the warning also logged. NaN and Infinity do
+    not fit, unless `constants` lets `shape` judge them. Never blocks (`read_regular_file`)."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+        data = read_regular_file(path, max_bytes)
     except FileNotFoundError:
         return SideRead()
+    except NotARegularFile as error:
+        return SideRead(None, _set_aside(path, what, error.strerror))
     except OSError as error:
-        if isinstance(error, IsADirectoryError):
-            return SideRead(None, _set_aside(path, what, "a folder, not a file"))
+        if error.errno == errno.ELOOP:
+            return SideRead(None, _set_aside(path, what, "a symbolic link that loops"))
         warning = f"{what} {path} cannot be read ({error.strerror or error}); it is not used"
         log.warning("%s", warning)
         return SideRead(None, warning)

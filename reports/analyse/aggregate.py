@@ -107,10 +107,13 @@ class Report:
     rows: list[Row]
     summaries: list[ConfigSummary]
     notes: list[str] = field(default_factory=list)
+    #: Warnings the notes say once (why TFLOP/s has no percent of peak: the device's), left
+    #: out of `warnings` (each row keeps its own, for the CSV and the dashboard).
+    said_once: frozenset[str] = frozenset()
 
     @property
     def warnings(self) -> list[tuple[Row, str]]:
-        return [(row, text) for row in self.rows for text in row.warnings]
+        return [(row, text) for row in self.rows for text in row.warnings if text not in self.said_once]
 
 
 def stacks(records: list[Record]) -> list[str]:
@@ -149,11 +152,11 @@ def _warnings(row: Row) -> list[str]:
         found.append(f"compile time {record.compile_time:.0f} s > {COMPILE_TIME_WARNING_S:.0f} s")
     if record.unreliable:
         found.append("unreliable timings" + (f": {record.unreliable_reason}" if record.unreliable_reason else ""))
+    if record.tflops is not None and record.peak_fraction is None and record.peak_note:
+        found.append(record.peak_note)
     if record.host_bound:
         share = f"{record.host_bound_fraction:.0%} of" if record.host_bound_fraction is not None else "most"
         found.append(f"host-bound: {share} the timed iterations had the device waiting for the host")
-    if record.tflops is not None and record.peak_fraction is None and record.peak_note:
-        found.append(record.peak_note)
     if row.compression_ratio is not None and row.compression_ratio < COMPRESSION_WARNING:
         found.append(f"memory compression {row.compression_ratio:.2f} < {COMPRESSION_WARNING}")
     return found
@@ -231,6 +234,14 @@ def build_report(records: list[Record], baseline: Optional[str] = None) -> Repor
     records = sorted(records, key=lambda r: (r.config.stack != chosen, r.config, r.model_label))
     rows = build_rows(records, chosen)
     notes = []
+    # Why TFLOP/s has no percent of peak: said once per reason (a device's), not per row.
+    no_peak: dict[str, int] = {}
+    for record in records:
+        if record.tflops is not None and record.peak_fraction is None and record.peak_note:
+            no_peak[record.peak_note] = no_peak.get(record.peak_note, 0) + 1
+    for reason, count in no_peak.items():
+        notes.append(f"TFLOP/s without a percent of peak for {count} experiment(s): {reason}")
     if records and chosen not in stacks(records):
         notes.append(f"no {chosen!r} experiments in the results: speedups and memory ratios are not available")
-    return Report(baseline=chosen, rows=rows, summaries=summarise(rows), notes=notes)
+    return Report(baseline=chosen, rows=rows, summaries=summarise(rows), notes=notes,
+                  said_once=frozenset(no_peak))

@@ -12,12 +12,21 @@ not the code, changed speed between them: the eager runs timed interleaved in th
 (the paired speedup) moved the same way by more than the threshold, or the reference workload
 did (`summary.slow_period.ratio`). On a shared CPU the whole host can be slower or faster in
 one run than in the other while each line's runs stay steady, so that neither is flagged. The
-geometric mean keeps every change; a note says how many of them are unreliable.
+geometric mean leaves them out, and a note says how many there are; with `count_unreliable`
+(`--count-unreliable`) they are judged like any other change and counted.
 
 Besides the time, every measured figure where less (or more) is better (core.measures:
 `lower_is_better`; compile time, peak memory, TFLOP/s...) is compared for the experiments
 that ran on both sides: those that moved by more than the threshold are listed, better or
 worse, and never change the verdict.
+
+On a host-bound line (`summary.host_bound`, either side: the host's launching, not the
+device, set the time) the latency is the host's speed, which moves between runs by tens of
+percent. There the gate judges the device's busy time per iteration instead (CUDA's kernels,
+summed: `summary.device_busy_ms`), with the same threshold: the kernels took longer or
+shorter, a regression or an improvement; a latency that moved beyond the threshold while the
+busy time held is unreliable (the host's speed, or its own work, changed). A host-bound line
+without the busy time on both sides keeps the latency's verdict, and the note says why.
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ class Change:
     p_value: Optional[float] = None
     verdict: str = NOT_COMPARED
     reason: str = ""
+    #: On a host-bound line with the device's busy time on both sides: new over base.
+    busy_ratio: Optional[float] = None
 
     @property
     def change(self) -> Optional[float]:
@@ -127,6 +138,12 @@ class Comparison:
     def regressed(self) -> bool:
         return bool(self.regressions) or self.geomean_regressed
 
+    @property
+    def comparable(self) -> bool:
+        """Whether anything could be judged: an experiment held by both sides that passed
+        on both (a time to compare) or on one (newly failing, fixed)."""
+        return any(c.verdict != NOT_COMPARED for c in self.changes)
+
 
 def _same_way(moved: float, ratio: float, threshold: float) -> bool:
     """`moved` (a ratio) changed beyond the threshold in the direction of `ratio`."""
@@ -152,7 +169,7 @@ def machine_change(base: Record, new: Record, ratio: float, threshold: float) ->
     return "the machine changed speed: " + "; ".join(found)
 
 
-def _judge(change: Change, threshold: float, alpha: float) -> None:
+def _judge(change: Change, threshold: float, alpha: float, count_unreliable: bool = False) -> None:
     base, new = change.base, change.new
     if base.passed and not new.passed:
         change.verdict = NEWLY_FAILING
@@ -177,6 +194,9 @@ def _judge(change: Change, threshold: float, alpha: float) -> None:
     machine = machine_change(base, new, change.ratio, threshold)
     if not beyond:
         change.verdict = UNCHANGED
+    elif count_unreliable and (flagged or machine):
+        change.verdict = (REGRESSED if change.ratio > 1.0 else IMPROVED) if significant else NOISE
+        change.reason = "counted although unreliable (--count-unreliable)"
     elif flagged:
         change.verdict = UNRELIABLE
         change.reason = "; ".join(
@@ -189,6 +209,32 @@ def _judge(change: Change, threshold: float, alpha: float) -> None:
         change.verdict = NOISE
     else:
         change.verdict = REGRESSED if change.ratio > 1.0 else IMPROVED
+    if base.host_bound or new.host_bound:
+        _judge_by_device_busy(change, threshold)
+
+
+def _judge_by_device_busy(change: Change, threshold: float) -> None:
+    """A host-bound line's verdict from the device's busy time per iteration, or the reason
+    there is none (module docstring)."""
+    base, new = change.base, change.new
+    if not (base.device_busy and new.device_busy):
+        missing = next(record for record in (base, new) if not record.device_busy)
+        why = missing.device_busy_reason or "no device busy time in the line"
+        note = f"host-bound: judged by its latency, which follows the host's speed ({why})"
+        change.reason = f"{change.reason}; {note}" if change.reason else note
+        return
+    change.busy_ratio = new.device_busy / base.device_busy
+    busy = f"device busy time {change.busy_ratio - 1.0:+.1%}"
+    if abs(change.busy_ratio - 1.0) > threshold:
+        change.verdict = REGRESSED if change.busy_ratio > 1.0 else IMPROVED
+        change.reason = f"host-bound: judged by its {busy} (latency {change.change:+.1%})"
+    elif abs(change.ratio - 1.0) > threshold:
+        change.verdict = UNRELIABLE
+        change.reason = (f"host-bound: latency {change.change:+.1%} while the {busy}: the "
+                         "host's speed or its own work changed, not the device's")
+    else:
+        change.verdict = UNCHANGED
+        change.reason = f"host-bound: {busy}"
 
 
 def compare(
@@ -198,19 +244,21 @@ def compare(
     threshold: float = DEFAULT_THRESHOLD,
     geomean_threshold: float = DEFAULT_GEOMEAN_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
+    count_unreliable: bool = False,
 ) -> Comparison:
     """Match experiments by identity (`Record.key`: every identity field resolved, so lines
-    of any version match) and judge each change."""
+    of any version match) and judge each change; unreliable changes are left out of the
+    geometric mean unless `count_unreliable`."""
     base_by = {r.key: r for r in base}
     new_by = {r.key: r for r in new}
     changes = []
     for fp, record in base_by.items():
         if fp in new_by:
             change = Change(base=record, new=new_by[fp])
-            _judge(change, threshold, alpha)
+            _judge(change, threshold, alpha, count_unreliable)
             changes.append(change)
     changes.sort(key=lambda c: (c.base.config, c.base.model_label))
-    ratios = [c.ratio for c in changes if c.ratio is not None]
+    ratios = [c.ratio for c in changes if c.ratio is not None and c.verdict != UNRELIABLE]
     unreliable = sum(c.verdict == UNRELIABLE for c in changes)
     comparison = Comparison(
         changes=changes,
@@ -226,6 +274,6 @@ def compare(
     if not changes:
         comparison.notes.append("BASE and NEW hold no experiment in common")
     if unreliable:
-        comparison.notes.append(f"the geometric mean includes {unreliable} unreliable "
-                                "change(s): it may show the machine's speed, not the code's")
+        comparison.notes.append(f"{unreliable} unreliable change(s) left out of the verdict and the "
+                                "geometric mean (--count-unreliable counts them)")
     return comparison

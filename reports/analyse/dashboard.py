@@ -158,6 +158,10 @@ def build_payload(
                  p.failed, p.speedups, p.log_speedup, p.compiles, p.compile_sum, p.ratios, p.log_ratio]
                 for p in history.points
             ],
+            # (run, configuration) pairs that share no experiment with the configuration's
+            # previous run: its history line breaks there (History.shared).
+            "breaks": [[run, config_id(config)] for (run, config), shared in sorted(
+                history.shared.items(), key=lambda item: (item[0][0], item[0][1])) if not shared],
             "transitions": [
                 [t.run, config_id(t.config), t.suite, t.common, t.log_change, t.regressed, t.improved,
                  t.noise, t.newly_failing, t.fixed]

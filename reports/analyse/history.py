@@ -80,6 +80,15 @@ class History:
     transitions: list[Transition] = field(default_factory=list)
     threshold: float = DEFAULT_THRESHOLD
     alpha: float = DEFAULT_ALPHA
+    #: (run, configuration) -> how many experiments of that configuration it shares with the
+    #: configuration's previous run (runs where it has none are not there): a trend joins only
+    #: runs that share experiments (a timm run and a Hugging Face run are not one series).
+    shared: dict[tuple[int, ConfigKey], int] = field(default_factory=dict)
+
+    def joins_previous(self, run: int, config: ConfigKey) -> bool:
+        """Whether the configuration's figure of `run` continues its previous run's (they
+        share experiments; True for its first run: nothing to break)."""
+        return self.shared.get((run, config), 1) > 0
 
     def configs(self) -> list[ConfigKey]:
         return sorted({p.config for p in self.points})
@@ -111,6 +120,7 @@ def compute_history(
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE hist_dims AS
         SELECT *, dense_rank() OVER (ORDER BY {config}, suite) AS cid,
+               dense_rank() OVER (ORDER BY {config}) AS gid,
                dense_rank() OVER (ORDER BY model) AS mid
         FROM (SELECT DISTINCT {config}, suite, model FROM lines WHERE {scope})
     """)
@@ -133,7 +143,7 @@ def compute_history(
               f"GROUP BY run, key)" if retried else scope)
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE hist AS
-        SELECT id, idx, key, cid, bgid, mid, baseline_stack, is_base, COALESCE(bs, -1) AS bsk,
+        SELECT id, idx, key, cid, gid, bgid, mid, baseline_stack, is_base, COALESCE(bs, -1) AS bsk,
                status = 'skipped' AS skipped, status = 'failed' AS failed,
                status = 'ok' AND code IN ({verdict_codes}) AS verified,
                status = 'ok' AND code = '{VerificationCode.PASS.value}' AS accurate,
@@ -169,7 +179,27 @@ def compute_history(
         config, suite = configs[cid]
         history.points.append(Point(idx, config, suite, *figures))
     _transitions(engine, history, configs, threshold, alpha)
+    _shared(engine, history, configs)
     return history
+
+
+def _shared(engine: Engine, history: History, configs: dict[int, tuple[ConfigKey, str]]) -> None:
+    """`History.shared`: per run and configuration (all suites), the experiments it shares
+    with the configuration's previous run."""
+    keys = {}
+    for cid, (config, _) in configs.items():
+        keys[cid] = config
+    by_group = dict(engine.con.execute("SELECT DISTINCT gid, cid FROM hist_dims").fetchall())
+    for idx, gid, shared in engine.con.execute("""
+        WITH present AS (SELECT DISTINCT idx, gid, key FROM hist),
+             ordered AS (SELECT idx, gid, lag(idx) OVER (PARTITION BY gid ORDER BY idx) AS prev
+                         FROM (SELECT DISTINCT idx, gid FROM present))
+        SELECT o.idx, o.gid, count(b.key)
+        FROM ordered o JOIN present a ON a.idx = o.idx AND a.gid = o.gid
+             LEFT JOIN present b ON b.idx = o.prev AND b.gid = o.gid AND b.key = a.key
+        WHERE o.prev IS NOT NULL GROUP BY o.idx, o.gid
+    """).fetchall():
+        history.shared[(idx, keys[by_group[gid]])] = int(shared)
 
 
 def _transitions(engine: Engine, history: History, configs: dict[int, tuple[ConfigKey, str]],

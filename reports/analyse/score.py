@@ -28,6 +28,8 @@ class Score:
     score: float
     experiments: int
     left_out: list[LeftOut] = field(default_factory=list)
+    #: Of the experiments scored, those whose timings are flagged unreliable on either side.
+    unreliable: int = 0
 
 
 def _label(record: Record) -> str:
@@ -49,6 +51,7 @@ def score(measured: list[Record], reference: list[Record]) -> Score:
     new_by = {r.key: r for r in measured}
     ratios = []
     left_out = []
+    unreliable = 0
     for fp, ref in sorted(ref_by.items(), key=lambda kv: (kv[1].config, kv[1].model_label)):
         new = new_by.get(fp)
         if new is None:
@@ -59,10 +62,12 @@ def score(measured: list[Record], reference: list[Record]) -> Score:
             left_out.append(LeftOut(_label(ref), _why_not(new, "the measured run")))
         else:
             ratios.append(ref.median_time / new.median_time)
+            unreliable += ref.unreliable or new.unreliable
     for fp, new in sorted(new_by.items(), key=lambda kv: (kv[1].config, kv[1].model_label)):
         if fp not in ref_by:
             left_out.append(LeftOut(_label(new), "not in the reference"))
     mean = geomean(ratios)
     if mean is None:
         raise ReportError("no experiment passed in both the results and the reference: there is nothing to score")
-    return Score(score=REFERENCE_SCORE * mean, experiments=len(ratios), left_out=left_out)
+    return Score(score=REFERENCE_SCORE * mean, experiments=len(ratios), left_out=left_out,
+                 unreliable=unreliable)

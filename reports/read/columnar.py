@@ -17,11 +17,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from reports.errors import ReportError
+from reports.errors import ReportError, ScratchError
 from reports.read import cache
 from reports.read import engine as eng
 from reports.read.engine import ID_STRIDE, FileScan, connect
-from reports.read.sql import DERIVED, DETAIL_COLUMNS, LINE_COLUMNS
+from reports.read.sql import CHECK, DERIVED, DETAIL_COLUMNS, LINE_COLUMNS, USABLE
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,8 @@ class Engine:
                 self._parse_lines([located[o][1] for o in ordinals if o in located])
                 source = (f"SELECT {index} * {ID_STRIDE} + w.ord AS id, {columns} "
                           f"FROM detail_lines d JOIN detail_ords w ON d.rowid = w.pos "
-                          f"JOIN {scan.relation} r ON r.ord = w.ord WHERE d.kind = 0 AND d.key = r.key")
+                          f"JOIN {scan.relation} r ON r.ord = w.ord WHERE d.kind IN ({USABLE}, {CHECK}) "
+                          f"AND d.key = r.key")
             if self._detailed is None:
                 added = self.con.execute(f"CREATE OR REPLACE TEMP TABLE details AS {source}").fetchone()[0]
                 self._detailed = set()
@@ -160,5 +161,9 @@ class Engine:
     def _parse_lines(self, texts: list[bytes]) -> None:
         """TEMP table `detail_lines`: these lines parsed with every column, in order."""
         path = self._temp / "details.jsonl"
-        path.write_bytes(b"".join(text + b"\n" for text in texts))
+        try:
+            path.write_bytes(b"".join(text + b"\n" for text in texts))
+        except OSError as error:
+            path.unlink(missing_ok=True)
+            raise ScratchError(self._temp, error) from error
         eng.scan_into(self.con, path, "detail_lines")

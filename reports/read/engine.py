@@ -22,18 +22,20 @@ has not kept (`parse`).
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
 import os
 import tempfile
 import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
-from core.files.results_file import BadLine, shape_problem
-from reports.errors import ReportError
+from core.config import unreadable_identity
+from core.files.results_file import BadLine, loads_line, shape_problem
+from reports.errors import ReportError, ScratchError
 from reports.read import sql
 # The columns' names, for the engine's readers.
 from reports.read.sql import DETAIL_COLUMNS, LINE_COLUMNS, SCHEMA_VERSION  # noqa: F401
@@ -136,20 +138,43 @@ def scan_into(con, source: Path, table: str, details: bool = True, settings: boo
             f"ignore_errors=true{size}, columns={sql.columns_argument(columns)}))"
         )
 
-    try:
-        scan(source)
-    except Exception as error:  # noqa: BLE001 - duckdb.InvalidInputException, checked below
-        if "maximum_object_size" not in str(error):
-            raise
-        longest = longest_line(source)
-        if longest <= MAX_LINE_BYTES:
-            scan(source, longest + _OBJECT_SLACK)
-        else:
-            with tempfile.TemporaryDirectory(prefix="reports-long-lines-") as folder:
-                copy = Path(folder) / source.name
-                _copy_without_long_lines(source, copy)
-                scan(copy, MAX_LINE_BYTES + _OBJECT_SLACK)
+    with duckdb_readable(source) as readable:
+        try:
+            scan(readable)
+        except Exception as error:  # noqa: BLE001 - duckdb.InvalidInputException, checked below
+            if "maximum_object_size" not in str(error):
+                raise
+            longest = longest_line(source)
+            if longest <= MAX_LINE_BYTES:
+                scan(readable, longest + _OBJECT_SLACK)
+            else:
+                with tempfile.TemporaryDirectory(prefix="reports-long-lines-") as folder:
+                    copy = Path(folder) / "lines.jsonl"
+                    try:
+                        _copy_without_long_lines(source, copy)
+                    except OSError as error:
+                        raise ScratchError(folder, error) from error
+                    scan(copy, MAX_LINE_BYTES + _OBJECT_SLACK)
     return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+@contextlib.contextmanager
+def duckdb_readable(path: Path) -> Iterator[Path]:
+    """`path`, or where its name holds bytes that are no UTF-8 (which DuckDB cannot take), a
+    link to it in a scratch folder whose name can be taken."""
+    try:
+        str(path).encode("utf-8")
+        yield path
+        return
+    except UnicodeEncodeError:
+        pass
+    with tempfile.TemporaryDirectory(prefix="reports-link-") as folder:
+        link = Path(folder) / "results.jsonl"
+        try:
+            link.symlink_to(os.path.abspath(path))
+        except OSError as error:
+            raise ScratchError(folder, error) from error
+        yield link
 
 
 def longest_line(path: Path) -> int:
@@ -185,7 +210,7 @@ def _loads(text: bytes) -> tuple[Any, Optional[str]]:
     if len(text) > MAX_LINE_BYTES:
         return None, f"longer than {MAX_LINE_BYTES} bytes"
     try:
-        return json.loads(text), None
+        return loads_line(text), None
     except RecursionError:
         return None, "nested too deeply"
     except ValueError as error:
@@ -308,7 +333,51 @@ def _why_bad(text: bytes) -> Optional[str]:
     value, reason = _loads(text)
     if reason is not None:
         return reason
-    return shape_problem(value) if isinstance(value, dict) else "not a JSON object"
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    return shape_problem(value) or (_newer_reason(value) if unreadable_identity(value) else None)
+
+
+def _newer_reason(line: dict[str, Any]) -> str:
+    fields = unreadable_identity(line)
+    return (f"written by a newer version (schema {line.get('schema_version')}) whose experiment "
+            f"holds {', '.join(fields[:5])}, which this version does not know: not this "
+            "version's experiment")
+
+
+def to_settle(con, table: str) -> list[int]:
+    """The ordinals of the rows of `table` that `settle` must judge (usually none)."""
+    return [r[0] for r in con.execute(
+        f"SELECT rowid FROM {table} WHERE kind = {sql.CHECK} OR (kind = {sql.USABLE} AND maybe_bool) "
+        f"ORDER BY rowid").fetchall()]
+
+
+def settle(con, table: str, located: dict[int, tuple[int, bytes]]) -> None:
+    """Judge the rows to check (`to_settle`, their lines' texts in `located`) as the runner
+    reads lines: a line of a newer schema whose identity holds fields this version does
+    not know (core.config.unreadable_identity) is not this version's experiment, and a
+    line of the wrong shape (core.files.results_file.shape_problem: a schema_version null,
+    times that are true or false) is a bad line; both are set aside (kind UNREADABLE,
+    `classify` says why). The others are usable."""
+    unreadable = []
+    for ordinal, (_, text) in located.items():
+        line, _ = _loads(text)
+        if isinstance(line, dict) and (_settled_problem(line) or unreadable_identity(line)):
+            unreadable.append(ordinal)
+    if unreadable:
+        con.execute(f"UPDATE {table} SET kind = {sql.UNREADABLE} WHERE rowid IN (SELECT unnest(?::BIGINT[]))",
+                    [unreadable])
+    con.execute(f"UPDATE {table} SET kind = {sql.USABLE} WHERE kind = {sql.CHECK}")
+
+
+def _settled_problem(line: dict[str, Any]) -> bool:
+    """What `settle` sets aside besides newer lines: a schema_version null, or times that
+    are true or false (shape_problem's reasons; DuckDB reads the rest of a line tolerantly)."""
+    if "schema_version" in line and line["schema_version"] is None:
+        return True
+    metrics = line.get("metrics")
+    times = metrics.get("per_iter_time") if isinstance(metrics, dict) else None
+    return isinstance(times, list) and any(isinstance(value, bool) for value in times)
 
 
 def classify(path: Path, located: dict[int, tuple[int, bytes]], unreadable: list[int],
@@ -355,6 +424,8 @@ class Parsed:
     #: The settings of the terminated lines, and of an unterminated last one.
     settings: list[tuple[str, int]]
     partial_settings: list[tuple[str, int]]
+    #: CRC-32 of the bytes asked for (`parse`'s `digest`), read beside the parse.
+    crc: Optional[int] = None
 
     @property
     def lines(self) -> int:
@@ -362,21 +433,26 @@ class Parsed:
 
 
 def parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display: Path,
-          line_offset: int, details: bool = True, settings: bool = True) -> Parsed:
+          line_offset: int, details: bool = True, settings: bool = True, digest: int = 0) -> Parsed:
     """Parse `source` (a file, or a copy of a byte range of one) into `table` (with the
     details, or not: `scan_into`); `display` names it in bad lines, numbered from
-    `line_offset`.
+    `line_offset`; with `digest`, the CRC-32 of its first `digest` bytes is read too.
 
-    The file's newlines are indexed in a thread while DuckDB parses it (both are needed:
-    the line numbers of what was set aside, and each run's first line)."""
+    The file's newlines are indexed (and its bytes digested) in a thread while DuckDB parses
+    it (both are needed: the line numbers of what was set aside, and each run's first line).
+    Lines DuckDB cannot judge alone (`to_settle`) are judged from their text (`settle`)."""
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reports-newlines") as pool:
         indexing = pool.submit(index_newlines, source, stop)
+        digesting = pool.submit(crc32_of, source, digest, stop) if digest else None
         try:
             rows = scan_into(con, source, table, details=details, settings=settings)
             size = source.stat().st_size
             partial = size > terminated_bytes and not _unterminated_is_blank(source, terminated_bytes, size)
             terminated_rows = rows - 1 if partial else rows
+            checked = to_settle(con, table)
+            if checked:
+                settle(con, table, lines_at(source, indexing.result(), checked))
             unreadable, nameless, runs = set_aside(con, table)
             wanted = unreadable + nameless + list(runs.values())
             found = settings_of(con, table, below=terminated_rows) if settings else []
@@ -385,19 +461,36 @@ def parse(con: Any, source: Path, table: str, *, terminated_bytes: int, display:
             stop.set()
             raise
         index = indexing.result()
+        crc = digesting.result() if digesting is not None else None
     located = lines_at(source, index, wanted)
     bad, unusable = classify(display, located, unreadable, nameless, line_offset)
     provenance = provenance_of(located, runs)
-    return Parsed(rows, terminated_rows, index, bad, unusable, provenance, found, partial_settings)
+    return Parsed(rows, terminated_rows, index, bad, unusable, provenance, found, partial_settings, crc)
+
+
+def crc32_of(path: Path, stop: int, stop_event: Optional[threading.Event] = None) -> Optional[int]:
+    """CRC-32 of the file's first `stop` bytes (None if it holds fewer, or when stopped)."""
+    value, left = 0, stop
+    with open(path, "rb") as raw:
+        while left > 0:
+            if stop_event is not None and stop_event.is_set():
+                return None
+            chunk = raw.read(min(_BLOCK, left))
+            if not chunk:
+                return None
+            value = zlib.crc32(chunk, value)
+            left -= len(chunk)
+    return value
 
 
 def rows_relation(table: str, ordinal_offset: int, below: Optional[int] = None, at_least: int = 0,
                   settings: bool = True) -> str:
     """The usable rows of parsed table `table` (rows `at_least` to `below`), numbered
     from `ordinal_offset`, without the columns that are no line's."""
-    condition = "kind = 0"
+    condition = f"kind = {sql.USABLE}"
     if below is not None:
         condition += f" AND rowid < {below}"
     if at_least:
         condition += f" AND rowid >= {at_least}"
-    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE ({'kind, settings' if settings else 'kind'}) FROM {table} WHERE {condition}"
+    # The settings stay with each row (compare names those of the experiments it compared).
+    return f"SELECT rowid + {ordinal_offset} AS ord, * EXCLUDE (kind, maybe_bool) FROM {table} WHERE {condition}"

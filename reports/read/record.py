@@ -152,6 +152,8 @@ class RecordBase:
     #: The experiment's identity in the reports: every identity field resolved (lines of
     #: any version), from reports.read.sql.
     key: int = 0
+    #: The line's id in the engine's `lines` (file index * ID_STRIDE + ordinal).
+    line_id: Optional[int] = None
 
     @property
     def model_label(self) -> str:
@@ -202,7 +204,7 @@ _BASE_COLUMNS = (
     ("suite", "suite"), ("model", "model"), ("fp", "fingerprint"), ("key", "key"),
     ("status", "status"), ("code", "verification_code"), ("run", "run_id"), ("fin", "timestamp"),
     ("times", None), ("med", "median_time"), ("error", "error"), ("skip_reason", "skip_reason"),
-    ("accel_model", "accelerator_model"), ("bs", "batch_size"), ("id", None), ("n_times", None),
+    ("accel_model", "accelerator_model"), ("bs", "batch_size"), ("id", "line_id"), ("n_times", None),
 )
 
 

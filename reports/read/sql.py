@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from core.columns import LABELS_COLUMN, STACK_COLUMN, ConfigColumn, config_columns
 from core.fields import EXPERIMENT, MODEL, SCHEMA_VERSION as LINE_SCHEMA_VERSION, Field, identity_fields
-from core.files.results_file import MAX_SCHEMA_VERSION
+from core.files.results_file import MAX_SCHEMA_VERSION, TIMESTAMP_KEYS, TIMESTAMP_RANGE
 from core.measures import Measure, measures
 from core.schema import VerificationCode
 
@@ -34,6 +34,9 @@ from core.schema import VerificationCode
 _COLUMNS_VERSION = 9
 
 _D, _V, _B = "DOUBLE", "VARCHAR", "BOOLEAN"
+#: The largest number a line's value is cast to an integer from: any larger one is bounded
+#: first (a cast of 2**63 fails), or read as text.
+MAX_CAST_INTEGER = 2**52
 #: How DuckDB reads a measured figure of each kind (core.measures).
 _KIND_TYPES = {float: _D, int: _D, str: _V, bool: _B}
 
@@ -174,8 +177,9 @@ def _figure_sql(measure: Measure) -> str:
 
 
 #: The cold-start entries to leave out of the steady state (core.schema.timed_values).
+#: Bounded before the cast (2**63 or 1e19 leave nothing timed, as core.figures reads them).
 _COLD_ENTRIES = ("(CASE WHEN isfinite(summary.cold_start_entries) AND summary.cold_start_entries > 0 "
-                 "THEN CAST(summary.cold_start_entries AS BIGINT) ELSE 0 END)")
+                 f"THEN CAST(least(summary.cold_start_entries, {MAX_CAST_INTEGER}) AS BIGINT) ELSE 0 END)")
 
 
 #: An experiment's samples: the medians of its timing processes where it had several (the
@@ -257,7 +261,10 @@ def _text(spec: Field, expression: str) -> str:
     if spec.kind is bool:
         return f"(CASE WHEN {expression} THEN 'True' WHEN NOT {expression} THEN 'False' END)"
     if spec.kind is int and _field_type(spec) == _D:
-        return f"CAST(CAST({expression} AS BIGINT) AS VARCHAR)"
+        # Whole numbers as integers; one too large for that (1e19) as the number it is.
+        return (f"(CASE WHEN abs({expression}) <= {MAX_CAST_INTEGER} "
+                f"THEN CAST(CAST({expression} AS BIGINT) AS VARCHAR) "
+                f"ELSE CAST({expression} AS VARCHAR) END)")
     if spec.kind is dict or _field_type(spec) != _V:
         return f"CAST({expression} AS VARCHAR)"
     return expression
@@ -290,15 +297,31 @@ _IDENTITY = (*identity_fields(MODEL), *identity_fields(EXPERIMENT))
 
 _ALL_NULL = " AND ".join(f'"{name}" IS NULL' for name in READ_COLUMNS if name not in _SETTINGS_ONLY)
 
+#: A line's `kind`: usable, naming no model or experiment, unreadable (a bad line), or to be
+#: checked in Python (reports.read.engine.settle, as the runner reads lines): of a newer
+#: schema (its identity may hold fields this version cannot read:
+#: core.config.unreadable_identity), or without a version read (absent, which is fine, or
+#: null, a bad line). Usable lines with a time of exactly 1 s are looked at too
+#: (`maybe_bool`: a JSON `true`, which DuckDB reads as 1).
+USABLE, NAMELESS, UNREADABLE, CHECK = 0, 1, 2, 3
+#: A timestamp no date can show (core.files.results_file.timestamp_out_of_range): a bad line.
+_TIMESTAMP_OUT_OF_RANGE = " OR ".join(
+    f'(isfinite("{key}") AND NOT "{key}" BETWEEN {TIMESTAMP_RANGE[0]!r} AND {TIMESTAMP_RANGE[1]!r})'
+    for key in TIMESTAMP_KEYS)
+
 #: The normalised columns, computed from the typed read in the same pass: (name, SQL). A
 #: column may use those before it.
 _NORMALISED_COLUMNS: list[tuple[str, str]] = [
-    ("kind", f"""CASE WHEN {_ALL_NULL} THEN 2
+    ("kind", f"""CASE WHEN {_ALL_NULL} THEN {UNREADABLE}
          WHEN schema_version IS NOT NULL AND NOT (json_type(schema_version) IN ('UBIGINT', 'BIGINT', 'DOUBLE')
               AND TRY_CAST(schema_version AS DOUBLE) BETWEEN 1 AND {MAX_SCHEMA_VERSION}
-              AND TRY_CAST(schema_version AS DOUBLE) = floor(TRY_CAST(schema_version AS DOUBLE))) THEN 2
-         WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN 1
-         ELSE 0 END"""),
+              AND TRY_CAST(schema_version AS DOUBLE) = floor(TRY_CAST(schema_version AS DOUBLE))) THEN {UNREADABLE}
+         WHEN {_TIMESTAMP_OUT_OF_RANGE} THEN {UNREADABLE}
+         WHEN model.model_name IS NULL OR model.model_name = '' OR experiment IS NULL THEN {NAMELESS}
+         WHEN TRY_CAST(schema_version AS DOUBLE) > {LINE_SCHEMA_VERSION} OR schema_version IS NULL THEN {CHECK}
+         ELSE {USABLE} END"""),
+    # A time of exactly 1 s may be a JSON `true` (DuckDB reads it as 1): `settle` looks.
+    ("maybe_bool", """COALESCE(list_contains(metrics.per_iter_time, 1.0), false)"""),
     ("run", """COALESCE(run_id, '')"""),
     ("ts", f"""COALESCE({_finite('"timestamp"')}, 0.0)"""),
     ("fin", f"""COALESCE({_finite('finished_at')}, {_finite('"timestamp"')}, 0.0)"""),
@@ -340,9 +363,9 @@ _NORMALISED_COLUMNS: list[tuple[str, str]] = [
 #: needed for every line (selecting, grouping into runs, the history).
 DETAIL_COLUMNS = ("fp", "times", "peak_host", "error", "skip_reason",
                   *(measure.name for measure in measures() if not measure.every_line))
-#: Columns of the parsed table that are no line's: why it was set aside, and its settings
-#: (counted per file, never cached per line).
-FILE_COLUMNS = ("kind", "settings")
+#: Columns of the parsed table that are no line's: why it was set aside (and whether to
+#: look at it again), and its settings (counted per file; kept with the rows for compare).
+FILE_COLUMNS = ("kind", "maybe_bool", "settings")
 #: The columns of every line (`kind` aside, which only sets lines aside).
 LINE_COLUMNS = tuple(name for name, _ in _NORMALISED_COLUMNS if name not in DETAIL_COLUMNS and name not in FILE_COLUMNS)
 #: Every normalised column (a file read with its details, or cached).

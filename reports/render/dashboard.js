@@ -347,8 +347,15 @@
     }
     opts.series.forEach((s) => {
       const pts = s.points.filter((p) => isNum(p[1]) && (!opts.log || p[1] > 0));
-      if (pts.length > 1) {
-        node.appendChild(svg("polyline", { points: pts.map((p) => sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join(" "),
+      /* A point marked as a break (p[3]) starts a new line: it is not a step of the one before. */
+      const segments = [];
+      for (const p of pts) {
+        if (!segments.length || p[3]) segments.push([]);
+        segments[segments.length - 1].push(p);
+      }
+      for (const seg of segments) {
+        if (seg.length < 2) continue;
+        node.appendChild(svg("polyline", { points: seg.map((p) => sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join(" "),
           fill: "none", stroke: s.colour, "stroke-width": 1.8, class: "series", "data-series": s.name }));
       }
       for (const p of pts) {
@@ -485,6 +492,8 @@
       return;
     }
     const { points, steps } = historyByRunConfig();
+    /* A run sharing no experiment with the configuration's previous run starts a new line. */
+    const breaks = new Set((history.breaks || []).map((b) => b[0] + ":" + b[1]));
     const cis = visibleConfigs().filter((ci) => Array.from(points.values()).some((p) => p.ci === ci));
     const nRuns = D.runs.length;
     const xticks = [];
@@ -513,7 +522,8 @@
           const p = points.get(run + ":" + ci);
           if (!p) continue;
           const y = m.value(p);
-          pts.push([run, y, runLabel(run) + " " + (D.runs[run] ? D.runs[run].id : "") + ": " + fmtTick(y, m.unit)]);
+          pts.push([run, y, runLabel(run) + " " + (D.runs[run] ? D.runs[run].id : "") + ": " + fmtTick(y, m.unit),
+            breaks.has(run + ":" + ci)]);
           const s = steps.get(run + ":" + ci);
           const text = s ? runLabel(run) + " " + configs[ci].label + ": " + s.text : "";
           if (m.marks && s && s.slower) marks.push({ x: run, y, kind: "regressed", text });

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Optional
 
 from core.columns import ConfigColumn, shown_columns
 from core.measures import Measure, measures
 from reports.analyse.aggregate import Report
+from reports.render.csv_writer import FORMULA_STARTS, text_cell, write_csv  # noqa: F401 - part of this module's interface
 
 
 def _config_headers() -> list[str]:
@@ -53,31 +52,16 @@ NUMBER_FIELDS = frozenset({
     "batch_size", "repeats", "median_time_s", "interval_low_s", "interval_high_s",
     "interval_coverage", "baseline_median_time_s", "speedup", "compression_ratio",
     *(m.csv_column for m in _FIGURES if m.kind in (int, float))})
-#: What a spreadsheet reads as the start of a formula.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def text_cell(value: object) -> object:
-    """A text cell a spreadsheet shows as text: one that would start a formula (a model
-    name "=HYPERLINK(...)" in a hand-made line) gets a leading apostrophe."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
-
-
-def _cells(row: dict[str, object]) -> dict[str, object]:
-    return {name: value if name in NUMBER_FIELDS else text_cell(value)
-            for name, value in row.items()}
-
-
 def render_csv(report: Report) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
-    writer.writeheader()
+    return write_csv(CSV_FIELDS, ([row[name] for name in CSV_FIELDS] for row in _rows(report)),
+                     numbers=NUMBER_FIELDS)
+
+
+def _rows(report: Report):
     for row in report.rows:
         r = row.record
         c = r.config
-        writer.writerow(_cells({
+        yield ({
             "suite": r.suite, "model": r.model, "configuration": c.label,
             **{name: _CONFIG_COLUMNS[name].shown(value) for name, value in c},
             "batch_size": "" if r.batch_size is None else str(r.batch_size), "status": r.status, "verification_code": r.verification_code,
@@ -92,5 +76,4 @@ def render_csv(report: Report) -> str:
             **{m.csv_column: _figure(r.figure(m.name), m) for m in _FIGURES},
             "run_id": r.run_id, "fingerprint": r.fingerprint, "warnings": "; ".join(row.warnings),
             "error": r.error,
-        }))
-    return out.getvalue()
+        })

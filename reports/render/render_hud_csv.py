@@ -22,14 +22,13 @@ experiment that failed gets a row with speedup 0; a value that was not measured 
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from typing import Optional
 
 from core.schema import Status, VerificationCode
 from reports.analyse.aggregate import Report, Row
 from reports.read.record import ConfigKey
+from reports.render.csv_writer import write_csv
 
 PERFORMANCE_FIELDS = [
     "dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency", "compression_ratio",
@@ -52,6 +51,8 @@ _ACCURACY = {
     VerificationCode.EAGER_FAILED.value: "eager_fail_to_run",
     VerificationCode.NONDETERMINISTIC_EAGER_RUN.value: "eager_two_runs_differ",
 }
+#: The columns of numbers (every other is text, guarded by reports.render.csv_writer).
+_NUMBERS = frozenset(PERFORMANCE_FIELDS) - {"dev", "name"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
 
 
@@ -131,23 +132,16 @@ def render_hud_csv(report: Report) -> dict[str, str]:
     files: dict[str, str] = {}
     for stem, members in sorted(groups.items()):
         members.sort(key=lambda r: (r.record.model, r.record.batch_size or 0))
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(PERFORMANCE_FIELDS)
-        writer.writerows(_performance_row(row) for row in members)
-        files[f"{stem}_performance.csv"] = out.getvalue()
+        files[f"{stem}_performance.csv"] = write_csv(
+            PERFORMANCE_FIELDS, (_performance_row(row) for row in members), numbers=_NUMBERS)
         verified = [row for row in members
                     if row.record.status == Status.OK and row.record.verification_code in _ACCURACY]
         if verified:
             verified += [row for row in members if row.record.status == Status.FAILED]
             verified.sort(key=lambda r: (r.record.model, r.record.batch_size or 0))
-            out = io.StringIO()
-            writer = csv.writer(out, lineterminator="\n")
-            writer.writerow(ACCURACY_FIELDS)
-            for row in verified:
-                r = row.record
-                accuracy = "fail_to_run" if r.status == Status.FAILED else _ACCURACY[r.verification_code]
-                writer.writerow([r.config.accelerator, r.model,
-                                 str(r.batch_size) if r.batch_size is not None else "0", accuracy] + _graphs(row))
-            files[f"{stem}_accuracy.csv"] = out.getvalue()
+            files[f"{stem}_accuracy.csv"] = write_csv(ACCURACY_FIELDS, (
+                [row.record.config.accelerator, row.record.model,
+                 str(row.record.batch_size) if row.record.batch_size is not None else "0",
+                 "fail_to_run" if row.record.status == Status.FAILED else _ACCURACY[row.record.verification_code],
+                 *_graphs(row)] for row in verified), numbers=_NUMBERS)
     return files

@@ -1,20 +1,23 @@
-"""Plain-text tables for the terminal."""
+"""Plain-text tables for the terminal: every cell made printable (core.text), so that a
+model name or a path cannot forge a console line."""
 
 from __future__ import annotations
 
+from core.text import printable
 from reports.render.tables import Table
 
 MAX_CELL = 60
 
 
 def _clip(text: str) -> str:
-    text = text.replace("\n", " ")
+    text = printable(text)
     return text if len(text) <= MAX_CELL else text[: MAX_CELL - 3] + "..."
 
 
 def render_table(table: Table) -> str:
     """A title line and an aligned table; '(none)' when it has no rows."""
-    lines = [table.title, "=" * len(table.title)]
+    title = printable(table.title)
+    lines = [title, "=" * len(title)]
     if not table.rows:
         lines.append("(none)")
         return "\n".join(lines)

@@ -106,7 +106,31 @@ ROW_HEADERS = [
 ]
 
 
-def row_cells(row: Row) -> list[str]:
+#: How a speedup was found: eager timed interleaved in the same process (paired), or the
+#: baseline's own line against this one (unpaired: the machine may have changed between).
+SPEEDUP_MARKS = {"paired": "paired", "baseline": "unpaired"}
+#: The stack that compiles nothing: its cold start less its median is no compile time, and
+#: the tables show none.
+EAGER_STACK = "eager"
+#: Figures that mean nothing for the eager stack (it compiles nothing).
+_NOT_EAGER = ("compile_time",)
+
+
+def speedup_cell(row: Row) -> str:
+    """The speedup, marked with how it was found (`SPEEDUP_MARKS`)."""
+    if row.speedup is None:
+        return "-"
+    mark = SPEEDUP_MARKS.get(row.speedup_method)
+    return fmt_ratio(row.speedup) + (f" ({mark})" if mark else "")
+
+
+def _figure_of_row(record, measure: Measure) -> str:
+    if measure.name in _NOT_EAGER and record.config.stack == EAGER_STACK:
+        return "-"
+    return figure_cell(record, measure)
+
+
+def row_cells(row: Row, said_once: frozenset[str] = frozenset()) -> list[str]:
     record = row.record
     return [
         record.model_label,
@@ -117,10 +141,10 @@ def row_cells(row: Row) -> list[str]:
         fmt_time(record.median_time),
         _interval(row),
         str(len(record.per_iter_times)),
-        fmt_ratio(row.speedup) + (" (paired)" if row.speedup_method == "paired" else ""),
+        speedup_cell(row),
         fmt_ratio(row.compression_ratio),
-        *(figure_cell(record, measure) for measure in shown_measures()),
-        "; ".join(row.warnings),
+        *(_figure_of_row(record, measure) for measure in shown_measures()),
+        "; ".join(text for text in row.warnings if text not in said_once),
     ]
 
 
@@ -148,6 +172,7 @@ def summary_cells(summary: ConfigSummary) -> list[str]:
         pass_rate_cell(summary),
         str(summary.unverified),
         _covered(summary.geomean_speedup, fmt_ratio(summary.geomean_speedup), summary.speedup_models, counted),
+        "-" if summary.config.stack == EAGER_STACK else
         _covered(summary.mean_compile_time, fmt_time(summary.mean_compile_time), summary.compile_models, counted),
         compression_cell(summary),
         str(summary.skipped),
@@ -167,7 +192,7 @@ def report_tables(report: Report) -> list[Table]:
     rows = Table(
         title="Experiments",
         headers=ROW_HEADERS,
-        rows=[row_cells(r) for r in report.rows],
+        rows=[row_cells(r, report.said_once) for r in report.rows],
         row_classes=["warn" if r.warnings else "" for r in report.rows],
     )
     warnings = Table(
@@ -274,8 +299,60 @@ def trend_table(history: History, last: int = 6) -> Table:
                 flags.append(f"{regressed} regressed")
             if improved:
                 flags.append(f"{improved} improved")
+            if n and not history.joins_previous(run, config):
+                # No experiment in common with the run before: not a step of one series.
+                flags = ["not comparable: no experiment in common with the run before"]
             cells.append(value + (f" ({', '.join(flags)})" if flags else ""))
         rows.append(cells)
     headers = ["configuration"] + [f"{runs[i].run_id[:8] or '-'} {format_time(runs[i].first_timestamp)[:10]}" for i in shown]
     return Table(title=f"Trend: geometric mean speedup over the latest {len(shown)} runs "
                        f"(time change against each model's previous run)", headers=headers, rows=rows)
+
+
+#: The Experiments table's columns on the terminal, before the figures' (core.measures: each
+#: with a header) and the warnings' count: the CSV, Markdown and HTML hold them all (the
+#: interval, the repeats, the memory ratio, each warning).
+CONSOLE_COLUMNS = ("model", "configuration", "batch", "status", "median/iter", "speedup")
+#: Headers the terminal shortens.
+_CONSOLE_HEADERS = {"TFLOP/s (% peak)": "TFLOP/s (%)", "warnings": "warn"}
+#: The widest a model or configuration cell is on the terminal.
+CONSOLE_CELL = 36
+#: Verification codes the terminal leaves out of the status (no verdict).
+_NO_VERDICT = ("VERIFIER_SKIPPED", "VERIFIER_DIDNT_RUN")
+
+
+def console_tables(tables: list[Table]) -> list[Table]:
+    """The tables as the terminal shows them: the Experiments table narrowed to fit a
+    terminal (`CONSOLE_COLUMNS` and the figures': the verdict joins the status, the
+    speedup's mark is short, the warnings are counted, each listed in the Warnings table)."""
+    return [_console_experiments(table) if table.title == "Experiments" else table for table in tables]
+
+
+def _clip(text: str, width: int = CONSOLE_CELL) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _console_experiments(table: Table) -> Table:
+    at = {header: index for index, header in enumerate(table.headers)}
+    columns = (*CONSOLE_COLUMNS, *(m.header for m in shown_measures() if m.header in at), "warnings")
+    rows = []
+    for cells in table.rows:
+        status, code = cells[at["status"]], cells[at["verification"]]
+        speedup = cells[at["speedup"]].replace(" (paired)", " p").replace(" (unpaired)", " u")
+        warnings = cells[at["warnings"]]
+        values = {
+            "model": _clip(cells[at["model"]]), "configuration": _clip(cells[at["configuration"]]),
+            "status": status if code in _NO_VERDICT else f"{status} {code}",
+            "speedup": speedup, "warnings": str(len(warnings.split("; "))) if warnings else "",
+            "TFLOP/s (% peak)": cells[at["TFLOP/s (% peak)"]].replace(" (no peak)", ""),
+        }
+        rows.append([values.get(name, cells[at[name]]) if name in at or name in values else "-"
+                     for name in columns])
+    # A figure's column with no value in any row says nothing on the terminal.
+    keep = [index for index, name in enumerate(columns)
+            if name in CONSOLE_COLUMNS or name == "warnings" or any(row[index] not in ("-", "") for row in rows)]
+    rows = [[row[index] for index in keep] for row in rows]
+    headers = [_CONSOLE_HEADERS.get(columns[index], columns[index]) for index in keep]
+    return Table(title="Experiments (speedup p: paired, eager timed in the same process; u: unpaired; "
+                       "all columns: --csv, --html)",
+                 headers=headers, rows=rows, row_classes=table.row_classes)

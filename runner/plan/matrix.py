@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
+import regex
+
 import backends
 from core.files import strict_json
 from core.config import (
@@ -204,18 +206,40 @@ def shown_list(values: Sequence[str]) -> str:
     return str([shown_value(value) for value in values]) if values else "(none)"
 
 
-def compile_patterns(patterns: Sequence[str], flag: str) -> list[re.Pattern]:
+#: How long one --filter or --exclude pattern may take to match one model name: a name is a
+#: few dozen characters, which any sane pattern matches in microseconds; a pattern with
+#: catastrophic backtracking ((a+)+$ and the like) would take years.
+MATCH_SECONDS = 1.0
+
+
+def compile_patterns(patterns: Sequence[str], flag: str) -> list[regex.Pattern]:
+    """The patterns of `flag` (Python's `re` syntax), compiled case-insensitively with the
+    `regex` engine in its `re`-compatible mode, which bounds a match by a time limit
+    (`pattern_matches`); MatrixError naming one that is no regular expression."""
     compiled = []
     for pattern in patterns:
         try:
-            compiled.append(re.compile(pattern, re.IGNORECASE))
-        except (re.error, OverflowError, RecursionError) as error:
+            re.compile(pattern)  # Python's own syntax and words for what is wrong with it
+            compiled.append(regex.compile(pattern, regex.IGNORECASE | regex.VERSION0))
+        except (re.error, regex.error, OverflowError, RecursionError, ValueError) as error:
             # Python's compiler raises OverflowError for a huge repetition count and
             # RecursionError for deep nesting, besides re.error.
             reason = str(error) if not isinstance(error, RecursionError) else "nested too deeply"
             raise MatrixError(f"{flag} {shown_value(pattern)!r} is not a valid regular "
                               f"expression: {reason}") from None
     return compiled
+
+
+def pattern_matches(pattern: regex.Pattern, name: str, flag: str) -> bool:
+    """Whether `pattern` matches part of `name`; MatrixError naming the pattern when the
+    match takes longer than MATCH_SECONDS (catastrophic backtracking)."""
+    try:
+        return pattern.search(name, timeout=MATCH_SECONDS) is not None
+    except TimeoutError:
+        raise MatrixError(
+            f"{flag} {shown_value(pattern.pattern)!r} took more than {MATCH_SECONDS:g} s to "
+            f"match the model name {shown_value(name)!r}: the pattern backtracks without end "
+            "(nested repetitions such as (a+)+); write it without them") from None
 
 
 def tier_names(suite: Suite, tiers: Sequence[int], flag: str) -> set[str]:
@@ -243,12 +267,22 @@ def select_models(suite: Suite, filters: Sequence[str], excludes: Sequence[str],
     keep_tiers = tier_names(suite, filter_tiers, "--filter-by-tier")
     drop_tiers = tier_names(suite, exclude_tiers, "--exclude-by-tier")
     selecting = bool(keep or filter_tiers)
+    every = suite.model_names()
+    kept_by = [[name for name in every if pattern_matches(pattern, name, "--filter")]
+               for pattern in keep]
+    chosen = {name for found in kept_by for name in found}
     names = [
         name
-        for name in suite.model_names()
-        if (not selecting or any(p.search(name) for p in keep) or name.casefold() in keep_tiers)
-        and not any(p.search(name) for p in drop) and name.casefold() not in drop_tiers
+        for name in every
+        if (not selecting or name in chosen or name.casefold() in keep_tiers)
+        and not any(pattern_matches(p, name, "--exclude") for p in drop)
+        and name.casefold() not in drop_tiers
     ]
+    if names:
+        for pattern, found in zip(filters, kept_by):
+            if not found:
+                log.warning("--filter %r matches no model of suite %r; it selects nothing",
+                            shown_value(pattern), suite.name)
     if not names:
         tiers = ""
         if filter_tiers or exclude_tiers:

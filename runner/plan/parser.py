@@ -79,6 +79,11 @@ def number_parser(cast, kind: str, minimum: float, inclusive: bool = True,
 
 
 positive_int = number_parser(int, "an integer", 1)
+#: The most experiments one runner runs at a time: far more than any machine's cores or
+#: GPUs, and refused before anything is allocated per job (--jobs=99999999999 ran out of
+#: memory).
+MAX_JOBS = 4096
+job_count = number_parser(int, "an integer", 1, maximum=MAX_JOBS)
 
 
 def per_gpu_count(text: str) -> Optional[int]:
@@ -178,6 +183,18 @@ def add_setting_flags(group) -> None:
         group.add_argument(knob.flag, **options)
 
 
+class DefaultsOnceFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help that shows a flag's default once: not where its help already says it ("(default
+    0: never)"), and not for a switch, whose default is not to be given (a negated switch's
+    stored True read as "(default: True)", the opposite of what the flag does)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.nargs == 0 or "default" in text.lower():
+            return text
+        return super()._get_help_string(action)
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse whose errors are one line naming the flag and value (no usage block)."""
 
@@ -194,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
             "left unset takes every value valid here. Subcommands: report, compare, score, bisect "
             "(run 'experiment-runner report --help')."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsOnceFormatter,
     )
     what = parser.add_argument_group("what to run")
     what.add_argument("--suite-name", default="builtin",
@@ -285,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
         "one GPU when the plan has CUDA experiments. Every line goes to the one results "
         "file; experiments start longest first by the durations already recorded. With "
         "--executor=ray, a Ray cluster runs them instead (docs/scaling.md).")
-    scale.add_argument("--jobs", "-j", type=positive_int, default=1,
+    scale.add_argument("--jobs", "-j", type=job_count, default=1,
                        help="experiments run at a time (with CUDA experiments: one per GPU, the "
                             "first N the runner sees)")
     scale.add_argument("--start-method", choices=START_METHODS, default=default_start_method(),

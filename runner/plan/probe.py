@@ -25,6 +25,7 @@ metadata goes unseen for the day the answer is kept; `--no-probe-cache` asks the
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import hashlib
 import json
@@ -245,8 +246,9 @@ def cached_answer(path: Path, with_compiler_checks: bool = True) -> Optional[Hos
     try:
         if time.time() - path.stat().st_mtime > PROBE_CACHE_SECONDS:
             return None
-    except OSError:
-        return None
+    except OSError as error:
+        if error.errno != errno.ELOOP:  # a link that loops is set aside below, with a warning
+            return None
     answer = read_side_file(path, answer_shape, "the probe's cached answer").value
     if answer is not None and with_compiler_checks and not answer.compiler_checked:
         return None
@@ -335,6 +337,7 @@ def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict[str, An
     it (the child dies with its parent), and the next runner removes the folder."""
     scratch = probe_scratch()
     environment = dict(os.environ, TMPDIR=str(scratch), **{PARENT_VARIABLE: str(os.getpid())})
+    environment.pop("PYTHONWARNINGS", None)  # as the runner's children: the user's filter
     try:
         command = [sys.executable, "-m", "runner.plan.probe"]
         if not with_compiler_checks:

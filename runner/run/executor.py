@@ -34,7 +34,8 @@ from core.schema import ResultLine, Status, Verdict
 from core.phases import DIGITS
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot, visible_gpus
-from runner.run.process.child_env import child_cores, child_environment, child_folder, gate_path
+from runner.run.process.child_env import (child_cores, child_environment, child_folder,
+                                          gate_path, make_own_folder)
 from runner.run.process.forkserver_client import ForkedChild, ForkServer, ForkServerError, ForkServers, names_own_folder
 from runner.run.process.guard import ProcessGuard
 from runner.run.record.lines import (SweepInfo, failure_text, line_from_outcome, new_line, outcome_succeeded,
@@ -181,7 +182,7 @@ class ExperimentExecutor:
         if self._cancelled.is_set():
             raise ExperimentCancelled("the sweep was stopped")
         folder = self.child_folder(planned, role, process, attempt)
-        folder.mkdir(parents=True, exist_ok=True)
+        moved = make_own_folder(self.options.output_dir, folder)
         (folder / RESULT_FILE).unlink(missing_ok=True)
         shared = scratch is not None
         spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
@@ -196,6 +197,7 @@ class ExperimentExecutor:
             planned, folder, self.child_environment(planned, role, folder, scratch, slot)),
             keep_scratch=shared, done_at_output_end=planned.experiment.accelerator == "cpu")
         _add_parent_phases(outcome, asked_at)
+        outcome.notes[:0] = moved
         return outcome
 
     def device_gate(self, planned: PlannedExperiment, slot: Optional[Slot]) -> Optional[str]:

@@ -18,8 +18,9 @@ from typing import Any, Iterable, Mapping, Optional
 
 from core.schema import Status, error_headline, stack_label_of
 from models.base import Suite
-from runner.run.record.claims import Claims, ClaimStatus
+from runner.run.record.claims import Claims, ClaimStatus, claim_key_of
 from runner.run.dispatch.local import Dispatcher
+from runner.run.record.lines import strict_line
 from runner.run.record.progress import Progress
 from runner.plan.matrix import Plan, PlannedExperiment
 
@@ -76,7 +77,7 @@ def run_plan(
                     if remeasures.holds(planned):  # claimed already: measured again
                         in_flight[dispatcher.submit(planned)] = planned
                         continue
-                    status, _ = claims.claim(planned.fingerprint)
+                    status, _ = claims.claim(planned.fingerprint, key_of(planned))
                     if status is ClaimStatus.BUSY:
                         busy.append(planned)
                         continue
@@ -134,7 +135,7 @@ def _start(planned: PlannedExperiment, suite: Suite, dispatcher: Dispatcher, cla
             return dispatcher.submit(planned)
         line = dispatcher.skipped_line(planned, reason)
     except BaseException:
-        claims.release(planned.fingerprint)
+        claims.release(key_of(planned))
         raise
     _record(planned, line, claims, report)
     return None
@@ -142,10 +143,11 @@ def _start(planned: PlannedExperiment, suite: Suite, dispatcher: Dispatcher, cla
 
 def _record(planned: PlannedExperiment, line: dict[str, Any], claims: Claims,
             report: SweepReport) -> None:
+    line = strict_line(line)
     try:
-        written = claims.record(planned.fingerprint, line)
+        written = claims.record(planned.fingerprint, line, key_of(planned))
     finally:
-        claims.release(planned.fingerprint)
+        claims.release(key_of(planned))
     if not written:
         return
     report.lines.append(line)
@@ -166,7 +168,7 @@ def _record_if_finished(planned: PlannedExperiment, future: Future, claims: Clai
     elif remeasures is not None and remeasures.holds(planned):
         _record(planned, remeasures.final_line(planned, None), claims, report)
     else:
-        claims.release(planned.fingerprint)
+        claims.release(key_of(planned))
 
 
 def slow_ratio(line: Mapping[str, Any]) -> Optional[float]:
@@ -270,6 +272,11 @@ def longest_first(experiments: Iterable[PlannedExperiment],
         return -known, False
 
     return sorted(experiments, key=order)  # stable: ties stay in plan order
+
+
+def key_of(planned: PlannedExperiment) -> str:
+    """The key of the experiment's claim (runner/run/record/claims.py: `claim_key`)."""
+    return claim_key_of(planned.model, planned.experiment)
 
 
 def describe(planned: PlannedExperiment) -> str:

@@ -7,7 +7,7 @@ from core.config import fingerprint
 from observers import inapplicable_notes
 
 from core.host.machine import HostCapabilities
-from backends.stacks.debug_perturb import DebugPerturbStack, perturb_scale
+from backends.stacks.debug_perturb import DebugPerturbStack, perturb_element, perturb_scale
 from backends.runtimes.perturb import perturb, perturb_leaf
 from models.base import BenchmarkModel, ModelInputs
 from core.config import ExperimentConfig, ModelConfig, RunSettings
@@ -74,6 +74,19 @@ def test_perturb_leaf_changes_direction_and_exact_kinds():
         perturb((x,), "output[9]", 1e-2)
 
 
+def test_one_element_can_be_perturbed_alone():
+    x = torch.tensor([[0.5, -0.018], [0.8, 1.0]])
+    y = perturb_leaf(x, 0.3, element=1)
+    assert torch.equal(y.view(-1)[[0, 2, 3]], x.view(-1)[[0, 2, 3]])
+    assert float(y[0, 1]) == pytest.approx(-0.018 * 1.3)
+    with pytest.raises(ValueError, match="element 4 of a tensor of 4 elements"):
+        perturb_leaf(x, 0.3, element=4)
+    assert perturb_element(None) is None and perturb_element("7") == 7
+    stack = DebugPerturbStack(environ={**ON, "EXPERIMENT_RUNNER_PERTURB_ELEMENT": "-1"})
+    assert "EXPERIMENT_RUNNER_PERTURB_ELEMENT='-1' must not be negative" in (
+        stack.invalid_reason(stack.planned(experiment(), stack.environ), HOST))
+
+
 def bench_of(factory, test):
     def make_inputs(seed):
         g = torch.Generator().manual_seed(seed)
@@ -97,21 +110,30 @@ def run_on(stack, factory, exp):
     return run
 
 
-@pytest.mark.parametrize("test,factory,path,named", [
-    ("eval", ManyOutputs, "[2]['deep']['pair'][1]", "output[2]['deep']['pair'][1]"),
-    ("eval", ManyOutputs, "[3].ids", "output[3].ids"),
-    ("train", MLP, "gradients['layers.2.weight']", "gradients['layers.2.weight']"),
-    ("train", MLP, "['loss']", "loss"),
+@pytest.mark.parametrize("test,factory,path,named,scale,cosine", [
+    ("eval", ManyOutputs, "[2]['deep']['pair'][1]", "output[2]['deep']['pair'][1]", None, True),
+    ("eval", ManyOutputs, "[3].ids", "output[3].ids", None, False),
+    ("train", MLP, "gradients['layers.2.weight']", "gradients['layers.2.weight']", "0.5", True),
+    ("train", MLP, "['loss']", "loss", None, False),
 ])
-def test_the_verifier_catches_the_perturbed_leaf(test, factory, path, named):
+def test_the_verifier_catches_the_perturbed_leaf(test, factory, path, named, scale, cosine):
     exp = experiment(test)
     eager = run_on(DebugPerturbStack(environ=ON), factory, exp)
     tolerance = tolerance_for("fp32", test)
     clean = verify(eager, None, eager, tolerance=tolerance)
     assert clean.code is VerificationCode.PASS, clean.reason
-    backend = DebugPerturbStack(environ={**ON, "EXPERIMENT_RUNNER_PERTURB_PATH": path})
-    # Without a reference, and with eager itself standing in for the fp64 reference.
-    for fp64 in (None, eager):
+    perturbed = {**ON, "EXPERIMENT_RUNNER_PERTURB_PATH": path}
+    if scale:  # a gradient of about 1e-3: 1% of it is within allclose's atol of 1e-4
+        perturbed["EXPERIMENT_RUNNER_PERTURB_SCALE"] = scale
+    # With eager itself standing in for the fp64 reference (cast to float64, as the harness
+    # casts its reference). Without a reference cosine similarity decides, as in the
+    # harness: it misses a +1 in an integer leaf and a scalar's change (a one-element
+    # cosine is 1), and catches noise of half the leaf's size.
+    runs = [(eager, perturbed)]
+    if cosine:
+        runs.append((None, {**perturbed, "EXPERIMENT_RUNNER_PERTURB_SCALE": "0.5"}))
+    for fp64, environ in runs:
+        backend = DebugPerturbStack(environ=environ)
         verdict = verify(eager, fp64, run_on(backend, factory, exp), tolerance=tolerance)
         assert verdict.code is VerificationCode.FAIL
         assert verdict.details["path"] == named

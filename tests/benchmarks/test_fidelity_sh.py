@@ -83,6 +83,42 @@ def test_the_harness_runs_plainly_unless_told_fastest(fake_harness, tmp_path,
     assert written.strip().split(";")[2] == wrapped, completed.stderr[-2000:]
 
 
+# Stands in for the harness: writes its cache folder and what that held at its start, then
+# leaves a compiled kernel there, as a run of the harness does.
+CACHE_HARNESS = '''
+import os, sys
+output = sys.argv[sys.argv.index("--output") + 1]
+cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+with open(output, "w") as file:
+    file.write(f"{cache};{sorted(os.listdir(cache))}\\n")
+open(os.path.join(cache, "kernel.so"), "w").close()
+'''
+
+
+def test_the_harness_runs_each_case_twice_each_run_cold(tmp_path):
+    harness = tmp_path / "harness"
+    harness.mkdir()
+    (harness / "huggingface.py").write_text(CACHE_HARNESS)
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    out = tmp_path / "out"
+    completed = run_fake_harness(harness, out, cases)
+    name = "peer-huggingface-ModelA-bs8-bf16-default-eval"
+    runs = [(out / f"{stem}.csv").read_text().strip().split(";")
+            for stem in (name, f"{name}-run2")]
+    assert [held for _, held in runs] == ["[]", "[]"], completed.stderr[-2000:]
+    assert runs[0][0] != runs[1][0]  # a cache folder of its own, empty, for each run
+    assert (out / f"{name}.wall").exists() and (out / f"{name}-run2.wall").exists()
+    assert not (out / f"{name}-run3.csv").exists()
+    # A second call resumes: runs already made are not made again; a third run is added.
+    first = (out / f"{name}.csv").read_text()
+    run_fake_harness(harness, out, cases, HARNESS_RUNS="3")
+    assert (out / f"{name}.csv").read_text() == first
+    assert (out / f"{name}-run3.csv").read_text().strip().endswith(";[]")
+    completed = run_fake_harness(harness, out, cases, HARNESS_RUNS="0")
+    assert completed.returncode == 2 and "HARNESS_RUNS" in completed.stderr
+
+
 def test_an_unknown_timing_core_is_named_with_a_non_zero_exit(fake_harness, tmp_path):
     cases = tmp_path / "cases.txt"
     cases.write_text("huggingface ModelA 8 bf16 default eval\n")
@@ -229,7 +265,9 @@ def test_lockstep_starts_both_tools_on_each_case_together(tmp_path, lockstep):
     assert len(ours) == 4, (ours, completed.stderr[-2000:])
     harness_runs = {}
     for model in ("ModelA", "ModelB"):
-        path = next(out.glob(f"peer-huggingface-{model}-*.csv"))
+        # the harness's first run of the case (its second follows, once ours ended)
+        path = next(path for path in out.glob(f"peer-huggingface-{model}-*.csv")
+                    if "-run" not in path.name)
         head, start, end = path.read_text().splitlines()
         device, cores, _, _ = head.split(";")
         harness_runs[model] = (device, set(cores.split(",")), float(start), float(end))

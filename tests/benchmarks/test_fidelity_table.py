@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -310,3 +311,74 @@ def test_a_row_that_disagrees_shows_our_processes_beside_the_host_state(tmp_path
                                "at host pulses 0.66/1.03/0.64 ms")
     training = next(text for text in out.splitlines() if text.startswith("- mobilenetv2_100 train"))
     assert "host pulses" not in training
+
+
+def banded_folder(tmp_path, ours_lines, runs_by_test):
+    """OUT_DIR as fidelity.sh leaves it with HARNESS_RUNS: the first run's CSV of each case,
+    then peer-NAME-run2.csv and so on; our lines in ours/results.jsonl."""
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "results.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in ours_lines))
+    for test, runs in runs_by_test.items():
+        for run, (speedup, latency) in enumerate(runs, start=1):
+            stem = f"peer-timm-mobilenetv2_100-bs128-amp-default-{test}"
+            (tmp_path / f"{stem}{f'-run{run}' if run > 1 else ''}.csv").write_text(
+                PEER_HEADER + f"cuda,mobilenetv2_100,128,{speedup},{latency},1,0\n")
+    return both_tests_cases(tmp_path)
+
+
+def test_a_host_bound_row_agrees_within_the_harness_runs_widened_by_five_percent(tmp_path,
+                                                                                 capsys):
+    """Ours' eval is card-bound (5.0 ms, 2.00x), its train host-bound (20.0 ms, 1.50x)."""
+    card_bound = our_line("eval", 0.010, 2.0, 10**11)
+    card_bound["summary"].update(host_bound=False, host_bound_fraction=0.0)
+    host_bound = our_line("train", 0.030, 1.5, 3 * 10**11)
+    host_bound["summary"].update(host_bound=True, host_bound_fraction=1.0)
+    # eval: ours +8.7% against the harness's first run (4.6 ms), +4.2% against its runs'
+    # median (4.8 ms). train: ours -23% against its first run (26.0 ms), within its runs'
+    # range widened by 5% (19.95 to 27.3 ms, 1.368 to 1.68x).
+    cases = banded_folder(tmp_path, [card_bound, host_bound],
+                          {"eval": [(2.0, 4.6), (2.0, 5.0)],
+                           "train": [(1.60, 26.0), (1.44, 21.0)]})
+    assert fidelity_table.main(tmp_path, cases) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| mobilenetv2_100")]
+    assert rows[0].endswith("| 4.60 ms, 2.00x; 5.00 ms, 2.00x | 8.7% |")
+    assert rows[1].endswith("| 26.00 ms, 1.60x; 21.00 ms, 1.44x | 23.8% |")
+    assert "0 of 2 rows with both figures agree within 5%" in out  # against the first run alone
+    assert ("Within the harness's own band: 2 of 2 rows (host-bound in ours' line: 1 of 1, "
+            "within the range of the harness's runs widened by 5%; card-bound: 1 of 1, within "
+            "5% of the median of its runs), on compiled latency and speedup.") in out
+    latency = statistics.median([0.4 / 4.6, 5.0 / 21.0])
+    speedup = statistics.median([0.0, 0.16 / 1.44])
+    assert (f"on the 2 rows it ran more than once: they agree with each other within 5% on "
+            f"both figures in 0; their spread ((highest - lowest) / lowest), median "
+            f"{latency:.1%} in compiled latency, {speedup:.1%} in speedup.") in out
+
+
+def test_a_card_bound_row_keeps_the_plain_bound_and_a_host_bound_one_can_miss_the_band(
+        tmp_path, capsys):
+    card_bound = our_line("eval", 0.010, 2.0, 10**11)  # 5.0 ms, 2.00x
+    card_bound["summary"].update(host_bound=False, host_bound_fraction=0.0)
+    host_bound = our_line("train", 0.030, 1.5, 3 * 10**11)  # 20.0 ms, 1.50x
+    host_bound["summary"].update(host_bound=True, host_bound_fraction=1.0)
+    # eval (card-bound): the median of the harness's runs is 5.0 ms and 2.10x: ours 0% and
+    # -4.8%, in. train (host-bound): 20.0 ms lies below the runs' range widened by 5%
+    # (22.0 ms less 5%: 20.9 ms), out.
+    cases = banded_folder(tmp_path, [card_bound, host_bound],
+                          {"eval": [(1.8, 4.5), (2.4, 5.5), (2.1, 5.0)],
+                           "train": [(1.5, 22.0), (1.5, 23.0)]})
+    assert fidelity_table.main(tmp_path, cases) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| mobilenetv2_100")]
+    assert rows[0].endswith("| 4.50 ms, 1.80x; 5.50 ms, 2.40x; 5.00 ms, 2.10x | 22.2% |")
+    assert rows[1].endswith("| 22.00 ms, 1.50x; 23.00 ms, 1.50x | 4.5% |")
+    assert "Within the harness's own band: 1 of 2 rows" in out
+    assert "on compiled latency and speedup; outside it: mobilenetv2_100 train (host-bound)." in out
+    assert "in 1; their spread" in out  # the train runs agree with each other
+    # A card-bound row keeps the plain bound around the median of the harness's runs, however
+    # wide their range: 5.0 ms is in against 4.0 and 6.0 ms (median 5.0), out against 4.0 and
+    # 4.5 ms (median 4.25: +17.6%), where a host-bound row is in (4.8 ms and 5%: 5.04 ms).
+    assert fidelity_table.within_band((5.0, 2.0), [(4.0, 2.0), (6.0, 2.0)], card_bound=True)
+    assert not fidelity_table.within_band((5.0, 2.0), [(4.0, 2.0), (4.5, 2.0)], card_bound=True)
+    assert fidelity_table.within_band((5.0, 2.0), [(4.0, 2.0), (4.8, 2.0)], card_bound=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.sweep_cost import PARTS, attribute, case_of, main
+from benchmarks.table_inputs import open_run, unpack
 from core.files.results_file import read_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,13 +49,11 @@ def test_lanes_that_share_a_gpu_count_each_case_at_its_share_and_the_whole_run(t
     """fidelity.sh's PER_GPU lanes: real lines of a 4-H200 run (3 lanes on each of 2 GPUs,
     an invocation per case); a case's parts count over the lanes per GPU, each invocation's
     start goes to its own case only, and the report adds both tools' whole runs."""
-    import shutil
-
     from benchmarks.sweep_cost import gpu_report
 
     table = ROOT / "benchmarks" / "tables" / "2026-11-28-h200x4-lanes-cost" / "cost2"
     out = tmp_path / "out"
-    shutil.copytree(table, out)
+    unpack(open_run(table), out)
     lanes = (out / "ours-lanes.wall").read_text()
     (out / "ours-lanes.wall").unlink()
     assert gpu_report([out]) == 0
@@ -95,12 +94,10 @@ def test_slots_sharing_a_gpu_in_one_invocation_count_each_case_at_its_share(tmp_
     """Real lines of a 2-H200 run: one invocation per list, 3 experiments sharing ours' GPU
     (--experiments-per-gpu=auto); each case counts over its GPU's 3 slots, and the report
     gives both tools' whole runs."""
-    import shutil
-
     from benchmarks.sweep_cost import gpu_report
 
     out = tmp_path / "out"
-    shutil.copytree(ROOT / "benchmarks" / "tables" / "2026-11-29-h200x2-sweep-cost" / "b", out)
+    unpack(open_run(ROOT / "benchmarks" / "tables" / "2026-11-29-h200x2-sweep-cost" / "b"), out)
     lines = read_results(out / "ours" / "results.jsonl").lines
     slots = {tuple(line["environment"]["torch_settings"]["cpu_affinity"]) for line in lines}
     assert len(slots) == 3 and {line["environment"]["variables"]["CUDA_VISIBLE_DEVICES"]
@@ -136,8 +133,8 @@ def test_a_later_process_on_a_lent_slot_counts_on_that_slot(capsys):
     from benchmarks.sweep_cost import gpu_report
 
     out = ROOT / "benchmarks" / "tables" / "2026-11-29-h200-lent-slots" / "call2-new-harness"
-    lines = {case_of(line).key: (line, case_of(line))
-             for line in read_results(out / "ours" / "results.jsonl").lines}
+    run = open_run(out)
+    lines = {case_of(line).key: (line, case_of(line)) for line in run.lines()}
     line, case = lines["timm-mobilenetv3_large_100-bs512-amp-default-train"]
     slots = line["summary"]["processes"]["slots"]
     assert len(set(slots)) == 2  # its second or third process ran on another slot
@@ -151,6 +148,6 @@ def test_a_later_process_on_a_lent_slot_counts_on_that_slot(capsys):
     # moment between its children and the next child there, not the other cases' processes.
     lent = rows["timm-visformer_small-bs128-amp-default-eval"]
     assert float(lent[header.index("writing the line")]) < 1
-    start, end, _ = (out / "ours-timm-bsdefault-amp-default-eval+train.wall").read_text().split()
+    start, end, _ = run.walls["ours-timm-bsdefault-amp-default-eval+train"].split()
     assert sum(float(row[2]) for row in rows.values()) == pytest.approx(
         float(end) - float(start), abs=1.0)

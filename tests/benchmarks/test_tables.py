@@ -1,12 +1,15 @@
 """benchmarks/tables: each kept folder rebuilds the table that docs/fidelity.md publishes.
 
 The command is read from the folder's README (its fenced block: `NAME=value` lines, then
-the `python benchmarks/fidelity_table.py ...` call) and run in this process; the table it
+the `python -m benchmarks.fidelity_table ...` call) and run in this process; the table it
 prints, its rows and its counts, must stand in the document as they are.
 """
 
 from __future__ import annotations
 
+import csv
+import gzip
+import json
 import re
 import shlex
 from pathlib import Path
@@ -18,11 +21,10 @@ from benchmarks import fidelity_table
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ROOT / "benchmarks" / "tables"
 FIDELITY_DOC = ROOT / "docs" / "fidelity.md"
-#: Each kept folder whose table a document publishes, with that document: the drawn cases
-#: in docs/fidelity.md, the whole lists in their folder's README (the doc gives its counts).
-PUBLISHED = {"2026-11-28-h200x4-drawn-seed7301": FIDELITY_DOC,
-             "2026-11-28-h200x4-lockstep-seed7301": FIDELITY_DOC,
-             "2026-11-28-h200x4-whole-lists": TABLES / "2026-11-28-h200x4-whole-lists" / "README.md"}
+#: The kept folders whose tables docs/fidelity.md publishes: each README holds its table as
+#: printed, and the document its counts.
+PUBLISHED = ("2026-11-28-h200x4-drawn-seed7301", "2026-11-28-h200x4-lockstep-seed7301",
+             "2026-11-28-h200x4-whole-lists")
 
 
 def readme_command(folder: Path) -> list[str]:
@@ -38,8 +40,8 @@ def readme_command(folder: Path) -> list[str]:
                 r"\$(\w+)", lambda name: variables[name.group(1)], assignment.group(2))
         elif text.strip():
             words = shlex.split(re.sub(r"\$(\w+)", lambda name: variables[name.group(1)], text))
-            assert words[:2] == ["python", "benchmarks/fidelity_table.py"], words[:2]
-            return words[2:]
+            assert words[:3] == ["python", "-m", "benchmarks.fidelity_table"], words[:3]
+            return words[3:]
     raise AssertionError(f"{folder}/README.md: no fidelity_table.py call")
 
 
@@ -59,16 +61,26 @@ def test_the_kept_folder_prints_the_published_table(name, capsys, monkeypatch):
                                arguments.ours_again, arguments.also) == 0
     printed = table_lines(capsys.readouterr().out)
     assert len([line for line in printed if line.startswith("| ")]) > 2
-    document = table_lines(PUBLISHED[name].read_text())
+    readme = TABLES / name / "README.md"
+    document = table_lines(readme.read_text())
     assert any(document[start:start + len(printed)] == printed
-               for start in range(len(document))), f"{PUBLISHED[name]} lacks the table as printed"
+               for start in range(len(document))), f"{readme} lacks the table as printed"
+    counts = [line for line in printed if not line.startswith("|")]
+    assert counts[0] in table_lines(FIDELITY_DOC.read_text()), f"{FIDELITY_DOC} lacks {counts[0]}"
 
 
-def test_every_kept_folder_is_text_with_a_readme():
+#: What a kept folder may hold (benchmarks/tables/README.md).
+KEPT = {"README.md", "ours.jsonl.gz", "harness.csv", "walls.csv", "cases.txt"}
+
+
+def test_every_kept_folder_holds_its_readme_and_its_compact_inputs():
     for folder in (path for path in TABLES.iterdir() if path.is_dir()):
         assert (folder / "README.md").is_file(), folder
-        for path in folder.rglob("*"):
-            if path.is_file():
-                # .wall: a case's start and end, two numbers (benchmarks/fidelity.sh)
-                assert path.suffix in {".md", ".txt", ".csv", ".jsonl", ".wall"}, path
-                path.read_text()  # text, not an archive
+        names = {path.relative_to(folder).as_posix() for path in folder.rglob("*")}
+        assert names <= KEPT, (folder, names - KEPT)
+        with gzip.open(folder / "ours.jsonl.gz", "rt") as handle:
+            lines = [json.loads(text) for text in handle]
+        assert lines and all("table_part" in line and "summary" in line for line in lines)
+        with (folder / "harness.csv").open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        assert rows and {"part", "case", "kind", "name"} <= set(rows[0])

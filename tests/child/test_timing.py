@@ -324,3 +324,34 @@ def test_runs_are_run_again_at_most_repeat_times_in_all():
                      pulse=lambda: 5.0, core_picker=RecordingPicker(prepared, slow_above=1.0))
     assert len(timing.total_time) == 3 and len(timing.redone_per_iter_time) == 3
     assert prepared.steps == 6
+
+
+class StepsAtHostWatch:
+    """A host-state watch that notes the model's steps at each reading."""
+
+    def __init__(self, prepared):
+        self.prepared, self.marks = prepared, []
+
+    def begin(self):
+        self.marks.append(("begin", self.prepared.steps))
+
+    def end(self):
+        self.marks.append(("end", self.prepared.steps))
+        return {"cpu_start": 1, "cpu_end": 2 if self.prepared.steps == 3 else 1,
+                "freq_mhz": 1000.0 * self.prepared.steps}
+
+
+def test_the_host_state_is_read_around_each_kept_run_outside_its_timing():
+    prepared = CountingModel()
+    watch = StepsAtHostWatch(prepared)
+    pulses = iter([2.0, 0.6, 0.7])  # the first run is slow and run again
+    timing = measure(prepared, bench(), RunSettings(repeat=2, warmup=0), pulse=lambda: next(pulses),
+                     core_picker=RecordingPicker(prepared, slow_above=1.0), host_watch=watch)
+    assert watch.marks == [("begin", 0), ("end", 1), ("begin", 1), ("end", 2),
+                           ("begin", 2), ("end", 3)]
+    summary = timing.summary()
+    assert summary["host_windows"]["freq_mhz"] == [2000.0, 3000.0]  # the redone run left out
+    assert summary["host_windows"]["migrations"] == [None, None]
+    assert summary["host_state"]["runs"] == 2 and summary["host_state"]["moved_share"] == 0.5
+    assert "host_state" not in measure(CountingModel(), bench(),
+                                       RunSettings(repeat=1, warmup=0)).summary()

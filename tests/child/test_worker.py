@@ -159,3 +159,32 @@ def test_inductors_precompiled_headers_move_under_the_hosts_temporary_folder(mon
     monkeypatch.setitem(sys.modules, worker.INDUCTOR_CODE_CACHE, without)
     worker.keep_precompiled_headers_on_the_host(spec("inductor"))
     assert vars(without) == {}
+
+
+class _TimedOnCuda:
+    """A prepared model whose stack offers a device timer (its work is on CUDA streams)."""
+
+    def device_timer(self):
+        return object()
+
+
+class _NotOnStreams:
+    def device_timer(self):
+        return None
+
+
+@pytest.mark.parametrize("accelerator, prepared, device_busy, probes", [
+    ("cuda", _TimedOnCuda(), True, True),
+    ("cuda", _TimedOnCuda(), False, False),  # --no-device-busy
+    ("cuda", _NotOnStreams(), True, False),
+    ("cpu", _NotOnStreams(), True, False),
+])
+def test_the_device_busy_probe_runs_on_cuda_streams_unless_turned_off(
+        tmp_path, accelerator, prepared, device_busy, probes):
+    from core.config import ModelConfig, RunSettings
+    from child import worker
+    from child.device_busy import measure_device_busy
+
+    spec = worker.ChildSpec(ModelConfig("builtin", "mlp"), experiment(accelerator),
+                            RunSettings(device_busy=device_busy), Role.TIME, str(tmp_path))
+    assert (worker.busy_probe(spec, prepared) is measure_device_busy) == probes

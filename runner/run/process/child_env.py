@@ -3,8 +3,10 @@ the stack's and the observers' settings, its slot's GPU) and its cores."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from types import MappingProxyType
@@ -16,12 +18,20 @@ from core.contract import Role
 from observers import observability_environment
 from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot
-from runner.run.process.guard import ProcessGuard
+from runner.run.process.guard import PROJECT_ROOT, ProcessGuard
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+log = logging.getLogger(__name__)
+
 
 #: The runner's own variables never reach a child: it reads its spec, nothing else.
 RUNNER_VARIABLE_PREFIX = "EXPERIMENT_RUNNER_"
+
+#: Variables of the runner's environment that never reach a child. PYTHONWARNINGS: a
+#: warnings filter is the user's shell, not the experiment, and "error" turned third-party
+#: deprecation warnings (torch's TF32 one, at every experiment's start) into failures of
+#: every experiment; the child keeps Python's default filters (child/host_failures.py counts
+#: a warning raised as an error, set any other way, as the host's failure).
+NOT_PASSED = frozenset({"PYTHONWARNINGS"})
 
 OFFLINE_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "1",
@@ -32,8 +42,50 @@ OFFLINE_ENVIRONMENT = {
 
 
 def child_folder(output_dir: Path, run_id: str, planned: PlannedExperiment, role: Role) -> Path:
-    """The child's own folder, absolute: <experiment id>/<run id>/<role>."""
-    return (output_dir / planned.experiment_id / run_id / role.value).resolve()
+    """The child's own folder, absolute: <experiment id>/<run id>/<role> in the output folder
+    (itself resolved; nothing below it is: `make_own_folder` makes the parts real folders)."""
+    return Path(os.path.realpath(output_dir)) / planned.experiment_id / run_id / role.value
+
+
+#: The suffix of whatever stood where a child's folder goes and was no folder of its own.
+MOVED_ASIDE_SUFFIX = ".moved-aside"
+
+
+def make_own_folder(output_dir: Path, folder: Path) -> list[str]:
+    """Make `folder` (inside `output_dir`) with every part below the output folder a real
+    folder, so that a child writes only inside the output folder: a symbolic link in the
+    place of one (to a folder elsewhere, or a loop, which `Path.resolve` cannot even
+    follow) or a file is moved aside (renamed `<name>.moved-aside`; a link's target is left
+    as it is) and a folder made in its place. Returns what was moved, for the line's notes;
+    OSError when the folder cannot be made."""
+    root = Path(os.path.realpath(output_dir))
+    notes = []
+    current = root
+    for part in folder.relative_to(root).parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            break  # the rest is made below
+        if stat.S_ISDIR(mode):
+            continue
+        what = (f"a symbolic link (to {os.readlink(current)!r})" if stat.S_ISLNK(mode)
+                else "a file, not a folder")
+        aside = _free_name(current.with_name(current.name + MOVED_ASIDE_SUFFIX))
+        os.rename(current, aside)
+        notes.append(f"{current} was {what}; it was moved aside as {aside.name} and a folder "
+                     "made in its place: a child writes only inside the output folder")
+        log.warning("%s", notes[-1])
+    folder.mkdir(parents=True, exist_ok=True)
+    return notes
+
+
+def _free_name(path: Path) -> Path:
+    candidate, counter = path, 1
+    while os.path.lexists(candidate):
+        counter += 1
+        candidate = path.with_name(f"{path.name}-{counter}")
+    return candidate
 
 
 def gate_path(device: str) -> Path:
@@ -55,11 +107,11 @@ def child_environment(planned: PlannedExperiment, role: Role, folder: Path, scra
                       settings: RunSettings, guard: Optional[ProcessGuard] = None,
                       slot: Optional[Slot] = None,
                       host_variables: Mapping[str, str] = MappingProxyType({})) -> dict[str, str]:
-    """The runner's environment less its own variables, plus what the probe established for
+    """The runner's environment less its own variables (and NOT_PASSED), plus what the probe established for
     the host (`host_variables`; the user's own value of one wins) and what the stack (and,
     for timing, the observers) declare."""
     environment = {name: value for name, value in os.environ.items()
-                   if not name.startswith(RUNNER_VARIABLE_PREFIX)}
+                   if not name.startswith(RUNNER_VARIABLE_PREFIX) and name not in NOT_PASSED}
     for name, value in host_variables.items():
         environment.setdefault(name, value)
     environment.update(OFFLINE_ENVIRONMENT)

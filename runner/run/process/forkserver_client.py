@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import IO, Any, Mapping, Optional, Sequence
 
 from runner.run.process.forkserver_server import MAX_MESSAGE_BYTES
+from runner.run.process.guard import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 #: Read lazily by torch, triton and the CUDA runtime, so a forked child may set them itself.
 PER_CHILD_VARIABLES = frozenset({"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
                                  "CUDA_VISIBLE_DEVICES"})

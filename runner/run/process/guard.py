@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 
 #: Set in every child's environment; the guard kills whatever carries its value.
 TOKEN_VARIABLE = "EXPERIMENT_TREE_TOKEN"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+#: The project's folder (holding runner/, child/, ...): every child's first import path.
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 class ProcessGuard:

@@ -21,6 +21,8 @@ from typing import Any, Optional, Sequence
 
 from core.contract import ChildResult
 from core.host.host_bound import HOST_BOUND_RATIO, LINE_BOUND, host_bound_counts
+from core.host.host_state import join_processes
+from core.host.host_state import summarize as summarize_host_state
 from core.schema import COLD_START_ENTRIES, Status
 
 #: Summary keys summed over processes (counts of iterations).
@@ -72,6 +74,33 @@ def _paired(results: Sequence[ChildResult]) -> Optional[dict[str, Any]]:
             p_value = float(stats.ttest_ind(eager, compiled, equal_var=False).pvalue)
             paired["p_value"] = p_value if math.isfinite(p_value) else None
     return paired
+
+
+def _busy_ms(busy: Any) -> Optional[float]:
+    value = busy.get("ms") if isinstance(busy, dict) else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _device_busy(results: Sequence[ChildResult]) -> dict[str, Any]:
+    """The device's busy time per iteration over processes (child/device_busy.py): the
+    median of the processes' figures with their range and spread, eager's likewise; {}
+    where no process measured it (the first's reason stands)."""
+    busy = [r.summary.get("device_busy") for r in results]
+    values = [value for value in map(_busy_ms, busy) if value is not None]
+    if not values:
+        return {}
+    eager = [value for value in (_busy_ms(b.get("eager")) for b in busy if isinstance(b, dict))
+             if value is not None]
+    middle = statistics.median(values)
+    combined = {**next(b for b in busy if _busy_ms(b) is not None), "ms": middle,
+                "processes_ms": values, "low": min(values), "high": max(values),
+                "spread": _relative_range(values)}
+    found: dict[str, Any] = {"device_busy": combined, "device_busy_ms": middle}
+    if eager:
+        combined["eager"] = {**combined.get("eager", {}), "ms": statistics.median(eager),
+                             "processes_ms": eager}
+        found["eager_device_busy_ms"] = statistics.median(eager)
+    return found
 
 
 def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
@@ -141,6 +170,14 @@ def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
         summary["gpu"] = max(cards, key=lambda window: sum(
             (window.get("clocks_held_down") or {}).values()))
         summary["gpu_processes"] = cards
+    summary.update(_device_busy([r for _, r in good]))
+    windows = [r.summary.get("host_windows") for _, r in good]
+    if any(isinstance(columns, dict) for columns in windows):
+        # Every process's runs, one after the other, summed up over all and per process.
+        summary["host_windows"] = join_processes(
+            [columns if isinstance(columns, dict) else None for columns in windows])
+        summary["host_state"] = {**summarize_host_state(summary["host_windows"]),
+                                 "processes": [r.summary.get("host_state") for _, r in good]}
     references = [r.summary.get("reference") for _, r in good
                   if isinstance(r.summary.get("reference"), dict)]
     if references:

@@ -50,6 +50,8 @@ POLL_SECONDS = 0.1
 EXIT_GRACE_SECONDS = 60.0
 #: The worker's exit status when it cannot write its result (sysexits' EX_IOERR).
 CHILD_OUTPUT_FAILED = 74
+#: How much of the child's last output the pump keeps for its last line.
+RECENT_BYTES = 4096
 
 
 @dataclass
@@ -99,17 +101,59 @@ def kill_tree(pid: int) -> None:
     psutil.wait_procs(processes, timeout=5)
 
 
-def tree_rss_bytes(pid: int) -> int:
-    """Resident memory of a process and all its descendants."""
+def _task_children(pid: int) -> Optional[list[int]]:
+    """The children of `pid`, read from its threads' `/proc/<pid>/task/<tid>/children`
+    (Linux 3.5 and later): [] where it is gone, None where the kernel keeps no such file."""
     try:
-        root = psutil.Process(pid)
-        processes = [root] + root.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return 0
-    total = 0
-    for process in processes:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    children: list[int] = []
+    for tid in tasks:
         try:
-            total += process.memory_info().rss
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as file:
+                children.extend(int(child) for child in file.read().split())
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/{pid}/task/{tid}"):
+                return None  # the thread is there, the file is not
+        except (OSError, ValueError):
+            continue
+    return children
+
+
+def tree_pids(pid: int) -> list[int]:
+    """`pid` and its descendants. The kernel's list of each thread's children is read, so
+    only the tree's own entries of /proc are looked at: psutil's `children()` reads every
+    process of the host, which the memory poll would do ten times a second while the child
+    times (issue: the runner's own work beside the timed process). Where the kernel keeps no
+    such list, psutil's is taken."""
+    if not os.path.isdir(f"/proc/{pid}/task"):
+        return [] if os.path.isdir("/proc/self/task") else _psutil_tree(pid)
+    found, pending = [pid], [pid]
+    while pending:
+        children = _task_children(pending.pop())
+        if children is None:
+            return _psutil_tree(pid)
+        fresh = [child for child in children if child not in found]
+        found.extend(fresh)
+        pending.extend(fresh)
+    return found
+
+
+def _psutil_tree(pid: int) -> list[int]:
+    try:
+        return [pid] + [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of a process and all its descendants (only the tree's own /proc
+    entries are read: `tree_pids`)."""
+    total = 0
+    for member in tree_pids(pid):
+        try:
+            total += psutil.Process(member).memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return total
@@ -155,6 +199,8 @@ class OutputPump:
         self._head_left = head_bytes
         self._tail: collections.deque[bytes] = collections.deque()
         self._tail_size = 0
+        #: The output's last bytes, whether the log keeps them in its head or its tail.
+        self._recent = b""
         #: Set once the output has ended and the log holds all of it.
         self.ended = threading.Event()
 
@@ -171,6 +217,7 @@ class OutputPump:
             if not chunk:
                 break
             self.total += len(chunk)
+            self._recent = (self._recent + chunk)[-RECENT_BYTES:]
             self._keep(chunk)
             if self.echo:
                 sys.stderr.write(chunk.decode("utf-8", "replace"))
@@ -214,7 +261,9 @@ class OutputPump:
             self.error = error
 
     def last_line(self) -> str:
-        lines = b"".join(self._tail).decode("utf-8", "replace").strip().splitlines()
+        """The last line the child printed (an output short enough for the log's head
+        included: it read as nothing, and a full disk's message lost its reason)."""
+        lines = self._recent.decode("utf-8", "replace").strip().splitlines()
         return lines[-1] if lines else ""
 
 
@@ -226,6 +275,15 @@ def _enlarge_pipe(fd: int) -> None:
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
     except (OSError, ImportError, ValueError):
         pass
+
+
+def write_failure_reason(last_line: str, result_path: Path) -> str:
+    """Why a child could not write its result, from the line it printed then ("cannot
+    write <path>: No space left on device", child/worker.py): the reason alone."""
+    said = f"cannot write {result_path}: "
+    if last_line.startswith(said):
+        return last_line[len(said):].strip() or "no reason given"
+    return last_line.strip() or "the child gave no reason"
 
 
 def read_tail(path: Path, limit: int = OUTPUT_TAIL_CHARS) -> str:
@@ -333,7 +391,8 @@ class Supervisor:
             except ValueError as error:
                 outcome.notes.append(f"the child's result could not be read: {error}")
         elif process.returncode == CHILD_OUTPUT_FAILED:
-            raise OSError(errno.EIO, f"the child could not write its result ({pump.last_line()})",
+            raise OSError(errno.EIO, "the child could not write its result "
+                          f"({write_failure_reason(pump.last_line(), result_path)})",
                           str(result_path))
         return outcome
 

@@ -7,6 +7,10 @@ it last looked (`core.files.results_file`), so an experiment recorded meanwhile 
 again. A claim names its runner: run id, host, boot id, pid and the process's start time,
 and carries a heartbeat the runner refreshes while its child runs.
 
+Claims are keyed by `claim_key`: the experiment's identity less the fields added since the
+first schema version at the value older lines imply, so that runners of two versions on one
+results file see each other's claims.
+
 A claim whose runner is gone is taken over:
 - on the same machine (same host name and boot id), as soon as its pid no longer runs the
   process that claimed (a reused pid does not count);
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import hashlib
 import json
 import logging
 import math
@@ -36,11 +41,13 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 import psutil
 
-from core.config import RunSettings
+from core.config import ExperimentConfig, ModelConfig, RunSettings, canonical_json
+from core.fields import EXPERIMENT, MODEL, UNVERSIONED, identity_fields
+from core.files.cached_json import write_atomically
 from core.files.results_file import ResultsFile, ResultsRead
 from core.files.side_files import an_object, read_side_file
 from runner.plan.resume import recorded_fingerprints
@@ -63,6 +70,30 @@ def boot_id() -> str:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return ""
+
+
+def claim_key(identity: Mapping[str, Mapping[str, Any]]) -> str:
+    """The key of an experiment's claim, from its identity ({"model": ..., "experiment":
+    ...}, every identity field resolved: `ModelConfig.identity`): the digest of the identity
+    less each field added after the first schema version that holds the value lines
+    before it imply. Two runner versions that differ by such fields key one experiment
+    alike, and so see each other's claims (keyed by their fingerprints, which differ, both
+    ran it and one measurement was discarded); a field at another value is another
+    experiment, and keys apart."""
+    kept = {}
+    for scope in (MODEL, EXPERIMENT):
+        values = dict(identity.get(scope) or {})
+        for spec in identity_fields(scope):
+            if (spec.since > UNVERSIONED and spec.name in values
+                    and values[spec.name] == spec.implied_value):
+                del values[spec.name]
+        kept[scope] = values
+    return hashlib.sha256(canonical_json(kept).encode("utf-8")).hexdigest()
+
+
+def claim_key_of(model: ModelConfig, experiment: ExperimentConfig) -> str:
+    """`claim_key` of a planned experiment."""
+    return claim_key({MODEL: model.identity(), EXPERIMENT: experiment.identity()})
 
 
 @dataclass(frozen=True)
@@ -190,14 +221,17 @@ class Claims:
 
     # Claiming, recording, releasing (each under the results file's lock).
 
-    def claim(self, fingerprint: str) -> tuple[ClaimStatus, Optional[Claim]]:
-        """Claim an experiment unless the results hold it or a live runner runs it."""
+    def claim(self, fingerprint: str, key: Optional[str] = None,
+              ) -> tuple[ClaimStatus, Optional[Claim]]:
+        """Claim an experiment unless the results hold it or a live runner runs it; `key`
+        is the claim's key (`claim_key`; the fingerprint where not given)."""
+        key = key or fingerprint
         with self._locked():
             claims = self._load()
-            existing = claims.get(fingerprint)
+            existing = claims.get(key)
             if self.resume and fingerprint in self._refresh():
                 if existing is not None and not self._alive(existing):
-                    del claims[fingerprint]  # its runner recorded it, then died
+                    del claims[key]  # its runner recorded it, then died
                     self._save(claims)
                 self.counts.recorded_elsewhere += 1
                 return ClaimStatus.RECORDED, None
@@ -208,14 +242,15 @@ class Claims:
                             existing.runner.describe())
                 self.counts.taken_over += 1
             now = time.time()
-            claims[fingerprint] = Claim(fingerprint, self.me, now, now)
+            claims[key] = Claim(key, self.me, now, now)
             self._save(claims)
             with self._guard:
-                self._held.add(fingerprint)
-            return ClaimStatus.CLAIMED, claims[fingerprint]
+                self._held.add(key)
+            return ClaimStatus.CLAIMED, claims[key]
 
-    def record(self, fingerprint: str, line: dict[str, Any]) -> bool:
-        """Append `line` unless the results hold its experiment by now; release the claim.
+    def record(self, fingerprint: str, line: dict[str, Any], key: Optional[str] = None) -> bool:
+        """Append `line` unless the results hold its experiment by now; release the claim
+        (`key`, as claimed).
 
         Returns whether the line was written.
         """
@@ -229,13 +264,14 @@ class Claims:
                             "out (its child's folder stays: %s)", line.get("experiment_id"),
                             ", ".join((line.get("artifacts") or {}).values()) or "-")
             self._recorded.add(fingerprint)
-            self._drop(fingerprint)
+            self._drop(key or fingerprint)
         return written
 
-    def release(self, fingerprint: str) -> None:
-        """Give up this runner's claim on an experiment (no-op when it holds none)."""
+    def release(self, key: str) -> None:
+        """Give up this runner's claim on an experiment, by its claim's key (no-op when it
+        holds none)."""
         with self._locked():
-            self._drop(fingerprint)
+            self._drop(key)
 
     def wait(self) -> None:
         """Pause before looking again at experiments other runners are running."""
@@ -318,16 +354,12 @@ class Claims:
         if not claims:
             self.path.unlink(missing_ok=True)
             return
-        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         payload = json.dumps({fp: claim.to_dict() for fp, claim in claims.items()},
                              indent=1).encode("utf-8")
         try:
-            with open(temporary, "wb") as handle:
-                handle.write(payload)
-            os.replace(temporary, self.path)
-        except BaseException as error:
-            temporary.unlink(missing_ok=True)
-            if isinstance(error, OSError) and not error.filename:
+            write_atomically(self.path, payload)
+        except OSError as error:
+            if not error.filename:
                 raise OSError(error.errno, error.strerror, str(self.path)) from error
             raise
 

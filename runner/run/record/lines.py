@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from core.config import RunSettings
+from core.files.strict_json import non_finite_numbers, without_non_finite_numbers
 from core.contract import ChildResult
 from core.schema import FailureKind, ResultLine, Status, Verdict, VerificationCode, bounded
 from runner.plan.matrix import PlannedExperiment
@@ -79,11 +80,18 @@ def line_from_outcome(settings: RunSettings, sweep: SweepInfo, planned: PlannedE
                            else VerificationCode.VERIFIER_DIDNT_RUN),
         notes=list(result.notes) + (outcome.notes if succeeded else []),
         failure_kind=(None if succeeded else FailureKind.INFRASTRUCTURE
-                      if outcome.infrastructure_failure and outcome.result is None
-                      else FailureKind.EXPERIMENT), **common)
+                      if (outcome.infrastructure_failure and outcome.result is None)
+                      or _host_cause(result) else FailureKind.EXPERIMENT), **common)
     if result.verdict is not None:
         line.apply_verdict(result.verdict)
     return line
+
+
+def _host_cause(result: ChildResult) -> Optional[str]:
+    """Why a failed child's exception is the host's failure (child/host_failures.py)."""
+    if result.status is Status.FAILED and result.error is not None:
+        return result.error.host_cause
+    return None
 
 
 def verdict_of(verification: ChildOutcome) -> Verdict:
@@ -99,6 +107,9 @@ def failure_text(outcome: ChildOutcome) -> str:
     parts = list(outcome.notes)
     if result is not None and result.status is Status.FAILED and result.error is not None:
         parts.append(f"the experiment raised {result.error.exception}")
+        if result.error.host_cause:
+            parts.append(f"a failure of the host, not of the experiment: "
+                         f"{result.error.host_cause} (resume runs it again)")
         if result.error.traceback:
             parts.append("traceback:\n" + bounded(result.error.traceback, 1500))
     elif outcome.infrastructure_failure and result is None:
@@ -109,3 +120,18 @@ def failure_text(outcome: ChildOutcome) -> str:
     if outcome.output_tail:
         parts.append("last output of the child:\n" + outcome.output_tail)
     return bounded("\n".join(parts))
+
+
+def strict_line(line: dict[str, Any]) -> dict[str, Any]:
+    """`line` as strict JSON can hold it (the results file's writer refuses anything else):
+    a figure that came out NaN or infinite (a computation overflowed; each is bounded at its
+    source, this is the last guard) is written as null, and a note names it, so the line is
+    never lost to it."""
+    found = non_finite_numbers(line)
+    if not found:
+        return line
+    kept = without_non_finite_numbers(line)
+    kept["notes"] = [*(kept.get("notes") or []), *(
+        f"{where} came out as {value}, which is no JSON number; it is written as null"
+        for where, value in found)]
+    return kept

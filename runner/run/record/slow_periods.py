@@ -48,6 +48,10 @@ FIGURES = {"launch_us": "the host's launch loop", "kernel_ms": "the device kerne
            "host_ms": "the host pulse during the timed runs"}
 #: Where a process's reference keeps its readings: around its timed runs, and during them.
 READING_KEYS = ("before", "after", "during")
+#: The range a figure (microseconds or milliseconds) can hold: a reading below a picosecond
+#: or above a week is no reading of the reference, and a ratio of two figures in this
+#: range stays a finite number (at most 1e24).
+MIN_READING, MAX_READING = 1e-12, 1e12
 
 
 def processes_of(summary: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
@@ -80,14 +84,16 @@ def process_ratio(readings: list[dict[str, Any]],
     for name, value in usual.items():
         measured = [reading[name] for reading in readings if _usable(reading.get(name))]
         if measured and _usable(value):
-            ratios.append((min(measured) / value, name))
+            ratio = min(measured) / value
+            if math.isfinite(ratio):
+                ratios.append((ratio, name))
     return max(ratios) if ratios else None
 
 
 def _usable(value: Any) -> bool:
-    """A figure a ratio can be made of: a finite number above zero."""
+    """A figure a ratio can be made of: a number from MIN_READING to MAX_READING."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
+            and MIN_READING <= value <= MAX_READING)
 
 
 @dataclass
@@ -157,8 +163,9 @@ def _recent(stamp: float, now: float) -> bool:
 
 
 def history_shape(data: Any) -> dict[str, list[list[float]]]:
-    """The history file's shape: {figure: [[stamp, value], ...]}, stamps and values finite
-    numbers, values above zero. Figures this version does not know are left out (a newer
+    """The history file's shape: {figure: [[stamp, value], ...]}, stamps finite numbers,
+    values from MIN_READING to MAX_READING (5e-324 is finite and above zero, and no reading:
+    the ratio of a reading to it overflows). Figures this version does not know are left out (a newer
     version may keep more)."""
     history = {}
     for name, readings in an_object(data, "the file").items():
@@ -171,8 +178,9 @@ def history_shape(data: Any) -> dict[str, list[list[float]]]:
             if len(pair) != 2:
                 raise ShapeError(f"{where} holds {len(pair)} items, not [stamp, value]")
             stamp, value = a_number(pair[0], f"{where}'s stamp"), a_number(pair[1], f"{where}'s value")
-            if value <= 0:
-                raise ShapeError(f"{where}'s value is {value}, not above zero")
+            if not MIN_READING <= value <= MAX_READING:
+                raise ShapeError(f"{where}'s value is {value}, not from {MIN_READING:g} to "
+                                 f"{MAX_READING:g}")
             kept.append([stamp, value])
         history[name] = kept
     return history

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from core.config import RunSettings, fingerprint, fingerprint_of_line
 from core.figures import median_time
 from core.schema import Status
+from core.text import printable
 import observers
 from runner.plan.matrix import PlannedExperiment, eager_baseline
 
@@ -165,7 +166,7 @@ def format_table(rows: Sequence[SummaryRow]) -> str:
     for row in rows:
         experiment, line = row.planned.experiment, row.line
         cold = _number(_summary(line).get("cold_start_time")) if _ran(line) else None
-        cells = [row.planned.model.model_name, experiment.accelerator, row.planned.label,
+        cells = [printable(row.planned.model.model_name), experiment.accelerator, row.planned.label,
                  experiment.test, experiment.precision, _status(row),
                  format_time(median_time(line) if _ran(line) else None),
                  f"{row.speedup:.2f}x" if row.speedup is not None else "-",
@@ -232,7 +233,7 @@ def sweep_summary(requested: Sequence[PlannedExperiment], written: Sequence[Mapp
             out.append(note)
     failed = sum(1 for line in written if line.get("status") == Status.FAILED.value)
     earlier = sum(1 for row in rows if row.line is not None and not row.new)
-    out.append(f"{len(written)} experiment(s) recorded in {results_path}"
+    out.append(f"{len(written)} experiment(s) recorded in {printable(results_path)}"
                + (f"; {failed} failed" if failed else "")
                + (f"; {recorded_elsewhere} recorded by other runners" if recorded_elsewhere else "")
                + (f"; {earlier} read back from earlier runs" if earlier else ""))

@@ -131,3 +131,43 @@ def test_a_change_the_reference_workload_made_too_is_unreliable(write_results):
     assert mlp.reason == "the machine changed speed: the reference workload +30.0% too"
     result = compare(load([base]).records, load([write_results(lines(1.3, 1.0))]).records)
     assert next(c for c in result.changes if c.base.model == "mlp").verdict == REGRESSED
+
+
+def test_a_host_bound_line_is_gated_by_its_device_busy_time(write_results):
+    """On CUDA a host-bound line's latency follows the host's speed: the gate judges the
+    kernels' summed time instead, or says why it cannot."""
+    def lines(scale, busy_ms, host_bound=True, reason=None):
+        made = _lines(_scaled({"mlp": scale}), accelerator="cuda")
+        for line in made:
+            line["summary"].update(host_bound=host_bound, host_bound_fraction=1.0 * host_bound,
+                                   device_busy_ms=busy_ms,
+                                   device_busy={"ms": busy_ms, "reason": reason})
+        return made
+
+    base = write_results(lines(1.0, 0.50))
+
+    def verdict(new_lines):
+        result = compare(load([base]).records, load([write_results(new_lines)]).records)
+        return next(c for c in result.changes if c.base.model == "mlp"), result
+
+    # The host ran 30% slower, the kernels did not change: not a regression.
+    mlp, result = verdict(lines(1.3, 0.51))
+    assert mlp.verdict == UNRELIABLE and not result.regressions
+    assert mlp.busy_ratio == pytest.approx(1.02)
+    assert mlp.reason.startswith("host-bound: latency +30.0% while the device busy time +2.0%")
+    # The kernels took 20% longer while the latency held: a regression the latency hides.
+    mlp, result = verdict(lines(1.0, 0.60))
+    assert mlp.verdict == REGRESSED and mlp in result.regressions
+    assert mlp.reason == "host-bound: judged by its device busy time +20.0% (latency +0.0%)"
+    mlp, _ = verdict(lines(0.98, 0.50))
+    assert mlp.verdict == UNCHANGED and mlp.reason == "host-bound: device busy time +0.0%"
+    # Without the busy time on one side, the latency decides, and the note says why.
+    mlp, _ = verdict(lines(1.3, None, reason="the profiler failed: RuntimeError: CUPTI"))
+    assert mlp.verdict == REGRESSED
+    assert mlp.reason.endswith("host-bound: judged by its latency, which follows the host's "
+                               "speed (the profiler failed: RuntimeError: CUPTI)")
+    # A line that is not host-bound keeps its latency's verdict.
+    card = write_results(lines(1.0, 0.50, host_bound=False))
+    result = compare(load([card]).records,
+                     load([write_results(lines(1.3, 0.50, host_bound=False))]).records)
+    assert next(c for c in result.changes if c.base.model == "mlp").verdict == REGRESSED

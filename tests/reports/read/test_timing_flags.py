@@ -64,3 +64,25 @@ def test_percent_of_peak_in_the_record_the_table_the_csv_and_the_dashboard(write
     assert float(rows["mlp"]["fraction_of_peak"]) == 0.505 and rows["cnn"]["fraction_of_peak"] == ""
     payload = {row["m"]: row for row in build_payload("t", [], report)["rows"]}
     assert payload["builtin/mlp"]["pk"] == 0.505 and payload["builtin/mlp"]["tf"] == 500.0
+
+
+def test_the_device_busy_time_in_the_record_the_table_the_csv_and_the_dashboard(write_results):
+    from reports.render.tables import ROW_HEADERS, row_cells
+
+    lines = [_line("mlp"), craft_line("cnn", "inductor", times=[0.002, 0.002])]
+    lines[0]["summary"].update(device_busy_ms=0.731, device_busy={"ms": 0.731, "reason": None})
+    lines[1]["summary"].update(device_busy_ms=None, device_busy={
+        "ms": None, "reason": "no device kernels to sum on cpu: the device busy time is "
+                              "measured on CUDA"})
+    records = {r.model: r for r in _records(write_results, lines)}
+    assert records["mlp"].device_busy == 0.000731 and records["mlp"].device_busy_reason == ""
+    assert records["cnn"].device_busy is None
+    assert records["cnn"].device_busy_reason.startswith("no device kernels to sum on cpu")
+    report = build_report(list(records.values()), None)
+    cells = {row.record.model: dict(zip(ROW_HEADERS, row_cells(row))) for row in report.rows}
+    assert cells["mlp"]["device busy/iter"] == "0.731 ms"
+    assert cells["cnn"]["device busy/iter"] == "-"
+    rows = {row["model"]: row for row in csv.DictReader(io.StringIO(render_csv(report)))}
+    assert float(rows["mlp"]["device_busy_s"]) == 0.000731 and rows["cnn"]["device_busy_s"] == ""
+    payload = {row["m"]: row for row in build_payload("t", [], report)["rows"]}
+    assert payload["builtin/mlp"]["db"] == 0.000731 and payload["builtin/cnn"]["db"] is None

@@ -22,13 +22,13 @@ def test_every_setting_with_a_flag_is_set_by_it():
                                    "--randomize-input", "--verify-iterations=3", "--threads=2",
                                    "--no-paired-timing", "--pure-wall-time",
                                    "--no-reference-workload", "--remeasure-slow=1",
-                                   "--timing-core=any", "--verify"))
+                                   "--timing-core=any", "--verify", "--no-device-busy"))
     assert {spec.name for spec, _ in knobs()} == {
         f.name for f in dataclasses.fields(RunSettings)} - {"observe"}
     assert dataclasses.replace(settings, observe={}) == RunSettings(
         repeat=4, iterations_per_run=2, warmup=0, randomize_input=True, verify=True,
         verify_iterations=3, threads=2, paired=False, pure_wall_time=True,
-        reference_workload=False, remeasure_slow=1, timing_core="any")
+        reference_workload=False, remeasure_slow=1, timing_core="any", device_busy=False)
 
 
 def test_verify_only_implies_verify():

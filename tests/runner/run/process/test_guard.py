@@ -167,3 +167,14 @@ def test_scratch_roots_of_runners_that_are_gone_are_swept(tmp_path):
     assert child.parent == created
     root.remove()
     assert not created.exists()
+
+
+def test_the_project_root_children_import_from_is_the_projects_folder():
+    """Children find the project through PROJECT_ROOT (first on their import path), with no
+    install: it must be the folder holding experiment_runner.py and the packages, wherever
+    the module that names it lies."""
+    from runner.run.process import child_env, forkserver_client, guard
+
+    assert (guard.PROJECT_ROOT / "experiment_runner.py").is_file()
+    assert (guard.PROJECT_ROOT / "child" / "worker.py").is_file()
+    assert child_env.PROJECT_ROOT == forkserver_client.PROJECT_ROOT == guard.PROJECT_ROOT

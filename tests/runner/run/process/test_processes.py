@@ -107,3 +107,41 @@ def test_the_card_held_down_longest_stands_for_the_line_and_every_card_is_kept()
     assert combined["gpu"] == cards[1]
     assert combined["gpu_processes"] == cards
     assert "gpu" not in combine([timing_result([1.0]), timing_result([1.0])], 2).summary
+
+
+def test_the_host_state_is_summed_over_every_processs_runs_and_kept_per_process():
+    from core.host.host_state import summarize
+
+    fast = {"cpu_start": [2, 2], "cpu_end": [2, 2], "freq_mhz": [3000.0, 3000.0]}
+    slow = {"cpu_start": [5, 6], "cpu_end": [6, 6], "freq_mhz": [1500.0, 1600.0]}
+    results = [timing_result([1.0, 1.0], host_windows=fast, host_state=summarize(fast)),
+               timing_result([2.0, 2.0], host_windows=slow, host_state=summarize(slow)),
+               timing_result([1.1, 1.0])]  # a process that read no state
+    state = combine(results, 3).summary["host_state"]
+    windows = combine(results, 3).summary["host_windows"]
+    assert windows["process"] == [1, 1, 2, 2] and windows["cpu_start"] == [2, 2, 5, 6]
+    assert state["runs"] == 4 and state["moved_share"] == 0.25 and state["cpus"] == [2, 5, 6]
+    assert state["freq_mhz"]["low"] == 1500.0
+    assert [process and process["freq_mhz"]["median"] for process in state["processes"]] == [
+        3000.0, 1550.0, None]
+    assert "host_state" not in combine([timing_result([1.0]), timing_result([2.0])],
+                                       2).summary
+
+
+def test_the_device_busy_time_is_the_median_of_the_processes_with_its_spread():
+    def busy(ms, eager):
+        return {"ms": ms, "iterations_ms": [ms], "kernels": 40, "reason": None,
+                "eager": {"ms": eager, "kernels": 90}}
+
+    results = [timing_result([1.0], device_busy=busy(2.0, 5.0), device_busy_ms=2.0),
+               timing_result([3.0], device_busy=busy(2.2, 5.5), device_busy_ms=2.2),
+               timing_result([1.5], device_busy=busy(2.1, 5.2), device_busy_ms=2.1)]
+    summary = combine(results, 3).summary
+    assert summary["device_busy_ms"] == 2.1 and summary["eager_device_busy_ms"] == 5.2
+    assert summary["device_busy"]["processes_ms"] == [2.0, 2.2, 2.1]
+    assert summary["device_busy"]["spread"] == pytest.approx(0.2 / 2.1)
+    assert summary["device_busy"]["eager"]["processes_ms"] == [5.0, 5.5, 5.2]
+    cpu = {"ms": None, "reason": "no device kernels to sum on cpu"}
+    none = combine([timing_result([1.0], device_busy=cpu, device_busy_ms=None),
+                    timing_result([2.0], device_busy=cpu, device_busy_ms=None)], 2).summary
+    assert none["device_busy_ms"] is None and none["device_busy"]["reason"] == cpu["reason"]

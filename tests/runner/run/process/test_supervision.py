@@ -7,6 +7,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from core.contract import RESULT_FILE
 from runner.run.process.supervision import Supervisor
 
@@ -86,3 +88,38 @@ def test_a_childs_waits_for_a_shared_gpu_are_read_with_the_current_one(tmp_path)
     assert 5.4 <= gpu_waits(tmp_path) <= 6.5
     (tmp_path / GATE_WAITS_FILE).write_text("garbled")
     assert gpu_waits(tmp_path) == 0.0
+
+
+@pytest.mark.e2e
+def test_the_memory_poll_reads_the_childs_tree_and_never_scans_every_process(monkeypatch):
+    """A child with a grandchild: both are found and their memory counted, with psutil's scan
+    of every process on the host (its parent map) made to fail."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from runner.run.process import supervision
+
+    grandchild = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+                  "'import sys; sys.stdin.read()'], stdin=subprocess.PIPE); "
+                  "print(p.pid, flush=True); sys.stdin.read(); p.kill()")
+    child = subprocess.Popen([sys.executable, "-c", grandchild], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild_pid = int(child.stdout.readline())
+
+        def no_scan(*args, **kwargs):
+            raise AssertionError("every process of the host was read")
+
+        monkeypatch.setattr(psutil, "_ppid_map", no_scan)
+        monkeypatch.setattr(psutil, "process_iter", no_scan)
+        assert supervision.tree_pids(child.pid) == [child.pid, grandchild_pid]
+        assert supervision.tree_rss_bytes(child.pid) >= (
+            psutil.Process(child.pid).memory_info().rss
+            + psutil.Process(grandchild_pid).memory_info().rss) * 0.9
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert supervision.tree_pids(child.pid) == []  # gone: nothing left to count
+    assert supervision.tree_rss_bytes(child.pid) == 0

@@ -1,0 +1,122 @@
+"""What a torch.profiler Chrome trace ran, summed: device kernels, copies, host operators,
+CUDA-graph launches and the host's time, over the whole trace or per marked iteration (pure:
+no torch).
+
+The child sums each timed iteration's kernels this way for the device's busy time
+(child/device_busy.py), and benchmarks/kernel_parity.py compares the two tools' traces with
+the same sums, so that both read a trace alike.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+#: Chrome-trace categories of host-side events and of device-side ones (torch.profiler's).
+HOST_CATEGORIES = frozenset({"cpu_op", "cuda_runtime", "cuda_driver", "user_annotation",
+                             "python_function", "cpu_instant_event"})
+KERNEL, MEMCPY, MEMSET = "kernel", "gpu_memcpy", "gpu_memset"
+USER_ANNOTATION = "user_annotation"
+GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+
+
+@dataclass
+class Tally:
+    """Per name: how many events and their summed duration (microseconds)."""
+
+    counts: Counter = field(default_factory=Counter)
+    time_us: Counter = field(default_factory=Counter)
+
+    def add(self, name: str, duration: float) -> None:
+        self.counts[name] += 1
+        self.time_us[name] += duration
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def total_us(self) -> float:
+        return float(sum(self.time_us.values()))
+
+    def count_of(self, names: list[str]) -> int:
+        return sum(self.counts[name] for name in names)
+
+
+@dataclass
+class TraceSummary:
+    """What one profiled iteration ran."""
+
+    kernels: Tally = field(default_factory=Tally)
+    memcpy: Tally = field(default_factory=Tally)
+    memset: Tally = field(default_factory=Tally)
+    operators: Tally = field(default_factory=Tally)
+    graph_launches: int = 0
+    host_us: float = 0.0
+
+
+def trace_events(trace: Any) -> list[dict[str, Any]]:
+    """The complete events of a Chrome trace (a dict with traceEvents, or a bare list)."""
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+    return [event for event in events if isinstance(event, dict) and event.get("ph") == "X"]
+
+
+def _number(event: dict[str, Any], key: str) -> float:
+    return float(event.get(key, 0) or 0)
+
+
+def summarize(trace: Any) -> TraceSummary:
+    """A Chrome trace of torch.profiler as a TraceSummary."""
+    summary = TraceSummary()
+    first, last = None, None
+    for event in trace_events(trace):
+        category, name = event.get("cat", ""), str(event.get("name", ""))
+        duration = _number(event, "dur")
+        if category == KERNEL:
+            summary.kernels.add(name, duration)
+        elif category == MEMCPY:
+            summary.memcpy.add(name, duration)
+        elif category == MEMSET:
+            summary.memset.add(name, duration)
+        elif category in HOST_CATEGORIES:
+            start = _number(event, "ts")
+            first = start if first is None else min(first, start)
+            last = start + duration if last is None else max(last, start + duration)
+            if category == "cpu_op":
+                summary.operators.add(name, duration)
+            if name in GRAPH_LAUNCHES:
+                summary.graph_launches += 1
+    if first is not None and last is not None:
+        summary.host_us = last - first
+    return summary
+
+
+def iteration_tallies(trace: Any, mark: str, categories: Iterable[str] = (KERNEL,),
+                      names: Optional[frozenset[str]] = None) -> list[Tally]:
+    """Per marked iteration (in the order they ran), the events of `categories` (of `names` only, where given) that
+    started in it.
+
+    An iteration is marked by a host annotation named `mark` followed by its number
+    (`torch.profiler.record_function`), and ends with a synchronization inside its
+    annotation, so its device work starts after the annotation starts and before the next
+    one does: each event counts for the last iteration that started before it (the trace
+    puts device and host times on one clock). Events before the first mark count nowhere."""
+    events = trace_events(trace)
+    marks = sorted((_number(event, "ts"), int(str(event["name"])[len(mark):]))
+                   for event in events
+                   if event.get("cat") == USER_ANNOTATION
+                   and str(event.get("name", "")).startswith(mark)
+                   and str(event["name"])[len(mark):].isdigit())
+    starts = [start for start, _ in marks]
+    tallies = [Tally() for _ in marks]
+    wanted = frozenset(categories)
+    for event in events:
+        name = str(event.get("name", ""))
+        if event.get("cat") not in wanted or (names is not None and name not in names):
+            continue
+        at = bisect.bisect_right(starts, _number(event, "ts")) - 1
+        if at >= 0:
+            tallies[at].add(name, _number(event, "dur"))
+    return tallies
