@@ -1,7 +1,8 @@
 """The `experiment-runner` command (and `python experiment_runner.py --help`).
 
 `report`, `compare` and `score` hand over to the reports (reports/commands.py) without
-importing the sweep's modules; anything else is a sweep (runner/app.py). Run as a script, the
+importing the sweep's modules, `bisect` to the bisection (bisection/cli.py); anything else
+is a sweep (runner/app.py). Run as a script, the
 runner's own requirements are checked before anything of it is imported, so that a Python
 without them (the system's, before `make setup`) says how to set up in one line.
 """
@@ -11,6 +12,7 @@ import signal
 import sys
 from typing import Optional, Sequence
 
+BISECT_COMMAND = "bisect"
 REQUIRED_MODULES = ("psutil", "jsonlines", "tqdm", "filelock")
 EXIT_NOT_SET_UP = 2
 EXIT_BAD_INPUT = 2
@@ -30,14 +32,15 @@ def hold_stop_signals() -> None:
 
 
 def mistyped_command(argv: Sequence[str]) -> Optional[str]:
-    """The report command a first argument that is no flag is a slip of (`reprot`), if any."""
+    """The command a first argument that is no flag is a slip of (`reprot`, `bisct`), if any."""
     from reports.commands import REPORT_COMMANDS
 
     if not argv or argv[0].startswith("-"):
         return None
     import difflib
 
-    found = difflib.get_close_matches(argv[0], REPORT_COMMANDS, n=1, cutoff=0.6)
+    found = difflib.get_close_matches(argv[0], (*REPORT_COMMANDS, BISECT_COMMAND), n=1,
+                                      cutoff=0.6)
     return found[0] if found else None
 
 
@@ -48,10 +51,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in REPORT_COMMANDS:
         return run_report_command(argv)
+    if argv and argv[0] == BISECT_COMMAND:
+        from bisection.cli import main as bisect_main
+
+        return bisect_main(argv[1:])
     slip = mistyped_command(argv)
     if slip:
         print(f"experiment-runner: error: unknown command {argv[0]!r}: did you mean {slip!r}? "
-              f"(the commands: {', '.join(REPORT_COMMANDS)}; a sweep takes flags only)",
+              f"(the commands: {', '.join((*REPORT_COMMANDS, BISECT_COMMAND))}; a sweep takes "
+              "flags only)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
     from runner.app import main as sweep_main

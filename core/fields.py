@@ -63,6 +63,8 @@ MAX_BATCH_SIZE = 2**31 - 1
 PROCESS_CACHES = ("shared", "fresh")
 #: Seeds torch accepts, less room for the per-iteration offsets of --randomize-input.
 SEED_RANGE = (-(2**63), 2**63 - 1)
+#: A bisection point's label: a commit's short hash or a package's `name==version`.
+POINT_LABEL = re.compile(r"[A-Za-z0-9_.+=!~-]+")
 #: A dynamo backend's name (inductor, openxla, aot_eager, a registered custom one).
 BACKEND_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*")
 
@@ -339,6 +341,10 @@ FIELDS: tuple[Field, ...] = (
     _f("seed", EXPERIMENT, int, default=DEFAULT_SEED, minimum=SEED_RANGE[0],
        maximum=SEED_RANGE[1], flags=("--seed",), since=SCHEMA_VERSION, changes_work=True,
        help="seed of the weights and the inputs (a 64-bit signed integer)"),
+    _f("point", EXPERIMENT, str, default=None, optional=True, pattern=POINT_LABEL,
+       flags=("--point",), since=SCHEMA_VERSION, implied=None,
+       help="the point of a bisection the experiment measures: a commit or a package version "
+            "(experiment-runner bisect sets it), so that each point's lines stay apart"),
     _f("processes", EXPERIMENT, int, default=None, optional=True, minimum=1,
        maximum=MAX_PROCESSES, identity=False, report=NOT_SHOWN, flags=("--processes",),
        help="timing processes per experiment, each with its own warm-up and timed runs; the "

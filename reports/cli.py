@@ -23,15 +23,18 @@ import traceback
 from pathlib import Path
 from typing import Optional, Sequence
 
+from core.files.bisect_log import LOG_SUFFIX, log_path
 from reports.analyse.aggregate import DEFAULT_BASELINE, build_report
 from reports.read.cache import default_cache_dir
 from reports.analyse.compare import DEFAULT_ALPHA, DEFAULT_GEOMEAN_THRESHOLD, DEFAULT_THRESHOLD, Comparison, compare
+from reports.analyse.bisection import bisect_steps
 from reports.analyse.dashboard import build_payload
 from reports.read.columnar import Engine
 from core.text import PrintableFormatter, printable
 from reports.errors import MachineError, ReportError
 from reports.analyse.history import compute_history
 from reports.read.load import Loaded, load, select_records
+from reports.render.bisect_table import bisect_table
 from reports.render.plots import render_plots
 from reports.render.render_csv import render_csv
 from reports.render.render_html import render_html
@@ -218,6 +221,17 @@ def _latest_changes(engine: Engine, loaded: Loaded) -> Optional[Comparison]:
     return comparison if comparison.changes else None
 
 
+def _bisections(paths: Sequence[Path]) -> list:
+    """The bisections logged beside the results files given (or under the folders given)."""
+    logs = []
+    for path in paths:
+        if path.is_dir():
+            logs.extend(sorted(path.rglob("*" + LOG_SUFFIX)))
+        else:
+            logs.append(log_path(path))
+    return [steps for steps in map(bisect_steps, logs) if steps is not None]
+
+
 def _report(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     with _engine(args) as engine:
@@ -235,6 +249,7 @@ def _report_with(engine: Engine, args: argparse.Namespace) -> int:
         tables.insert(1, trend_table(history))
     if loaded.runs:
         tables.insert(0, runs_table(loaded.runs))
+    tables.extend(bisect_table(steps) for steps in _bisections(args.results))
     intro = _load_notes(loaded) + report.notes
     if args.output_dir is not None:
         args.csv = args.csv or args.output_dir / "report.csv"

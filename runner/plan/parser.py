@@ -208,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Benchmark PyTorch models across eager, torch.compile, PyTorch/XLA and torchax. "
             "Flags marked (repeatable) form a dimension of the experiment matrix; a dimension "
-            "left unset takes every value valid here. Subcommands: report, compare, score "
+            "left unset takes every value valid here. Subcommands: report, compare, score, bisect "
             "(run 'experiment-runner report --help')."
         ),
         formatter_class=DefaultsOnceFormatter,

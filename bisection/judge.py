@@ -1,0 +1,194 @@
+"""Is a point good, bad or inconclusive? Judged as `compare` judges, against both ends.
+
+Each experiment of the point is compared with the good end and with the bad end by
+`reports.analyse.compare.compare` (the same threshold, permutation test and unreliability
+tests). An experiment is bad where it regressed (or newly fails, or its verifier's verdict
+turned from PASS) against the good end and is neither better nor worse than the bad end;
+good where it is better than the bad end (or fixed against it) and neither worse nor better
+than the good end; anything else (a figure beyond both ends, half-way, or within the noise)
+is inconclusive. Only experiments whose ends differ that way are judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional, Sequence
+
+from core.files.bisect_log import BAD, GOOD, INCONCLUSIVE
+from reports.analyse.compare import (DEFAULT_ALPHA, DEFAULT_THRESHOLD, FIXED, IMPROVED,
+                                     NEWLY_FAILING, REGRESSED, Change, compare)
+from reports.read.load import ConfigKey, Record
+
+POINT_FIELD = "point"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A figure a bisection judges by: its value in a record (lower is better as judged),
+    the repeats behind it (for the permutation test), and how it is shown."""
+
+    name: str
+    value: Callable[[Record], Optional[float]]
+    samples: Callable[[Record], list]
+    unit: str
+    #: The value shown is the judged one inverted (speedup: higher is better).
+    inverted: bool = False
+
+
+def _inverse(value: Optional[float]) -> Optional[float]:
+    return 1.0 / value if value else None
+
+
+METRICS: dict[str, Metric] = {
+    "latency": Metric("latency", lambda r: r.median_time, lambda r: list(r.per_iter_times), "s"),
+    "speedup": Metric("speedup", lambda r: _inverse(r.paired_speedup), lambda r: [], "x",
+                      inverted=True),
+    "compile_time": Metric("compile_time", lambda r: r.compile_time, lambda r: [], "s"),
+    "peak_memory": Metric("peak_memory",
+                          lambda r: float(r.peak_memory) if r.peak_memory else None,
+                          lambda r: [], "B"),
+}
+
+
+def point_of(record: Record) -> Optional[str]:
+    """The bisection point of a record (its `point=` label part), or None."""
+    for part in record.config.extras.split(" "):
+        name, _, value = part.partition("=")
+        if name == POINT_FIELD and value:
+            return value
+    return None
+
+
+def experiment_of(record: Record) -> tuple:
+    """What a record measured, less the point: the same experiment at every point."""
+    values = record.config.as_dict()
+    values["extras"] = " ".join(part for part in values.get("extras", "").split(" ")
+                                if part and part.partition("=")[0] != POINT_FIELD)
+    return (record.suite, record.model, ConfigKey(**values))
+
+
+def experiment_label(record: Record) -> str:
+    suite, model, config = experiment_of(record)
+    return f"{suite}/{model} {config.label}"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One experiment's figure at a point: the judged metric's value and interval."""
+
+    experiment: str
+    value: Optional[float]
+    low: Optional[float] = None
+    high: Optional[float] = None
+    status: str = ""
+
+    def as_json(self) -> dict:
+        return {"experiment": self.experiment, "value": self.value, "low": self.low,
+                "high": self.high, "status": self.status}
+
+
+@dataclass
+class Judgement:
+    verdict: str
+    reason: str
+    figures: list[Figure] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Judge:
+    """How points are judged: the metric, compare's threshold and alpha, and whether lines
+    flagged unreliable (contention, varying runs) are judged by the permutation test alone."""
+
+    metric: Metric = METRICS["latency"]
+    threshold: float = DEFAULT_THRESHOLD
+    alpha: float = DEFAULT_ALPHA
+    trust_flagged: bool = False
+
+    def _as_judged(self, records: Sequence[Record]) -> list[Record]:
+        judged = []
+        for record in records:
+            key = hash(experiment_of(record))
+            changes = {"key": key}
+            if self.trust_flagged:
+                changes["unreliable"] = False
+            if record.passed:
+                value = self.metric.value(record)
+                if value is None:
+                    continue  # no figure: the experiment is missing at this point
+                changes.update(median_time=value, per_iter_times=self.metric.samples(record))
+            judged.append(replace(record, **changes))
+        return judged
+
+    def figure(self, record: Record) -> Figure:
+        value = self.metric.value(record) if record.passed else None
+        low = high = None
+        if value is not None and self.metric.name == "latency" and record.interval:
+            low, high = record.interval.low, record.interval.high
+        if self.metric.inverted and value:
+            value = 1.0 / value
+        status = "ok" if record.passed else (
+            f"verification {record.verification_code}" if record.ran else f"status {record.status}")
+        return Figure(experiment_label(record), value, low, high, status)
+
+    def differing(self, good: Sequence[Record], bad: Sequence[Record]) -> list[Change]:
+        """The experiments whose bad end is worse than their good end."""
+        comparison = compare(self._as_judged(good), self._as_judged(bad),
+                             threshold=self.threshold, alpha=self.alpha)
+        return [c for c in comparison.changes if c.verdict in (REGRESSED, NEWLY_FAILING)]
+
+    def judge(self, point: Sequence[Record], good: Sequence[Record],
+              bad: Sequence[Record]) -> Judgement:
+        """The point's verdict against both ends (GOOD, BAD or INCONCLUSIVE)."""
+        figures = [self.figure(r) for r in point]
+        watched = {change.base.key for change in self.differing(good, bad)}
+        if not watched:
+            return Judgement(INCONCLUSIVE, "the ends do not differ", figures)
+        new = self._as_judged(point)
+        against_good = {c.base.key: c for c in compare(
+            self._as_judged(good), new, threshold=self.threshold, alpha=self.alpha).changes}
+        against_bad = {c.base.key: c for c in compare(
+            self._as_judged(bad), new, threshold=self.threshold, alpha=self.alpha).changes}
+        verdicts, reasons = [], []
+        for key in sorted(watched):
+            to_good, to_bad = against_good.get(key), against_bad.get(key)
+            if to_good is None or to_bad is None:
+                verdicts.append(INCONCLUSIVE)
+                reasons.append("no line with a figure at this point")
+                continue
+            name = experiment_label(to_good.new)
+            worse = to_good.verdict in (REGRESSED, NEWLY_FAILING)
+            better = to_bad.verdict in (IMPROVED, FIXED)
+            if to_bad.verdict == REGRESSED or to_good.verdict == IMPROVED:
+                # Worse than both ends, or better than both: the host changed speed, or
+                # another change is in the range; either way not this bisection's answer.
+                verdicts.append(INCONCLUSIVE)
+                reasons.append(f"{name}: beyond both ends: {_said(to_good)} against the good "
+                               f"end, {_said(to_bad)} against the bad end")
+            elif worse and not better:
+                verdicts.append(BAD)
+                reasons.append(f"{name}: {_said(to_good)} against the good end")
+            elif better and not worse:
+                verdicts.append(GOOD)
+                reasons.append(f"{name}: {_said(to_bad)} against the bad end")
+            else:
+                verdicts.append(INCONCLUSIVE)
+                reasons.append(f"{name}: {_said(to_good)} against the good end, "
+                               f"{_said(to_bad)} against the bad end")
+        if BAD in verdicts:
+            verdict = BAD
+        elif all(v == GOOD for v in verdicts):
+            verdict = GOOD
+        else:
+            verdict = INCONCLUSIVE
+        return Judgement(verdict, "; ".join(reasons), figures)
+
+
+def _said(change: Change) -> str:
+    """A change as compare says it: its verdict, the ratio and the p-value or reason."""
+    text = change.verdict
+    if change.ratio is not None:
+        text += f" ({change.ratio - 1.0:+.1%}"
+        text += f", p={change.p_value:.3g})" if change.p_value is not None else ")"
+    if change.reason:
+        text += f" [{change.reason}]"
+    return text

@@ -1,0 +1,149 @@
+"""The bisection's driver and judge against a simulated measurer (tests/bisection/simulated.py):
+the rounds a search takes, noise that never names a wrong point, skips, failures, resume."""
+
+import math
+
+import pytest
+
+from bisection.driver import Bisection, BisectError, Point, Settings
+from bisection.judge import Judge
+from bisection.search import rounds_bound
+from core.files.bisect_log import ANSWER, MEASURED, ROUND, VERDICT, read_entries
+from tests.bisection.simulated import SimulatedMeasurer
+
+POINTS = [Point(f"c{i:02d}", f"c{i:02d}") for i in range(24)]
+FIRST_BAD = 13
+
+
+def slower_from(first_bad, factor=1.3, base=1e-3):
+    return lambda index: base * (factor if index >= first_bad else 1.0)
+
+
+def bisect(tmp_path, measurer, jobs=1, judge=None, points=POINTS, remeasure=1, name="log"):
+    bisection = Bisection(points, measurer, judge or Judge(threshold=0.1),
+                          tmp_path / f"{name}.bisect.log", Settings(jobs=jobs, remeasure=remeasure),
+                          "commits")
+    return bisection.run()
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_finds_the_slower_commit_within_the_bound(tmp_path, jobs):
+    measurer = SimulatedMeasurer(POINTS, slower_from(FIRST_BAD), noise=0.02)
+    outcome = bisect(tmp_path, measurer, jobs=jobs)
+    assert outcome.answer.exact
+    assert POINTS[outcome.answer.first_bad].label == "c13"
+    assert POINTS[outcome.answer.last_good].label == "c12"
+    assert outcome.rounds <= math.ceil(math.log2(24)) + 2
+    assert outcome.rounds <= rounds_bound(24, jobs)
+    assert all(len(batch) <= max(jobs, 2) for batch in measurer.batches)
+    assert len(measurer.measured) == len(set(measurer.measured))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_noise_never_names_a_wrong_commit(tmp_path, seed):
+    """10% noise on every timing: the answer is the commit, or inconclusive (skipped points
+    between), never another commit."""
+    measurer = SimulatedMeasurer(POINTS, slower_from(FIRST_BAD), seed=seed, noise=0.10)
+    outcome = bisect(tmp_path, measurer, jobs=1 + seed % 3)
+    answer = outcome.answer
+    assert answer is not None, outcome.problem
+    candidates = {POINTS[i].label for i in (*answer.skipped_between, answer.first_bad)}
+    assert "c13" in candidates
+    if answer.exact:
+        assert POINTS[answer.first_bad].label == "c13"
+
+
+def test_a_commit_that_starts_failing_is_bad(tmp_path):
+    measurer = SimulatedMeasurer(POINTS[:8], lambda i: None if i >= 5 else 1e-3)
+    outcome = bisect(tmp_path, measurer, points=POINTS[:8])
+    assert POINTS[outcome.answer.first_bad].label == "c05"
+    assert "newly failing" in outcome.reasons["c05"] or outcome.verdicts["c05"] == "bad"
+
+
+def test_a_commit_whose_setup_fails_is_skipped_and_the_answer_says_so(tmp_path):
+    points = POINTS[:5]
+    measurer = SimulatedMeasurer(points, slower_from(3), setup_fails={"c02": "--setup exited with 1"})
+    outcome = bisect(tmp_path, measurer, points=points)
+    assert outcome.verdicts["c02"] == "skipped"
+    assert "setup failed" in outcome.reasons["c02"]
+    answer = outcome.answer
+    assert points[answer.first_bad].label == "c03"
+    entries = read_entries(tmp_path / "log.bisect.log")
+    assert any(e["event"] == "setup" and e["point"] == "c02" for e in entries)
+
+
+def test_an_inconclusive_point_is_measured_again_with_more_processes_then_skipped(tmp_path):
+    points = POINTS[:3]
+    # The middle point sits halfway: neither like the good end nor like the bad one.
+    measurer = SimulatedMeasurer(points, lambda i: [1e-3, 1.15e-3, 1.3e-3][i], noise=0.0)
+    outcome = bisect(tmp_path, measurer, points=points, remeasure=1)
+    assert measurer.measured.count(("c01", 0)) == 1 and measurer.measured.count(("c01", 1)) == 1
+    assert outcome.verdicts["c01"] == "skipped"
+    assert "inconclusive after 2 measurement(s)" in outcome.reasons["c01"]
+    assert not outcome.answer.exact
+
+
+def test_ends_that_do_not_differ_give_no_answer(tmp_path):
+    measurer = SimulatedMeasurer(POINTS[:4], lambda i: 1e-3)
+    outcome = bisect(tmp_path, measurer, points=POINTS[:4])
+    assert outcome.answer is None
+    assert "do not differ" in outcome.problem
+    # Measured once more each (with more processes) before giving up.
+    assert sorted(measurer.measured) == [("c00", 0), ("c00", 1), ("c03", 0), ("c03", 1)]
+
+
+class Stop(SimulatedMeasurer):
+    """Raises KeyboardInterrupt at the n-th measure call (after measuring that batch, as a
+    sweep stopped after its lines were written would)."""
+
+    def __init__(self, *args, stop_at, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stop_at = stop_at
+
+    def measure(self, points, processes, attempt):
+        failed = super().measure(points, processes, attempt)
+        if len(self.batches) == self.stop_at:
+            raise KeyboardInterrupt
+        return failed
+
+
+def test_resume_after_ctrl_c_measures_no_point_twice(tmp_path):
+    first = Stop(POINTS, slower_from(FIRST_BAD), stop_at=3)
+    with pytest.raises(KeyboardInterrupt):
+        bisect(tmp_path, first)
+    second = SimulatedMeasurer(POINTS, slower_from(FIRST_BAD))
+    second._records = dict(first._records)  # the results file keeps the lines
+    outcome = bisect(tmp_path, second)
+    assert POINTS[outcome.answer.first_bad].label == "c13"
+    # The batch stopped mid-way was measured (its lines are in the results) but not logged:
+    # only the points never measured are measured by the second run.
+    assert not set(first.measured[:-1]) & set(second.measured)
+    entries = read_entries(tmp_path / "log.bisect.log")
+    measured = [(e["point"], e["attempt"]) for e in entries if e["event"] == MEASURED]
+    assert len(measured) == len(set(measured))
+    assert [e["event"] for e in entries].count(ANSWER) == 1
+    assert max(e["round"] for e in entries if e["event"] == ROUND) <= 7
+
+
+def test_the_log_of_another_bisection_is_refused(tmp_path):
+    bisect(tmp_path, SimulatedMeasurer(POINTS[:4], slower_from(2)), points=POINTS[:4])
+    with pytest.raises(BisectError, match="another bisection"):
+        bisect(tmp_path, SimulatedMeasurer(POINTS[:5], slower_from(2)), points=POINTS[:5])
+
+
+def test_every_verdict_is_logged_with_its_figure(tmp_path):
+    bisect(tmp_path, SimulatedMeasurer(POINTS[:4], slower_from(2)), points=POINTS[:4])
+    verdicts = [e for e in read_entries(tmp_path / "log.bisect.log") if e["event"] == VERDICT]
+    assert {e["point"] for e in verdicts} >= {"c00", "c03"}
+    assert all(e["figures"] and e["figures"][0]["value"] > 0 for e in verdicts)
+
+
+def test_a_point_slower_than_both_ends_is_not_bad(tmp_path):
+    """A host that slowed down while one point ran makes it slower than the bad end too:
+    inconclusive (then skipped), never named the first bad commit."""
+    points = POINTS[:3]
+    measurer = SimulatedMeasurer(points, lambda i: [1e-3, 1.6e-3, 1.3e-3][i])
+    outcome = bisect(tmp_path, measurer, points=points)
+    assert outcome.verdicts["c01"] == "skipped"
+    assert "beyond both ends" in outcome.reasons["c01"]
+    assert not outcome.answer.exact
