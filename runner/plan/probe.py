@@ -51,6 +51,7 @@ from core.lifetime import die_with_parent
 from core.files.side_files import (a_bool, a_string, an_object, an_optional_string,
                                       read_side_file, string_map, strings)
 from core.packages import installed_packages
+from runner.plan.project import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -337,6 +338,9 @@ def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict[str, An
     it (the child dies with its parent), and the next runner removes the folder."""
     scratch = probe_scratch()
     environment = dict(os.environ, TMPDIR=str(scratch), **{PARENT_VARIABLE: str(os.getpid())})
+    # the project first on its import path: a runner started from another folder, not installed
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(PROJECT_ROOT)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else []))
     environment.pop("PYTHONWARNINGS", None)  # as the runner's children: the user's filter
     try:
         command = [sys.executable, "-m", "runner.plan.probe"]

@@ -36,12 +36,12 @@ from typing import IO, Optional
 
 import psutil
 
+from runner.plan.project import PROJECT_ROOT
+
 log = logging.getLogger(__name__)
 
 #: Set in every child's environment; the guard kills whatever carries its value.
 TOKEN_VARIABLE = "EXPERIMENT_TREE_TOKEN"
-#: The project's folder (holding runner/, child/, ...): every child's first import path.
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 class ProcessGuard:

@@ -173,8 +173,10 @@ def test_the_project_root_children_import_from_is_the_projects_folder():
     """Children find the project through PROJECT_ROOT (first on their import path), with no
     install: it must be the folder holding experiment_runner.py and the packages, wherever
     the module that names it lies."""
+    from runner.plan import probe
     from runner.run.process import child_env, forkserver_client, guard
 
     assert (guard.PROJECT_ROOT / "experiment_runner.py").is_file()
     assert (guard.PROJECT_ROOT / "child" / "worker.py").is_file()
-    assert child_env.PROJECT_ROOT == forkserver_client.PROJECT_ROOT == guard.PROJECT_ROOT
+    assert (child_env.PROJECT_ROOT == forkserver_client.PROJECT_ROOT == guard.PROJECT_ROOT
+            == probe.PROJECT_ROOT)
