@@ -9,11 +9,12 @@ import pytest
 torch = pytest.importorskip("torch")
 psutil = pytest.importorskip("psutil")
 
-from backends.runtimes.torch_device import TorchPreparedModel  # noqa: E402
+from backends.runtimes.torch_device import TorchPreparedModel, to_cpu  # noqa: E402
 from core.config import ExperimentConfig  # noqa: E402
 from models.base import BenchmarkModel, ModelInputs  # noqa: E402
 from tests.fixtures.compiled_graphs import (compiled_training_graphs, model_graph,  # noqa: E402
                                             output_shapes)
+from verifier.tree import flatten  # noqa: E402
 
 
 def linear_model(dynamo: str = "inductor") -> TorchPreparedModel:
@@ -119,3 +120,36 @@ def test_the_forward_context_is_the_grad_mode_and_autocast_of_the_iteration(test
         if autocast:
             assert torch.get_autocast_dtype("cpu") == torch.bfloat16
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+
+
+# Results brought to the host for the verifier (backends/runtimes/torch_device.to_cpu).
+class Layer:
+    def __init__(self, keys: torch.Tensor) -> None:
+        self.keys, self.values, self.is_initialized = keys, keys * 2, True
+        self.device = keys.device
+
+
+class Cache:
+    """Like a transformers cache: an object, not a container, holding tensors in layers."""
+
+    def __init__(self, keys: torch.Tensor) -> None:
+        self.layers = [Layer(keys), Layer(keys + 1)]
+        self.offloading = False
+
+
+def test_an_object_holding_tensors_becomes_the_mapping_of_those_attributes():
+    keys = torch.arange(4.0)
+    host = to_cpu({"logits": keys, "cache": Cache(keys)})
+    assert set(host) == {"logits", "cache"}
+    assert set(host["cache"]) == {"layers"}
+    assert set(host["cache"]["layers"][1]) == {"keys", "values"}
+    assert torch.equal(host["cache"]["layers"][1]["values"], (keys + 1) * 2)
+    # So two runs' caches compare leaf by leaf (tensors), not by the objects' identity.
+    leaves = flatten(to_cpu(Cache(keys)))
+    assert len(leaves) == 4 and all(isinstance(leaf, torch.Tensor) for _, leaf in leaves)
+
+
+def test_objects_without_tensors_stay_as_they_are():
+    marker = object()
+    assert to_cpu({"flag": marker})["flag"] is marker
+    assert to_cpu(torch.float32) is torch.float32

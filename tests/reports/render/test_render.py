@@ -11,6 +11,8 @@ from reports.cli import report_main
 from reports.render.plots import PLOT_NAMES
 from reports.render.render_csv import CSV_FIELDS
 from reports.render.render_hud_csv import PERFORMANCE_FIELDS as HUD_FIELDS
+from reports.render.render_markdown import render_markdown
+from reports.render.tables import Table
 from tests.reports.conftest import craft_line
 
 MODELS = {"mlp": 0.01, "cnn": 0.03, "transformer_block": 0.05}
@@ -209,3 +211,14 @@ def test_hud_csv_names_follow_modes_and_dtypes():
         "inductor_max_autotune_huggingface_bfloat16_inference_cuda"
     assert file_stem(ConfigKey("cuda", "inductor", "eval", "fp16", mode="dynamic"), "torchbench") == \
         "inductor_dynamic_torchbench_float16_inference_cuda"
+
+
+# Names from results files cannot inject HTML or break tables in the Markdown report.
+def test_raw_html_and_pipes_from_model_names_are_escaped():
+    name = '<img src=x onerror=alert(1)>|a&b'
+    page = render_markdown(f"Report of {name}", [f"models: {name}"],
+                           [Table(f"Rows for {name}", ["model", "status"], [[name, "ok"]])])
+    assert "<img" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "&amp;b" in page
+    row = next(line for line in page.splitlines() if line.startswith("| &lt;img"))
+    assert row.count("|") - row.count("\\|") == 3  # two cells, nothing split

@@ -1,5 +1,8 @@
 import dataclasses
 import json
+import logging
+import subprocess
+import sys
 
 import pytest
 
@@ -289,3 +292,46 @@ def test_the_eager_baseline_is_the_eager_experiment_a_sweep_plans():
     assert inductor.experiment.fullgraph and not eager.experiment.fullgraph
     baseline = eager_baseline(inductor)
     assert baseline.fingerprint == eager.fingerprint and baseline.label == "eager"
+
+
+# Flags at their edges (issue 54): a -k pattern that backtracks without end refused by name
+# (defect 16), and a -k that matches nothing among several named.
+
+#: Polynomial backtracking of degree 7 over a failing match: years on 'transformer_block'
+#: with Python's re.
+BACKTRACKING = r"^(.*?)*(.*?)*(.*?)*(.*?)*(.*?)*(.*?)*(.*?)*\d$"
+
+
+@pytest.mark.e2e
+def test_a_pattern_that_backtracks_without_end_is_refused_by_name():
+    # Python's re took years on it: the planner hung until it was killed. In a process of
+    # its own, so that a regression fails on its timeout rather than hanging the suite.
+    code = ("from models import get_suite; from runner.plan.matrix import select_models, "
+            "MatrixError\ntry:\n select_models(get_suite('builtin'), [r'%s'], [])\n"
+            "except MatrixError as error:\n print(error)" % BACKTRACKING)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("matching the pattern hung the planner")
+    assert done.returncode == 0, done.stderr
+    assert repr(BACKTRACKING) in done.stdout and "backtracks" in done.stdout
+    assert "transformer_block" in done.stdout
+
+
+def test_a_filter_that_matches_nothing_among_several_is_named(caplog):
+    with caplog.at_level(logging.WARNING):
+        names = select_models(get_suite("builtin"), ["^mlp$", "^mpl$"], [])
+    assert names == ["mlp"]
+    assert "--filter '^mpl$' matches no model of suite 'builtin'" in caplog.text
+    assert "'^mlp$'" not in caplog.text
+    with pytest.raises(MatrixError, match="no model of suite"):
+        select_models(get_suite("builtin"), ["^mpl$"], [])
+
+
+def test_patterns_keep_their_meaning():
+    suite = get_suite("builtin")
+    assert select_models(suite, ["MLP", "^c"], []) == ["mlp", "cnn"]
+    assert select_models(suite, [], ["_block$"]) == ["mlp", "cnn"]
+    with pytest.raises(MatrixError, match="not a valid regular expression"):
+        select_models(suite, ["(unclosed"], [])

@@ -1,12 +1,16 @@
 """runner/plan/parser.py: the how-to-measure flags from RunSettings, and the typed sweep."""
 
+from __future__ import annotations
+
 import dataclasses
+import re
+import time
 
 import pytest
 
 from core.config import RunSettings, knobs
 from runner.plan.options import OutputOptions, ScaleOptions
-from runner.plan.parser import UsageError, build_parser, run_settings, sweep_flags
+from runner.plan.parser import MAX_JOBS, UsageError, build_parser, run_settings, sweep_flags
 
 
 def _parse(*flags):
@@ -77,3 +81,31 @@ def test_experiments_per_gpu_is_auto_unless_a_count_is_given(flags, expected):
 def test_flags_that_do_not_go_together_are_refused(flags, message):
     with pytest.raises(UsageError, match=message):
         sweep_flags(_parse(*flags))
+
+
+# Flags at their edges (issue 54): --jobs bounded before anything is allocated (defect 12),
+# and --help that says each default once and the right way round.
+def parse_error(capsys, *flags: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["--accelerator=cpu", *flags])
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("jobs", ["99999999999", "2000000000", str(MAX_JOBS + 1)])
+def test_jobs_beyond_the_bound_are_refused_at_once_naming_the_value(capsys, jobs):
+    started = time.monotonic()
+    error = parse_error(capsys, f"--jobs={jobs}")
+    assert f"'{jobs}' must be at most {MAX_JOBS}" in error and "--jobs" in error
+    assert len(error.strip().splitlines()) == 1
+    assert time.monotonic() - started < 1.0
+    assert build_parser().parse_args([f"--jobs={MAX_JOBS}"]).jobs == MAX_JOBS
+
+
+def test_help_gives_each_default_once_and_never_backwards():
+    text = re.sub(r"\s+", " ", build_parser().format_help())
+    assert "(default 0: never) (default" not in text
+    assert not re.search(r"\(default[^)]*\) \(default", text)
+    flag = text.index("--disable-fp16-bf16-reduction-math-sdp full-precision")
+    assert "(default: True)" not in text[flag:flag + 250]
+    assert "--repeat REPEAT" in text and "(default: 10)" in text  # values keep theirs

@@ -1,17 +1,23 @@
 """Several runners, one results file: claims (runner/run/record/claims.py), in-process and with real runners."""
 
+from __future__ import annotations
+
+import dataclasses
 import json
 import re
 import signal
 import subprocess
 import time
+from typing import Any
 
 import psutil
 import pytest
 
-from core.config import RunSettings
+from core.config import ExperimentConfig, ModelConfig, RunSettings, fingerprint
+from core.fields import EXPERIMENT, MODEL, UNVERSIONED, identity_fields
 from core.files.results_file import ResultsFile, read_results
-from runner.run.record.claims import ClaimOptions, Claims, ClaimStatus, RunnerIdentity
+from runner.run.record.claims import (ClaimOptions, Claims, ClaimStatus, RunnerIdentity, claim_key,
+                                      claim_key_of)
 from tests.conftest import cli_command, cli_environment
 
 FP = "f" * 64
@@ -160,7 +166,7 @@ def test_an_unreadable_claims_file_starts_afresh(tmp_path, content):
 
 # Real runners sharing one output folder.
 
-EAGER = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--repeat=2",
+EAGER_FLAGS = ["--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval", "--repeat=2",
          "--warmup=0"]
 
 
@@ -183,7 +189,7 @@ def grandchild_pid(output, timeout=120):
 @pytest.mark.e2e
 def test_concurrent_runners_share_the_work_and_each_line_holds_its_own_childs_metrics(tmp_path):
     output = tmp_path / "output"
-    runners = [start(output, *EAGER) for _ in range(3)]
+    runners = [start(output, *EAGER_FLAGS) for _ in range(3)]
     outputs = [runner.communicate(timeout=600) for runner in runners]
     assert [runner.returncode for runner in runners] == [0, 0, 0], outputs
     lines = read_results(output / "results.jsonl").lines
@@ -202,7 +208,7 @@ def test_concurrent_runners_share_the_work_and_each_line_holds_its_own_childs_me
     assert not (output / "results.jsonl.claims").exists()
 
 
-HANG = ["--suite-name=faults", "-k", "^hang$", *EAGER]
+HANG = ["--suite-name=faults", "-k", "^hang$", *EAGER_FLAGS]
 
 
 @pytest.mark.e2e
@@ -270,3 +276,51 @@ def test_without_resume_a_recorded_line_does_not_cover_its_experiment(tmp_path):
     assert exact.claim(fingerprint)[0] is ClaimStatus.CLAIMED
     assert exact.record(fingerprint, line)
     assert len(results.read().lines) == 2
+
+
+# Two runner versions on one results file (issue 54, rough edge): claims keyed by each
+# version's fingerprint let both run the same experiment, and one measurement was discarded.
+# Claims are keyed so that versions that differ by fields added since see each other's.
+MODEL_CONFIG = ModelConfig("builtin", "mlp")
+EAGER = ExperimentConfig("cpu", None, None, None, "eval")
+
+
+def as_older_version_sees_it(model: ModelConfig, experiment: ExperimentConfig) -> dict[str, Any]:
+    """The identity a runner of the first schema version computes: without the fields added
+    since."""
+    identity = {MODEL: model.identity(), EXPERIMENT: experiment.identity()}
+    for scope in (MODEL, EXPERIMENT):
+        for spec in identity_fields(scope):
+            if spec.since > UNVERSIONED:
+                identity[scope].pop(spec.name, None)
+    return identity
+
+
+def runner(results: ResultsFile, run_id: str) -> Claims:
+    me = dataclasses.replace(RunnerIdentity.of_this_process(run_id), run_id=run_id)
+    return Claims(results, RunSettings(), me, ClaimOptions())
+
+
+def test_versions_that_differ_by_fields_added_since_key_one_experiment_alike():
+    assert any(spec.since > UNVERSIONED for spec in identity_fields(EXPERIMENT))
+    older = as_older_version_sees_it(MODEL_CONFIG, EAGER)
+    assert claim_key(older) == claim_key_of(MODEL_CONFIG, EAGER)
+    # Another experiment keys apart: a field added since, at another value than implied.
+    frozen = dataclasses.replace(EAGER, dynamo="inductor", freezing=True)
+    assert claim_key_of(MODEL_CONFIG, frozen) != claim_key_of(
+        MODEL_CONFIG, dataclasses.replace(EAGER, dynamo="inductor"))
+    assert claim_key_of(MODEL_CONFIG, EAGER) != claim_key_of(
+        MODEL_CONFIG, dataclasses.replace(EAGER, test="train"))
+
+
+def test_a_runner_of_another_version_sees_the_claim_and_waits(tmp_path):
+    results = ResultsFile(tmp_path / "results.jsonl")
+    this_version, older = runner(results, "this"), runner(results, "older")
+    mine = fingerprint(MODEL_CONFIG, EAGER)
+    theirs = "0" * 64  # its fingerprint of the same experiment differs
+    assert this_version.claim(mine, claim_key_of(MODEL_CONFIG, EAGER))[0] is ClaimStatus.CLAIMED
+    status, holder = older.claim(theirs, claim_key(as_older_version_sees_it(MODEL_CONFIG, EAGER)))
+    assert status is ClaimStatus.BUSY and holder.runner.run_id == "this"
+    this_version.release(claim_key_of(MODEL_CONFIG, EAGER))
+    assert older.claim(theirs, claim_key(
+        as_older_version_sees_it(MODEL_CONFIG, EAGER)))[0] is ClaimStatus.CLAIMED
