@@ -94,7 +94,8 @@ def parity_environment() -> dict[str, str]:
 @pytest.mark.parametrize("mode", ["extract_jax", "torch_export"])
 def test_cnn_gradients_match_eager_through_max_pooling(mode, torchax_server):
     """JAX differentiates torchax's max pooling only through the runner's override."""
-    child = torchax_server.start("tests.fixtures.torchax_parity", ["cnn", mode, "train"],
+    child = torchax_server.start("tests.fixtures.fork_children",
+                                 ["torchax_parity", "cnn", mode, "train"],
                                  parity_environment(), str(PROJECT_ROOT))
     output = child.stdout.read().decode()
     assert child.wait(timeout=300) == 0, output[-3000:]

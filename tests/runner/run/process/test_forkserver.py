@@ -19,9 +19,8 @@ from runner.run.process.forkserver_client import (ForkServer, ForkServerError, F
                                server_key)
 from tests.conftest import PROJECT_ROOT, TEST_RUN_VARIABLES, probe_as_runners_key_it
 
-PROBE = "tests.fixtures.fork_probe"
+CHILDREN = "tests.fixtures.fork_children"  # its main runs the job its first argument names
 CUDA_POISON = "tests.fixtures.cuda_poison"
-EXIT_PROBE = "tests.fixtures.exit_probe"
 
 
 def environment(**extra: str) -> dict[str, str]:
@@ -65,7 +64,7 @@ def compiler_family_server(compiler_variables):
 
 
 def run_probe(server, tmp_path, *argv, **variables):
-    child = server.start(PROBE, list(argv), environment(**variables), str(tmp_path))
+    child = server.start(CHILDREN, ["fork_probe", *argv], environment(**variables), str(tmp_path))
     output = child.stdout.read().decode()
     return child.wait(timeout=120), output
 
@@ -211,7 +210,7 @@ def test_a_cpu_child_imports_none_of_the_projects_modules_itself(tmp_path, xla, 
     variables = environment(**stack.child_environment(planned))
     preloaded = ForkServer(preload, variables)
     try:
-        child = preloaded.start("tests.fixtures.worker_imports", [str(tmp_path)], variables,
+        child = preloaded.start(CHILDREN, ["worker_imports", str(tmp_path)], variables,
                                 str(tmp_path))
         output = child.stdout.read().decode()
         assert child.wait(timeout=120) == 0, output
@@ -225,7 +224,7 @@ def test_a_cpu_child_imports_none_of_the_projects_modules_itself(tmp_path, xla, 
 def test_a_childs_exit_functions_import_nothing(compiler_family_server, tmp_path):
     """torch._dynamo's exit function tabulates its compile times: with `tabulate`, which the
     server imported, not each child at its exit (10 to 17 ms)."""
-    child = compiler_family_server.start(EXIT_PROBE, [], environment(), str(tmp_path))
+    child = compiler_family_server.start(CHILDREN, ["exit_probe"], environment(), str(tmp_path))
     output = child.stdout.read().decode()
     assert child.wait(timeout=120) == 0, output
     assert probe_state(output) == {"imported": []}
@@ -238,7 +237,7 @@ def test_a_childs_exit_leaves_the_servers_temporary_folders(tmp_path):
     try:
         (folder,) = tmp_path.glob("server-folder-*")
         for _ in range(2):
-            child = preloaded.start(EXIT_PROBE, [], environment(TMPDIR=str(tmp_path)),
+            child = preloaded.start(CHILDREN, ["exit_probe"], environment(TMPDIR=str(tmp_path)),
                                     str(tmp_path))
             child.stdout.read()
             assert child.wait(timeout=120) == 0
@@ -265,7 +264,7 @@ def test_exit_statuses_come_back_as_from_a_spawned_child(server, tmp_path):
 
 @pytest.mark.e2e
 def test_a_killed_child_reports_the_signal(server, tmp_path):
-    child = server.start(PROBE, ["sleep"], environment(), str(tmp_path))
+    child = server.start(CHILDREN, ["fork_probe", "sleep"], environment(), str(tmp_path))
     child.stdout.readline()
     assert child.poll() is None
     kill_tree(child.pid)
@@ -275,7 +274,7 @@ def test_a_killed_child_reports_the_signal(server, tmp_path):
 @pytest.mark.e2e
 def test_closing_the_server_kills_its_children(tmp_path):
     server = ForkServer(["torch"], environment())
-    child = server.start(PROBE, ["sleep"], environment(), str(tmp_path))
+    child = server.start(CHILDREN, ["fork_probe", "sleep"], environment(), str(tmp_path))
     child.stdout.readline()
     server.close()
     deadline = time.monotonic() + 30
