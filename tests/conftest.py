@@ -231,6 +231,17 @@ def cli_environment() -> dict[str, str]:
     return {**TEST_RUN_VARIABLES, **os.environ}
 
 
+def words_printed_by(code: str, env: dict[str, str] | None = None,
+                     timeout: float = 300) -> list[str]:
+    """Run `code` in a fresh interpreter at the repository's root (for what a process that
+    already imported something cannot show): the whitespace-separated words it printed; fails
+    the test, with its stderr, if it exited non-zero."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split()
+
+
 @pytest.fixture
 def run_cli(tmp_path, request):
     """Run `experiment_runner.py ARGS` in a child process, output under tmp_path (with

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.fidelity import graph_parity as graphs
 from benchmarks.fidelity.workload_parity import DEFAULT_REFERENCE
-from tests.fixtures.fresh_python import words_printed_by
+from tests.conftest import words_printed_by
 
 
 def graph(outputs=("float32[]",), autocast=True, forward=("aten.mm.default:bfloat16",),

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from benchmarks.fidelity import workload_parity as parity
-from tests.fixtures.fresh_python import words_printed_by
+from tests.conftest import words_printed_by
 
 #: (harness name, test): a masked LM, a causal LM fed its pad id (Roberta), a sequence
 #: classifier with pad id 0, an encoder-decoder fed decoder ids, a question-answering head
