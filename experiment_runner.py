@@ -7,10 +7,11 @@ runner's own requirements are checked before anything of it is imported, so that
 without them (the system's, before `make setup`) says how to set up in one line.
 """
 
+# Only these before the script's try block: a Ctrl-C while another module is imported here
+# would end the runner with a traceback instead of its exit status.
 import importlib.util
 import signal
 import sys
-from typing import Optional, Sequence
 
 BISECT_COMMAND = "bisect"
 REQUIRED_MODULES = ("psutil", "jsonlines", "tqdm", "filelock")
@@ -31,7 +32,7 @@ def hold_stop_signals() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
-def mistyped_command(argv: Sequence[str]) -> Optional[str]:
+def mistyped_command(argv) -> "str | None":
     """The command a first argument that is no flag is a slip of (`reprot`, `bisct`), if any."""
     from reports.commands import REPORT_COMMANDS
 
@@ -44,8 +45,9 @@ def mistyped_command(argv: Sequence[str]) -> Optional[str]:
     return found[0] if found else None
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """The command line: a report command, else a sweep (runner.app.main)."""
+def main(argv=None) -> int:
+    """The command line (`argv`, sys.argv[1:] when None): a report command, else a sweep
+    (runner.app.main)."""
     from reports.commands import REPORT_COMMANDS, run_report_command
 
     argv = list(sys.argv[1:] if argv is None else argv)

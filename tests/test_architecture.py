@@ -14,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 
 PACKAGES = ("core", "models", "verifier", "backends", "observers", "child", "runner", "reports",
-            "api", "benchmarks")
+            "api", "benchmarks", "bisection")
 
 
 def lint_imports(root: Path) -> subprocess.CompletedProcess:

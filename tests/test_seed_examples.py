@@ -130,7 +130,7 @@ def test_the_examples_dry_run_here_on_the_cpu(tmp_path, torchbench):
         "precision": "fp32", "batch_size": None, "matmul_precision": "high",
         "disable_tf32": False, "fp16_bf16_reduction_math_sdp": True, "mode": None,
         "optimizer": None, "amp_dtype": None, "fullgraph": False, "freezing": False,
-        "stack_options": {},
+        "stack_options": {}, "point": None,
         "seed": 1234}
     again = dry_run(tmp_path, "--suite-name=torchbench", f"--torchbench-dir={torchbench}",
                     *shlex.split(configs[-1]))

@@ -38,6 +38,8 @@
 # one invocation per case (ours-case-*). A host whose speed moves over minutes then meets both
 # tools alike on every case. LOCKSTEP=0: each tool goes at its own pace (ours in one invocation
 # per group of cases, as a sweep runs), and a case's two figures can be minutes apart.
+# PER_CASE=1: ours in one invocation per case, one case after the other on one GPU (its
+# start-up in each case's wall: what checking one model costs).
 # PER_GPU=K (K > 1; not with LOCKSTEP=1): ours runs K cases at a time on each of OUR_GPUS, each
 # case an invocation of its own on a share of ours' CPUs of its own (lanes); the lanes of a GPU
 # take turns on the card through our runner's GPU gate, one compiling while another times, as
@@ -82,6 +84,8 @@ tools=${TOOLS:-both}
 timing_core=${TIMING_CORE:-any}
 lockstep=${LOCKSTEP:-auto}
 per_gpu=${PER_GPU:-1}
+per_case=${PER_CASE:-0}
+case "$per_case" in 0|1) ;; *) echo "PER_CASE must be 0 or 1, not '$per_case'" >&2; exit 2 ;; esac
 case "$per_gpu" in ''|*[!0-9]*|0) echo "PER_GPU must be a whole number of at least 1, not '$per_gpu'" >&2; exit 2 ;; esac
 case "$harness_runs" in ''|*[!0-9]*|0) echo "HARNESS_RUNS must be a whole number of at least 1, not '$harness_runs'" >&2; exit 2 ;; esac
 read -r -a our_flags <<< "${OUR_FLAGS:-}"
@@ -274,6 +278,17 @@ run_lockstep() {
   wait
 }
 
+# run_ours_per_case: PER_CASE=1, ours in one invocation per case (what a user types to check
+# one model), one after the other on the first GPU of OUR_GPUS (0 without it); each case's
+# wall, start-up included, in ours-case-NAME.wall.
+run_ours_per_case() {
+  local gpu=${our_gpus%%,*}
+  suites_default_batches > "$out/.default-batches.$$"
+  case_lines | while read -r suite model batch precision mode test; do
+    ours_case "${gpu:-0}" "$suite" "$model" "$batch" "$precision" "$mode" "$test"
+  done
+}
+
 # run_ours_lanes: PER_GPU cases at a time on each GPU of OUR_GPUS (lanes), each lane on a share
 # of ours' CPUs of its own, each case an invocation of its own (ours_case), taken in the file's
 # order as a lane frees up. The lanes of a GPU take turns on the card through our runner's GPU
@@ -368,7 +383,8 @@ elif [ "$tools" = harness ]; then
   harness_streams
   wait "${harness_pids[@]}"
 elif [ "$tools" = ours ]; then
-  if [ "$per_gpu" -gt 1 ]; then run_ours_lanes; else run_ours; fi
+  if [ "$per_case" = 1 ]; then run_ours_per_case
+  elif [ "$per_gpu" -gt 1 ]; then run_ours_lanes; else run_ours; fi
 elif [ -n "$harness_gpus" ] && [ -n "$our_gpus" ]; then
   IFS=, read -ra harness_list <<< "$harness_gpus"
   IFS=, read -ra our_list <<< "$our_gpus"
@@ -387,7 +403,7 @@ else
   harness_started=$(date +%s.%N)
   run_harness
   echo "$harness_started $(date +%s.%N) 1" > "$out/peer-streams.wall"
-  run_ours
+  if [ "$per_case" = 1 ]; then run_ours_per_case; else run_ours; fi
 fi
 (cd "$root" && "$python" -m benchmarks.fidelity.fidelity_table "$out" "$cases") \
   | tee "$out/table.md"

@@ -401,8 +401,12 @@ class Soak:
         grown (whole lines only), as a results file grows under a report."""
         copy = self.folder / "reports" / "results.jsonl"
         copy.parent.mkdir(parents=True, exist_ok=True)
-        source = (self.output / "results.jsonl").read_bytes()
-        have = copy.stat().st_size if copy.exists() else 0
+        try:
+            source = (self.output / "results.jsonl").read_bytes()
+        except FileNotFoundError:  # no runner has written a line yet
+            source = b""
+        copy.touch()
+        have = copy.stat().st_size
         whole = source[:source.rfind(b"\n") + 1]
         if len(whole) > have:
             with open(copy, "ab") as out:
@@ -459,6 +463,8 @@ class Soak:
         a report reads the copy; the report after it must show the new time."""
         copy = self.report_copy()
         data = copy.read_bytes()
+        if not data:
+            return ""
         starts = [0] + [i + 1 for i, byte in enumerate(data) if byte == 10][:-1]
         candidates = []
         for start in starts[len(starts) // 4: 3 * len(starts) // 4 + 1]:

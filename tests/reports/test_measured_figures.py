@@ -10,8 +10,8 @@ import pytest
 from core.measures import measures
 from tests.reports.conftest import craft_line
 
-#: Run in a child: the figure table with one more entry, `device_busy` (a CUDA line's device
-#: time per iteration), then `report` and `compare` as a user runs them; prints what the
+#: Run in a child: the figure table with one more entry, `launch_gap` (a figure no version
+#: records: the host's gap between launches per iteration), then `report` and `compare` as a user runs them; prints what the
 #: console, the CSV, the Markdown, the dashboard's data and compare show.
 _CHILD = textwrap.dedent('''
     import contextlib, io, json, re, sys
@@ -20,8 +20,8 @@ _CHILD = textwrap.dedent('''
     source = Path(table.__file__).read_text(encoding="utf-8")
     anchor = "\\n)\\n\\n\\ndef measures("
     assert source.count(anchor) == 1
-    entry = ('    Measure("device_busy", ("summary.device_busy.per_iteration",), unit="s", '
-             'header="device busy/iter", prints=TIME, lower_is_better=True),')
+    entry = ('    Measure("launch_gap", ("summary.launch_gap.per_iteration",), unit="s", '
+             'header="launch gap/iter", prints=TIME, lower_is_better=True),')
     exec(compile(source.replace(anchor, "\\n" + entry + anchor), table.__file__, "exec"), table.__dict__)
 
     from reports.cli import compare_main, report_main
@@ -49,7 +49,7 @@ _CHILD = textwrap.dedent('''
 def _line(model, run, timestamp, busy):
     line = craft_line(model, "inductor", times=[0.04, 0.04, 0.04], code="PASS", run_id=run, timestamp=timestamp)
     if busy is not None:
-        line["summary"]["device_busy"] = {"per_iteration": busy}
+        line["summary"]["launch_gap"] = {"per_iteration": busy}
     return line
 
 
@@ -73,35 +73,35 @@ pytestmark = pytest.mark.e2e
 
 
 def test_the_figure_is_not_in_the_table_here():
-    assert "device_busy" not in {m.name for m in measures()}
+    assert "launch_gap" not in {m.name for m in measures()}
 
 
 def test_the_new_figure_is_a_csv_column_read_alike_with_and_without_the_cache(shown):
     assert shown["report_code"] == 0 and shown["cached_code"] == 0
     rows = [line.split(",") for line in shown["csv"].splitlines()]
-    at = rows[0].index("device_busy")
+    at = rows[0].index("launch_gap")
     assert {row[rows[0].index("model")]: row[at] for row in rows[1:]} == {"mlp": "0.02", "cnn": ""}
     assert shown["cached_csv"] == shown["csv"]
 
 
 def test_the_new_figure_is_a_column_of_the_console_and_markdown_tables(shown):
-    header = next(line for line in shown["report"].splitlines() if "device busy/iter" in line)
+    header = next(line for line in shown["report"].splitlines() if "launch gap/iter" in line)
     assert "median/iter" in header
     mlp = next(line for line in shown["report"].splitlines() if "builtin/mlp" in line and "ms" in line)
     assert mlp.split()[-1:] == ["ms"] and mlp.split()[-2] == "20"
-    assert "device busy/iter" in shown["markdown"] and "20 ms" in shown["markdown"]
+    assert "launch gap/iter" in shown["markdown"] and "20 ms" in shown["markdown"]
 
 
 def test_the_new_figure_is_in_the_dashboard_data_with_what_the_page_needs_to_show_it(shown):
     data = shown["dashboard"]
-    (entry,) = [f for f in data["figures"] if f["name"] == "device_busy"]
-    assert entry["key"] == "device_busy" and entry["header"] == "device busy/iter" and entry["prints"] == "time"
-    assert {row["m"]: row["device_busy"] for row in data["rows"]} == {"builtin/mlp": 0.02, "builtin/cnn": None}
+    (entry,) = [f for f in data["figures"] if f["name"] == "launch_gap"]
+    assert entry["key"] == "launch_gap" and entry["header"] == "launch gap/iter" and entry["prints"] == "time"
+    assert {row["m"]: row["launch_gap"] for row in data["rows"]} == {"builtin/mlp": 0.02, "builtin/cnn": None}
 
 
 def test_compare_says_the_new_figure_got_worse(shown):
     assert shown["compare_code"] == 0  # the time did not change: no regression
-    moved = [line for line in shown["compare"].splitlines() if "device_busy" in line]
+    moved = [line for line in shown["compare"].splitlines() if "launch_gap" in line]
     assert len(moved) == 1
     assert "builtin/mlp" in moved[0] and "10 ms" in moved[0] and "20 ms" in moved[0]
     assert "+100.0%" in moved[0] and "worse" in moved[0]

@@ -193,6 +193,33 @@ def test_our_flags_reach_our_runner_after_its_own(tmp_path):
     assert arguments.index("--timing-core=any") < arguments.index("--processes=5")
 
 
+def test_per_case_runs_ours_once_per_case_each_with_its_wall(tmp_path):
+    """PER_CASE=1: one invocation per case (what a user types to check one model), one after
+    the other on the first of OUR_GPUS, each case's wall in ours-case-NAME.wall."""
+    invocations, completed = run_recorded_ours(
+        tmp_path, "timm adv_inception_v3 128 amp default eval\n"
+                  "timm adv_inception_v3 128 amp default train\n"
+                  "huggingface BertForMaskedLM 4 fp16 cudagraphs eval\n",
+        PER_CASE="1", OUR_GPUS="3,5")
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert len(invocations) == 3
+    for arguments, test in zip(invocations, ("eval", "train", "eval")):
+        assert f"--test={test}" in arguments and "--jobs=1" in arguments
+        assert "--devices=3" in arguments
+    assert "--batch-size=4" in invocations[2]  # not the list's own
+    walls = sorted(path.name for path in (tmp_path / "out").glob("ours-case-*.wall"))
+    assert walls == ["ours-case-huggingface-BertForMaskedLM-bs4-fp16-cudagraphs-eval.wall",
+                     "ours-case-timm-adv_inception_v3-bs128-amp-default-eval.wall",
+                     "ours-case-timm-adv_inception_v3-bs128-amp-default-train.wall"]
+
+
+def test_a_per_case_value_that_is_not_0_or_1_is_named(fake_harness, tmp_path):
+    cases = tmp_path / "cases.txt"
+    cases.write_text("huggingface ModelA 8 bf16 default eval\n")
+    completed = run_fake_harness(fake_harness, tmp_path / "out", cases, PER_CASE="yes")
+    assert completed.returncode == 2 and "PER_CASE must be 0 or 1, not 'yes'" in completed.stderr
+
+
 def test_ours_runs_a_groups_tests_in_one_invocation_where_every_model_runs_each(tmp_path):
     # A product (2 models x eval, train) at the list's batch sizes, and a group that is not
     # one (a model in eval only), at amp.
