@@ -333,7 +333,7 @@ def test_the_runner_skips_such_a_line_too(write_results):
 
 def test_a_cache_that_cannot_be_written_reads_without_it(write_results, report_cache, capsys,
                                                           caplog, monkeypatch):
-    # Defect 7 (in process; the CLI under `ulimit -f` is tests/reports/test_cli_limits.py):
+    # Defect 7 (in process; the CLI under `ulimit -f` is tests/reports/test_untrusted_output.py):
     # a COPY that failed (DuckDB IOException) crashed the report. Here each Parquet part is
     # written into a folder that does not exist: DuckDB's own IOException.
     path = big_file(write_results)
