@@ -2,11 +2,13 @@
 
 Each experiment of the point is compared with the good end and with the bad end by
 `reports.analyse.compare.compare` (the same threshold, permutation test and unreliability
-tests). An experiment is bad where it regressed (or newly fails, or its verifier's verdict
-turned from PASS) against the good end and is neither better nor worse than the bad end;
-good where it is better than the bad end (or fixed against it) and neither worse nor better
-than the good end; anything else (a figure beyond both ends, half-way, or within the noise)
-is inconclusive. Only experiments whose ends differ that way are judged.
+tests). Where the ends differ by a failure (the bad end fails, or its verifier's verdict
+turned from PASS), a point is bad where it fails too and good where it runs, whatever its
+figure. Where they differ by the figure, an experiment is bad where it regressed against the
+good end and is neither better nor worse than the bad end; good where it is better than the
+bad end and neither worse nor better than the good end; anything else (a figure beyond both
+ends, half-way, or within the noise) is inconclusive. Only experiments whose ends differ
+that way are judged.
 """
 
 from __future__ import annotations
@@ -140,7 +142,9 @@ class Judge:
               bad: Sequence[Record]) -> Judgement:
         """The point's verdict against both ends (GOOD, BAD or INCONCLUSIVE)."""
         figures = [self.figure(r) for r in point]
-        watched = {change.base.key for change in self.differing(good, bad)}
+        #: How each watched experiment's ends differ: a failure (or a verdict that turned
+        #: from PASS) is judged by whether the point fails, not by its figure.
+        watched = {change.base.key: change.verdict for change in self.differing(good, bad)}
         if not watched:
             return Judgement(INCONCLUSIVE, "the ends do not differ", figures)
         new = self._as_judged(point)
@@ -156,6 +160,18 @@ class Judge:
                 reasons.append("no line with a figure at this point")
                 continue
             name = experiment_label(to_good.new)
+            if watched[key] == NEWLY_FAILING:
+                if to_bad.verdict == FIXED:
+                    verdicts.append(GOOD)
+                    reasons.append(f"{name}: runs where the bad end fails ({_said(to_bad)})")
+                elif to_good.verdict == NEWLY_FAILING:
+                    verdicts.append(BAD)
+                    reasons.append(f"{name}: {_said(to_good)} against the good end")
+                else:
+                    verdicts.append(INCONCLUSIVE)
+                    reasons.append(f"{name}: {_said(to_good)} against the good end, "
+                                   f"{_said(to_bad)} against the bad end")
+                continue
             worse = to_good.verdict in (REGRESSED, NEWLY_FAILING)
             better = to_bad.verdict in (IMPROVED, FIXED)
             if to_bad.verdict == REGRESSED or to_good.verdict == IMPROVED:
