@@ -7,10 +7,9 @@ runner's own requirements are checked before anything of it is imported, so that
 without them (the system's, before `make setup`) says how to set up in one line.
 """
 
-# Only these before the script's try block: a Ctrl-C while another module is imported here
-# would end the runner with a traceback instead of its exit status.
-import importlib.util
-import signal
+# Only sys (loaded with the interpreter) before the script's try block: a Ctrl-C while a
+# module is imported here would end the runner with a traceback instead of its exit status;
+# the others are imported where they are used.
 import sys
 
 BISECT_COMMAND = "bisect"
@@ -20,6 +19,8 @@ EXIT_BAD_INPUT = 2
 
 
 def missing_modules() -> list:
+    import importlib.util
+
     return [name for name in REQUIRED_MODULES if importlib.util.find_spec(name) is None]
 
 
@@ -29,6 +30,8 @@ def hold_stop_signals() -> None:
     Once the run is over and its status decided, a stop signal has nothing left to stop; let
     through, it would kill the interpreter while it shuts down (its handlers are gone by
     then), and the runner would end by the signal instead of with its status."""
+    import signal
+
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
