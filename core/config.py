@@ -146,7 +146,9 @@ class Knob:
     (runner/plan/parser.py) builds the flag from it, with the field's type and default.
 
     `negated`: the flag is a switch that turns the setting off (--no-paired-timing);
-    `minimum`: the least value of a number; `implied_by`: a switch that sets it too."""
+    `minimum`: the least value of a number; `implied_by`: a switch that sets it too;
+    `folder`: the value is a folder (made absolute when parsed), by default the one
+    `environment` (a variable) names."""
 
     flag: str
     help: str
@@ -155,6 +157,8 @@ class Knob:
     negated: bool = False
     metavar: Optional[str] = None
     implied_by: Optional[str] = None
+    folder: bool = False
+    environment: Optional[str] = None
 
     @property
     def dest(self) -> str:
@@ -229,6 +233,16 @@ class RunSettings:
         "loop ran fastest, and moves it when that core slows down: steadier figures for "
         "launch-bound models on hosts whose cores change speed (docs/timing.md)",
         choices=TIMING_CORES)
+    #: A folder the children keep their compile caches in across experiments and runs
+    #: (None: fresh caches per experiment) (--compile-cache).
+    compile_cache: Optional[str] = _knob(
+        None, "--compile-cache",
+        "keep the children's compile caches (inductor's, Triton's) in this folder, across "
+        "experiments and runs: what was compiled once then compiles from the cache, and the "
+        "line's compile time is a warm one; None: fresh caches for each experiment, so that the "
+        "compile time is a cold start's (default: $EXPERIMENT_RUNNER_COMPILE_CACHE, else None; "
+        "docs/timing.md)", folder=True, environment="EXPERIMENT_RUNNER_COMPILE_CACHE",
+        metavar="DIR")
     #: Observability options by flag name (observers declares the flags).
     observe: Mapping[str, Any] = field(default_factory=dict)
 

@@ -127,6 +127,9 @@ class CliRun:
         return read_results(self.results_path).lines
 
 
+#: The variable of the runners' --compile-cache (runner/plan/parser.py).
+COMPILE_CACHE_VARIABLE = "EXPERIMENT_RUNNER_COMPILE_CACHE"
+
 #: The folder of the runners' own cache (the probe's answer) during a test run.
 TESTS_CACHE_PREFIX = "experiment-runner-tests-cache-"
 
@@ -160,6 +163,10 @@ def pytest_configure(config) -> None:
     if not is_tests_cache(os.environ.get("XDG_CACHE_HOME", "")):
         os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix=TESTS_CACHE_PREFIX)
         config.stash[MADE_TESTS_CACHE] = os.environ["XDG_CACHE_HOME"]
+    # One compile cache for every runner of the test run (--compile-cache's variable):
+    # a model that many tests compile the same way compiles from the cache after the first
+    # time. A test of cold compiles gives --compile-cache=None.
+    os.environ[COMPILE_CACHE_VARIABLE] = os.path.join(os.environ["XDG_CACHE_HOME"], "compile")
     # The project on PYTHONPATH, as every process the tests start has it (cli_environment),
     # for pytest itself and (made here, by the controller) its workers: a runner called
     # in-process then keys the probe's answer as the runners it starts do (its import

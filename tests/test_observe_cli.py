@@ -20,8 +20,9 @@ ALL_FLAGS = [
 
 
 #: The module's sweep less its stacks: children forked from a fork server.
+# Cold compile caches (not the test run's shared one): the counters of a compile from zero.
 TORCH_SWEEP = ["-k", "mlp", "--accelerator=cpu", "--xla=None", "--test=eval", "--repeat=2",
-               "--warmup=1", *ALL_FLAGS]
+               "--warmup=1", "--compile-cache=None", *ALL_FLAGS]
 
 
 @pytest.fixture(scope="module")

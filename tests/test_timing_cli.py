@@ -122,3 +122,21 @@ def test_later_processes_start_no_compile_workers_where_the_caches_are_warm(run_
     assert first["inductor_compile_threads"] == 2 and second["inductor_compile_threads"] == 1
     # (With --process-caches=fresh no process is told its caches are warm:
     # tests/runner/run/test_time_processes.py.)
+
+
+def test_a_compile_cache_kept_across_runs_makes_the_second_compile_a_cache_hit(run_cli, tmp_path):
+    caches = tmp_path / "caches"
+    flags = (*EAGER, "--dynamo=inductor", "--collect-dynamo-counters",
+             f"--compile-cache={caches}")
+    runs = [run_cli(*flags, output_dir=tmp_path / name) for name in ("first", "second")]
+    hits = []
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+        (line,) = run.lines()
+        assert line["status"] == "ok", line["metrics"].get("error")
+        assert line["summary"]["compile_cache"] == str(caches)
+        inductor = line["summary"]["dynamo_counters"][0].get("inductor", {})
+        hits.append((inductor.get("fxgraph_cache_miss", 0), inductor.get("fxgraph_cache_hit", 0)))
+    assert hits[0][0] >= 1 and hits[0][1] == 0  # the first compiles
+    assert hits[1][0] == 0 and hits[1][1] >= 1  # the second loads what the first compiled
+    assert (caches / "inductor").is_dir()

@@ -65,11 +65,12 @@
 # default folder (TMPDIR/torchinductor_USER), and the flag makes a fresh cache only where the
 # variable is unset, so a case run a second time on a host would load what its first run
 # compiled and tuned, its compile time and wall several times shorter. harness-env.txt records
-# the caller's cache variables that were replaced. (Ours gives each experiment caches of its
-# own whatever the environment.)
+# the caller's cache variables that were replaced. Ours gives each experiment caches of its
+# own: the script unsets EXPERIMENT_RUNNER_COMPILE_CACHE (--compile-cache's variable).
 # Our runner needs jsonlines: where it is missing, it is installed from the wheels in
 # .whl/ of this checkout (pip download jsonlines attrs --no-deps -d .whl), offline.
 set -uo pipefail
+unset EXPERIMENT_RUNNER_COMPILE_CACHE
 harness=$(cd "$1" && pwd)
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -78,6 +78,26 @@ def number_parser(cast, kind: str, minimum: float, inclusive: bool = True,
     return parse
 
 
+def folder_parser(flag: str):
+    """An argparse type: a folder, made absolute (the children run in folders of their
+    own); a path that exists and is not a folder, or an empty one, is refused."""
+
+    def parse(text: str) -> Optional[str]:
+        if text == "None":
+            return None
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{flag} needs a folder (or None), not {text!r}")
+        path = Path(text).expanduser().absolute()
+        if path.exists() and not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
+        return str(path)
+
+    return parse
+
+
+#: The parsed value of a folder flag that was not given (its variable then counts).
+_NOT_GIVEN = object()
+
 positive_int = number_parser(int, "an integer", 1)
 #: The most experiments one runner runs at a time: far more than any machine's cores or
 #: GPUs, and refused before anything is allocated per job (--jobs=99999999999 ran out of
@@ -175,6 +195,8 @@ def add_setting_flags(group) -> None:
             options.update(action="store_true", default=False)
         elif knob.choices is not None:
             options.update(choices=knob.choices, default=spec.default)
+        elif knob.folder:
+            options.update(type=folder_parser(knob.flag), default=_NOT_GIVEN)
         else:
             options.update(type=number_parser(int, "an integer", knob.minimum or 0),
                            default=spec.default)
@@ -387,15 +409,28 @@ def matrix_request(args: argparse.Namespace, torchbench: Optional[str] = None) -
 
 
 def run_settings(args: argparse.Namespace) -> RunSettings:
-    """The how-to-measure settings the flags ask for (`add_setting_flags`)."""
+    """The how-to-measure settings the flags ask for (`add_setting_flags`); a folder
+    setting whose flag is not given takes its environment variable, else its default."""
     values = {}
     for spec, knob in knobs():
         given = getattr(args, knob.dest)
+        if given is _NOT_GIVEN:
+            given = _folder_from_environment(knob) or spec.default
         values[spec.name] = not given if knob.negated else given
     for spec, knob in knobs():
         if knob.implied_by is not None:
             values[spec.name] = values[spec.name] or values[knob.implied_by]
     return RunSettings(**values, observe=observers.options_from(args))
+
+
+def _folder_from_environment(knob) -> Optional[str]:
+    text = os.environ.get(knob.environment, "") if knob.environment else ""
+    if not text:
+        return None
+    try:
+        return folder_parser(knob.environment)(text)
+    except argparse.ArgumentTypeError as error:
+        raise UsageError(f"{knob.environment}: {error}") from None
 
 
 def default_memory_limit(jobs: int = 1) -> int:

@@ -33,13 +33,14 @@ from core.fields import processes_for
 from core.schema import ResultLine, Status, Verdict
 from core.phases import DIGITS
 from runner.plan.matrix import PlannedExperiment
-from runner.plan.slots import Slot, visible_gpus
+from runner.plan.slots import MIN_CPUS_PER_SHARED_SLOT, Slot, split_cores, visible_gpus
 from runner.run.process.child_env import (child_cores, child_environment, child_folder,
                                           gate_path, make_own_folder)
 from runner.run.process.forkserver_client import ForkedChild, ForkServer, ForkServerError, ForkServers, names_own_folder
 from runner.run.process.guard import ProcessGuard
 from runner.run.record.lines import (SweepInfo, failure_text, line_from_outcome, new_line, outcome_succeeded,
                               skipped_line, verdict_of)
+from runner.run.process.oom import gpu_memory_ran_out
 from runner.run.process.processes import combine
 from runner.run.process.scratch import ScratchRoot
 from runner.run.record.slow_periods import ReferenceHistory
@@ -175,7 +176,8 @@ class ExperimentExecutor:
 
     def run_child(self, planned: PlannedExperiment, role: Role,
                   slot: Optional[Slot] = None, process: int = 1,
-                  scratch: Optional[Path] = None, attempt: int = 1) -> ChildOutcome:
+                  scratch: Optional[Path] = None, attempt: int = 1,
+                  threads: Optional[int] = None) -> ChildOutcome:
         """Start a child in its own folder (on `slot`'s cores and GPU when given), watch it,
         and collect its result and output. With `scratch`, the child's compile caches go
         there and stay for the next process; otherwise to a fresh folder removed after it."""
@@ -185,7 +187,9 @@ class ExperimentExecutor:
         moved = make_own_folder(self.options.output_dir, folder)
         (folder / RESULT_FILE).unlink(missing_ok=True)
         shared = scratch is not None
-        spec = ChildSpec(planned.model, planned.experiment, self.settings, role, str(folder),
+        settings = self.settings if threads is None else dataclasses.replace(
+            self.settings, threads=threads)
+        spec = ChildSpec(planned.model, planned.experiment, settings, role, str(folder),
                          self.options.log_level, child_cores(slot, self.options.cpu_set),
                          warm_caches=shared and process > 1,
                          device_gate=self.device_gate(planned, slot),
@@ -232,11 +236,16 @@ class ExperimentExecutor:
             return outcome, [outcome]
         fresh = planned.experiment.process_caches == "fresh"
         caches = None if fresh else self.scratch.new_folder()
+        shares = self.later_shares(planned, count, slot)
         try:
             first = self.run_child(planned, Role.TIME, slot, 1, caches, attempt)
             if not outcome_succeeded(first):
                 return first, [first]
-            later = self._run_later(planned, range(2, count + 1), slot, caches, attempt, lender)
+            if shares:
+                later = self._run_later_at_once(planned, shares, slot, caches, attempt)
+            else:
+                later = self._run_later(planned, range(2, count + 1), slot, caches, attempt,
+                                        lender)
         finally:
             if caches is not None:
                 shutil.rmtree(caches, ignore_errors=True)
@@ -254,11 +263,75 @@ class ExperimentExecutor:
                               for o in outcomes])
             if slot is not None:
                 result.summary["processes"]["slots"] = [place.index for place in places]
+            if shares:
+                result.summary["processes"]["later_at_once"] = [
+                    list(place.cpu_set) if place is not None and place.cpu_set else None
+                    for place in places]
         combined = dataclasses.replace(
             first, result=result,
             peak_tree_rss_bytes=max(o.peak_tree_rss_bytes for o in outcomes),
             wall_seconds=sum(o.wall_seconds for o in outcomes))
         return combined, outcomes
+
+    def later_shares(self, planned: PlannedExperiment, count: int,
+                     slot: Optional[Slot]) -> list[Slot]:
+        """Where a CUDA experiment has all of the runner's cores (one job at a time), the
+        places of its later timing processes when they run at once: a disjoint share of the
+        cores each (whole physical cores), on the same GPU, taking turns on the card through
+        its gate (child/device_gate.py), so that one compiles from the first process's caches
+        while another times. [] where they run one after the other: fewer than two later
+        processes, not CUDA, a stack that keeps a GPU to itself, fresh caches per process
+        (each compiles in full: on a share of the cores that costs more than it saves), a
+        slot with cores of its own, or shares under MIN_CPUS_PER_SHARED_SLOT CPUs."""
+        experiment = planned.experiment
+        if (count < 3 or experiment.accelerator != "cuda" or experiment.process_caches == "fresh"
+                or (slot is not None and slot.cpu_set)
+                or not backends.get_stack(experiment.stack).shares_a_gpu):
+            return []
+        cores = child_cores(None, self.options.cpu_set)
+        if len(cores) // (count - 1) < MIN_CPUS_PER_SHARED_SLOT:
+            return []
+        device = slot.cuda_device if slot is not None else None
+        return [Slot(slot.index if slot is not None else 0, share, device, shares_device=True)
+                for share in split_cores(cores, count - 1)]
+
+    def _run_later_at_once(self, planned: PlannedExperiment, shares: Sequence[Slot],
+                           slot: Optional[Slot], caches: Optional[Path], attempt: int,
+                           ) -> dict[int, tuple[Optional[Slot], ChildOutcome]]:
+        """Run the later timing processes at once, process k on `shares[k - 2]`, each with
+        the first process's thread count (the same settings at every timed call). A process
+        that ran out of the GPU's memory beside the others runs again alone on `slot`. Each
+        process's place and outcome; raises what a start raised once the others have ended."""
+        threads = self.settings.threads or len(child_cores(slot, self.options.cpu_set))
+        outcomes: dict[int, tuple[Optional[Slot], ChildOutcome]] = {}
+        failures: list[BaseException] = []
+
+        def work(process: int, place: Slot) -> None:
+            try:
+                outcomes[process] = place, self.run_child(planned, Role.TIME, place, process,
+                                                          caches, attempt, threads=threads)
+            except BaseException as error:
+                failures.append(error)
+
+        workers = [threading.Thread(target=work, args=(process, place), daemon=True,
+                                    name=f"later-{planned.experiment_id}-{process}")
+                   for process, place in enumerate(shares, 2)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        if failures:
+            raise failures[0]
+        for process, (_, outcome) in sorted(outcomes.items()):
+            if outcome_succeeded(outcome) or not gpu_memory_ran_out(failure_text(outcome)):
+                continue
+            log.warning("%s: timing process %d ran out of GPU memory beside the other later "
+                        "ones; it runs again alone", planned.experiment_id, process)
+            alone = self.run_child(planned, Role.TIME, slot, process, caches, attempt + 1)
+            alone.notes.append(f"timing process {process} ran out of GPU memory beside the "
+                               "other later processes and ran again alone")
+            outcomes[process] = slot, alone
+        return outcomes
 
     def _run_later(self, planned: PlannedExperiment, processes: range, slot: Optional[Slot],
                    caches: Optional[Path], attempt: int, lender: Optional[SlotLender],

@@ -119,9 +119,11 @@ def child_environment(planned: PlannedExperiment, role: Role, folder: Path, scra
     if environment.get("PYTHONPATH"):
         python_path.append(environment["PYTHONPATH"])
     environment["PYTHONPATH"] = os.pathsep.join(python_path)
-    # A fresh compile cache per child keeps cold-start latency honest.
-    environment["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
-    environment["TRITON_CACHE_DIR"] = str(scratch / "triton")
+    # A fresh compile cache per experiment keeps cold-start latency honest, unless the
+    # user keeps one across experiments (--compile-cache).
+    caches = Path(settings.compile_cache) if settings.compile_cache else scratch
+    environment["TORCHINDUCTOR_CACHE_DIR"] = str(caches / "inductor")
+    environment["TRITON_CACHE_DIR"] = str(caches / "triton")
     # Temporary files (torch makes a folder at import) in the runner's scratch root, the
     # folder of every child's scratch: removed with it however the runner ends (a fork
     # server killed with its runner cannot remove its own). One value per runner, so that

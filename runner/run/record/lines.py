@@ -64,6 +64,9 @@ def line_from_outcome(settings: RunSettings, sweep: SweepInfo, planned: PlannedE
     if peak:
         summary["peak_host_memory_bytes"] = peak
     summary["wall_time"] = outcome.wall_seconds
+    if settings.compile_cache:
+        # The compile figures are then a warm cache's, not a cold start's.
+        summary["compile_cache"] = settings.compile_cache
     common = dict(environment=result.environment, batch_size_used=result.batch_size_used,
                   accelerator_model=result.accelerator_model, summary=summary,
                   workload=result.workload)

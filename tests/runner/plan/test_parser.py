@@ -11,14 +11,38 @@ import pytest
 from core.config import RunSettings, knobs
 from runner.plan.options import OutputOptions, ScaleOptions
 from runner.plan.parser import MAX_JOBS, UsageError, build_parser, run_settings, sweep_flags
+from tests.conftest import COMPILE_CACHE_VARIABLE
 
 
 def _parse(*flags):
     return build_parser().parse_args(["--accelerator=cpu", *flags])
 
 
-def test_no_flag_gives_the_settings_declared_defaults():
+def test_no_flag_gives_the_settings_declared_defaults(monkeypatch):
+    monkeypatch.delenv(COMPILE_CACHE_VARIABLE, raising=False)
     assert run_settings(_parse()) == RunSettings()
+
+
+def test_the_compile_cache_comes_from_the_flag_else_its_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv(COMPILE_CACHE_VARIABLE, str(tmp_path / "from-variable"))
+    assert run_settings(_parse()).compile_cache == str(tmp_path / "from-variable")
+    assert run_settings(_parse(f"--compile-cache={tmp_path}/flag")).compile_cache == \
+        str(tmp_path / "flag")
+    assert run_settings(_parse("--compile-cache=None")).compile_cache is None
+    monkeypatch.chdir(tmp_path)
+    assert run_settings(_parse("--compile-cache=caches")).compile_cache == \
+        str(tmp_path / "caches")
+
+
+def test_a_compile_cache_that_is_a_file_is_refused(monkeypatch, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit) as stop:
+        _parse(f"--compile-cache={tmp_path / 'file'}")
+    assert stop.value.code == 2
+    assert "--compile-cache" in capsys.readouterr().err
+    monkeypatch.setenv(COMPILE_CACHE_VARIABLE, str(tmp_path / "file"))
+    with pytest.raises(UsageError, match=f"{COMPILE_CACHE_VARIABLE}: .*is not a folder"):
+        run_settings(_parse())
 
 
 def test_every_setting_with_a_flag_is_set_by_it():
@@ -26,13 +50,15 @@ def test_every_setting_with_a_flag_is_set_by_it():
                                    "--randomize-input", "--verify-iterations=3", "--threads=2",
                                    "--no-paired-timing", "--pure-wall-time",
                                    "--no-reference-workload", "--remeasure-slow=1",
-                                   "--timing-core=any", "--verify", "--no-device-busy"))
+                                   "--timing-core=any", "--verify", "--no-device-busy",
+                                   "--compile-cache=/caches"))
     assert {spec.name for spec, _ in knobs()} == {
         f.name for f in dataclasses.fields(RunSettings)} - {"observe"}
     assert dataclasses.replace(settings, observe={}) == RunSettings(
         repeat=4, iterations_per_run=2, warmup=0, randomize_input=True, verify=True,
         verify_iterations=3, threads=2, paired=False, pure_wall_time=True,
-        reference_workload=False, remeasure_slow=1, timing_core="any", device_busy=False)
+        reference_workload=False, remeasure_slow=1, timing_core="any", device_busy=False,
+        compile_cache="/caches")
 
 
 def test_verify_only_implies_verify():

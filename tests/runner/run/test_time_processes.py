@@ -184,3 +184,89 @@ def test_without_an_idle_slot_later_processes_run_in_turn_and_nothing_waits_for_
     assert time.monotonic() - began < 5  # the waiting borrower was woken, not polled out
     assert [(process, slot) for process, slot, _, _ in runs] == [(1, 0), (2, 0), (3, 0)]
     assert outcome.result.summary["processes"]["slots"] == [0, 0, 0]
+
+
+def cuda_executor(tmp_path: Path, cores: int, **experiment) -> tuple[ExperimentExecutor,
+                                                                     PlannedExperiment]:
+    (tmp_path / "scratch").mkdir()
+    runner = ExperimentExecutor(
+        ExecutorOptions(output_dir=tmp_path / "out", cpu_set=tuple(range(cores))),
+        RunSettings(), SweepInfo(run_id="run"), scratch=ScratchRoot(tmp_path / "scratch"))
+    config = ExperimentConfig(accelerator="cuda", xla=None, dynamo=None, torch_xla2=None,
+                              test="eval", stack="eager", **experiment)
+    return runner, PlannedExperiment(ModelConfig("builtin", "mlp"), config, "eager")
+
+
+def placed_children(runner: ExperimentExecutor, seconds: float, runs: list,
+                    failing: dict[int, str] = {}):
+    """Children that take `seconds` each, noting process, cores, threads, attempt and times;
+    the first attempt of a process in `failing` fails with that error."""
+    import threading
+    import time
+
+    lock = threading.Lock()
+
+    def run_child(planned, role, slot=None, process=1, scratch=None, attempt=1, threads=None):
+        started = time.monotonic()
+        time.sleep(seconds)
+        with lock:
+            runs.append((process, slot.cpu_set if slot else (), threads, attempt, started,
+                         time.monotonic()))
+        folder = runner.child_folder(planned, role, process, attempt)
+        if process in failing and attempt == 1:
+            return ChildOutcome(folder, returncode=1, wall_seconds=seconds, result=ChildResult(
+                status=Status.FAILED, error=ChildError(failing[process])))
+        return ChildOutcome(folder, returncode=0, result=ok(0.1 * process), wall_seconds=seconds)
+
+    runner.run_child = run_child
+
+
+def test_a_cuda_experiment_alone_on_the_machine_runs_its_later_processes_at_once(tmp_path):
+    runner, experiment = cuda_executor(tmp_path, cores=8)
+    runs: list = []
+    placed_children(runner, 0.4, runs)
+    outcome, outcomes = runner.time_processes(experiment, 3)
+    by_process = {run[0]: run for run in runs}
+    assert by_process[1][1] == () and by_process[1][2] is None  # the first: every core
+    assert by_process[2][1] == (0, 1, 2, 3) and by_process[3][1] == (4, 5, 6, 7)
+    assert by_process[2][2] == by_process[3][2] == 8  # the first one's threads
+    assert by_process[1][5] <= min(by_process[2][4], by_process[3][4])  # after the first
+    assert max(by_process[2][4], by_process[3][4]) < min(by_process[2][5], by_process[3][5])
+    processes = outcome.result.summary["processes"]
+    assert processes["later_at_once"] == [None, [0, 1, 2, 3], [4, 5, 6, 7]]
+    assert processes["medians"] == pytest.approx([0.1, 0.2, 0.3])
+    assert [o.folder.name for o in outcomes] == ["time", "time-2", "time-3"]
+
+
+@pytest.mark.parametrize("cores, experiment, why", [
+    (6, {}, "shares of 3 CPUs, under the least a share keeps"),
+    (8, {"process_caches": "fresh"}, "each process compiles in full"),
+    (8, {"processes": 2}, "one later process"),
+])
+def test_later_processes_run_in_turn_where_at_once_would_not_pay(tmp_path, cores, experiment, why):
+    count = experiment.pop("processes", 3)
+    runner, planned_cuda = cuda_executor(tmp_path, cores, **experiment)
+    runs: list = []
+    placed_children(runner, 0.1, runs)
+    outcome, _ = runner.time_processes(planned_cuda, count)
+    assert [(process, cores_of) for process, cores_of, *_ in runs] == \
+        [(process, ()) for process in range(1, count + 1)], why
+    assert "later_at_once" not in outcome.result.summary["processes"], why
+
+
+def test_a_cpu_experiment_never_runs_its_processes_at_once(tmp_path):
+    runner = executor(tmp_path)
+    runner.options = dataclasses.replace(runner.options, cpu_set=tuple(range(16)))
+    assert runner.later_shares(planned(), 3, None) == []
+
+
+def test_a_later_process_out_of_gpu_memory_beside_the_other_runs_again_alone(tmp_path):
+    runner, experiment = cuda_executor(tmp_path, cores=8)
+    runs: list = []
+    placed_children(runner, 0.1, runs, failing={3: "torch.OutOfMemoryError: CUDA out of memory"})
+    outcome, outcomes = runner.time_processes(experiment, 3)
+    assert sorted((process, cores_of, attempt) for process, cores_of, _, attempt, *_ in runs) == [
+        (1, (), 1), (2, (0, 1, 2, 3), 1), (3, (), 2), (3, (4, 5, 6, 7), 1)]
+    assert outcome.result.summary["processes"]["count"] == 3
+    assert outcome.result.summary["processes"]["later_at_once"] == [None, [0, 1, 2, 3], None]
+    assert any("ran again alone" in note for note in outcomes[2].notes)
