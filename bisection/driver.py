@@ -98,6 +98,8 @@ class Bisection:
         self.setup_failed: dict[str, str] = {}
         self.finished_rounds = 0
         self.records: dict[str, list[Record]] = {}
+        #: The measurement (attempt) of the ends made beside each round's points, by round.
+        self.ends_beside: dict[int, int] = {}
 
     # The log.
     def _start_entry(self) -> dict:
@@ -134,6 +136,8 @@ class Bisection:
                 self.setup_failed[label] = entry.get("reason", "")
             elif entry["event"] == ROUND:
                 rounds[int(entry["round"])] = list(entry.get("points", []))
+                if entry.get("ends_attempt") is not None:
+                    self.ends_beside[int(entry["round"])] = int(entry["ends_attempt"])
             elif entry["event"] == VERDICT and label in self.index:
                 verdict = entry.get("verdict")
                 self.outcome.reasons[label] = entry.get("reason", "")
@@ -150,15 +154,18 @@ class Bisection:
                      f"judged, {len(self.measured)} measurement(s) done")
 
     # Measuring and judging.
-    def _measure(self, points: Sequence[Point], attempt: int) -> None:
+    def _measure(self, points: Sequence[Point], attempt: int,
+                 processes: Optional[int] = None, beside: bool = False) -> None:
         todo = [p for p in points
                 if (p.label, attempt) not in self.measured and p.label not in self.setup_failed]
         if not todo:
             return
-        processes = self.settings.processes_for(attempt)
-        self.say(("measuring again" if attempt else "measuring") + " "
+        if not beside:
+            processes = self.settings.processes_for(attempt)
+        self.say(("measuring the ends again beside the round's points:" if beside else
+                  "measuring again" if attempt else "measuring") + " "
                  + ", ".join(p.label for p in todo)
-                 + (f" with {processes} processes" if attempt else ""))
+                 + (f" with {processes} processes" if attempt and not beside else ""))
         failed = self.measurer.measure(todo, processes, attempt)
         for point in todo:
             if point.label in failed:
@@ -233,6 +240,29 @@ class Bisection:
         self.finished_rounds = round_number
         return True
 
+    def _ends_flagged(self) -> bool:
+        """Whether the ends' latest lines say the host's speed moves (flagged unreliable:
+        contention, runs that vary): a point is then judged against ends measured beside it,
+        not minutes before it."""
+        return any(record.unreliable for end in (self.points[0], self.points[-1])
+                   for record in self.records.get(end.label, []))
+
+    def _next_end_attempt(self) -> int:
+        ends = {self.points[0].label, self.points[-1].label}
+        return 1 + max((attempt for label, attempt in self.measured if label in ends),
+                       default=-1)
+
+    def _measure_with_ends(self, points: Sequence[Point], attempt: int,
+                           ends_attempt: Optional[int]) -> None:
+        """Measure the points; with `ends_attempt`, the good end just before them and the bad
+        end just after, as measurement `ends_attempt` of each, at the sweep's own processes."""
+        good, bad = self.points[0], self.points[-1]
+        if ends_attempt is not None:
+            self._measure([good], ends_attempt, self.settings.processes, beside=True)
+        self._measure(points, attempt)
+        if ends_attempt is not None:
+            self._measure([bad], ends_attempt, self.settings.processes, beside=True)
+
     def _judge(self, point: Point) -> Judgement:
         if point.label in self.setup_failed:
             return Judgement(SKIPPED, f"setup failed: {self.setup_failed[point.label]}")
@@ -243,12 +273,20 @@ class Bisection:
     def _round(self, chosen: list[int]) -> None:
         round_number = self.finished_rounds + 1
         points = [self.points[i] for i in chosen]
-        self._write({"event": ROUND, "round": round_number, "points": [p.label for p in points]})
+        ends_attempt = self.ends_beside.get(round_number)
+        if ends_attempt is None and self._ends_flagged():
+            ends_attempt = self._next_end_attempt()
+        entry = {"event": ROUND, "round": round_number, "points": [p.label for p in points]}
+        if ends_attempt is not None:
+            self.ends_beside[round_number] = entry["ends_attempt"] = ends_attempt
+        self._write(entry)
         self.outcome.rounds = max(self.outcome.rounds, round_number)
         self.say(f"round {round_number}: " + ", ".join(p.label for p in points))
         pending = points
         for attempt in range(self.settings.remeasure + 1):
-            self._measure(pending, attempt)
+            if attempt and ends_attempt is not None:
+                ends_attempt = self._next_end_attempt()
+            self._measure_with_ends(pending, attempt, ends_attempt)
             self.records = self.measurer.records()
             still = []
             for point in pending:

@@ -113,7 +113,9 @@ def test_finds_the_slower_commit_and_resumes_after_ctrl_c(slower_repo, tmp_path)
     assert len(measured) == len(set(measured)), "a point was measured twice"
     for name, lines in before.items():
         assert results_lines_in(output / name)[:len(lines)] == lines, "a line was lost or changed"
-    lines_of = {0: output / "results.jsonl", 1: output / "results.again-1.jsonl"}
+    # Each measurement's lines in a file of its own: results.jsonl, results.again-N.jsonl.
+    lines_of = {0: output / "results.jsonl", **{
+        int(path.stem.rsplit("-", 1)[1]): path for path in output.glob("results.again-*.jsonl")}}
     recorded = sorted((line["experiment"]["point"], attempt) for attempt, path in lines_of.items()
                       if path.exists() for line in results_lines_in(path))
     assert recorded == sorted(measured), "each measurement has its line, and only one"

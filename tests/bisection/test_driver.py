@@ -1,6 +1,7 @@
 """The bisection's driver and judge against a simulated measurer (tests/bisection/simulated.py):
 the rounds a search takes, noise that never names a wrong point, skips, failures, resume."""
 
+import dataclasses
 import math
 
 import pytest
@@ -147,3 +148,62 @@ def test_a_point_slower_than_both_ends_is_not_bad(tmp_path):
     assert outcome.verdicts["c01"] == "skipped"
     assert "beyond both ends" in outcome.reasons["c01"]
     assert not outcome.answer.exact
+
+
+class DriftingHost(SimulatedMeasurer):
+    """A host whose speed moves between measurements (`speeds`, one per batch of sweeps, the
+    last one holding): every line of it is flagged unreliable, as a loaded host's are."""
+
+    def __init__(self, *args, speeds=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.speeds = list(speeds)
+
+    def measure(self, points, processes, attempt):
+        speed = self.speeds[min(len(self.batches), len(self.speeds) - 1)]
+        before = dict(self._records)
+        failed = super().measure(points, processes, attempt)
+        for label, records in self._records.items():
+            if before.get(label) is not records:
+                self._records[label] = [dataclasses.replace(
+                    r, unreliable=True, median_time=r.median_time * speed,
+                    per_iter_times=[t * speed for t in r.per_iter_times]) for r in records]
+        return failed
+
+
+#: The host slows down by 1.6x once the ends are measured, then speeds up by 1.4x and back.
+DRIFT = (1.0, 1.0, 1.6, 1.6, 1.6, 1.15, 1.15, 1.15, 1.6, 1.6, 1.6, 1.0, 1.0, 1.0, 1.6)
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_a_drifting_host_is_met_by_ends_measured_beside_each_round(tmp_path, jobs):
+    """Judged against ends measured before the drift, every point after it looked 1.6x slower
+    than the good end and the search named a commit before the change. With flagged lines
+    the ends are measured again beside each round's points (one batch before, one after)."""
+    measurer = DriftingHost(POINTS, slower_from(FIRST_BAD), noise=0.01, speeds=DRIFT)
+    outcome = bisect(tmp_path, measurer, jobs=jobs,
+                     judge=Judge(threshold=0.1, trust_flagged=True))
+    answer = outcome.answer
+    assert answer is not None, outcome.problem
+    assert POINTS[answer.first_bad].label == "c13", outcome.reasons
+    assert all(FIRST_BAD - 3 <= i < FIRST_BAD for i in (answer.last_good, *answer.skipped_between))
+    entries = read_entries(tmp_path / "log.bisect.log")
+    rounds = [e for e in entries if e["event"] == ROUND]
+    assert all("ends_attempt" in e for e in rounds[1:])  # every round after the ends'
+    ends = [(e["point"], e["attempt"]) for e in entries
+            if e["event"] == MEASURED and e["point"] in ("c00", "c23")]
+    assert len(ends) == len(set(ends)) >= 2 * len(rounds)
+    assert len(measurer.measured) == len(set(measurer.measured))
+
+
+def test_without_flags_the_ends_are_measured_once_and_drift_misleads(tmp_path):
+    """The same drift on lines that are not flagged: the ends are not measured again (a
+    quiet host pays nothing more), and the answer is off, which is what the flag guards."""
+    measurer = DriftingHost(POINTS, slower_from(FIRST_BAD), noise=0.01, speeds=DRIFT)
+    measurer_records = measurer.records
+    measurer.records = lambda: {label: [dataclasses.replace(r, unreliable=False) for r in rs]
+                                for label, rs in measurer_records().items()}
+    outcome = bisect(tmp_path, measurer, judge=Judge(threshold=0.1, trust_flagged=True))
+    rounds = [e for e in read_entries(tmp_path / "log.bisect.log") if e["event"] == ROUND]
+    assert not any("ends_attempt" in e for e in rounds)
+    assert [label for label, _ in measurer.measured].count("c00") == 1
+    assert outcome.answer is None or POINTS[outcome.answer.first_bad].label != "c13"
