@@ -249,7 +249,8 @@ def _report_with(engine: Engine, args: argparse.Namespace) -> int:
         tables.insert(1, trend_table(history))
     if loaded.runs:
         tables.insert(0, runs_table(loaded.runs))
-    tables.extend(bisect_table(steps) for steps in _bisections(args.results))
+    bisections = _bisections(args.results)
+    tables.extend(bisect_table(steps) for steps in bisections)
     intro = _load_notes(loaded) + report.notes
     if args.output_dir is not None:
         args.csv = args.csv or args.output_dir / "report.csv"
@@ -283,9 +284,9 @@ def _report_with(engine: Engine, args: argparse.Namespace) -> int:
                   "reference; run a compiled stack too (say --dynamo=inductor), or give "
                   "--baseline another stack", file=sys.stderr)
     if args.html:
-        payload = build_payload(title, intro, report, history, changes, loaded.runs)
+        payload = build_payload(title, intro, report, history, changes, loaded.runs, bisections)
         summary = next(t for t in tables if t.title.startswith("Configurations"))
-        _write(args.html, render_html(payload, [summary]))
+        _write(args.html, render_html(payload, [summary] + [bisect_table(b) for b in bisections]))
         written.append(args.html)
     for path in written:
         _say(f"wrote {path}", file=sys.stderr)

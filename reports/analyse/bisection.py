@@ -9,6 +9,9 @@ from typing import Any, Optional
 
 from core.files.bisect_log import ANSWER, START, VERDICT, read_entries
 
+#: How each metric's figures read: seconds, bytes, or a ratio.
+METRIC_UNITS = {"latency": "s", "compile_time": "s", "peak_memory": "B", "speedup": "x"}
+
 
 @dataclass
 class PointStep:
@@ -29,6 +32,8 @@ class BisectSteps:
     metric: str
     points: list[PointStep]
     answer: Optional[dict[str, Any]] = None
+    #: The threshold the points were judged by (a fraction: 0.07 is 7%), None where unlogged.
+    threshold: Optional[float] = None
 
 
 def bisect_steps(log_file: Path) -> Optional[BisectSteps]:
@@ -52,4 +57,6 @@ def bisect_steps(log_file: Path) -> Optional[BisectSteps]:
             step.figures = [f for f in entry.get("figures", []) if isinstance(f, dict)]
         elif entry["event"] == ANSWER:
             answer = entry
-    return BisectSteps(str(start.get("kind", "")), str(start.get("metric", "")), points, answer)
+    threshold = start.get("threshold")
+    return BisectSteps(str(start.get("kind", "")), str(start.get("metric", "")), points, answer,
+                       float(threshold) if isinstance(threshold, (int, float)) else None)

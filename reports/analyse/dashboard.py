@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import datetime
 import math
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from reports.analyse.aggregate import Report
+from reports.analyse.bisection import METRIC_UNITS, BisectSteps
 from reports.analyse.compare import Comparison, DEFAULT_GEOMEAN_THRESHOLD
 from reports.analyse.history import History
 from core.columns import LABELS_COLUMN, config_columns, shown_columns
@@ -19,6 +20,8 @@ from reports.read.load import RunInfo
 from reports.read.record import ConfigKey
 
 MAX_CHANGES = 50
+#: A point of a bisection that no round measured (the page colours it apart).
+NOT_MEASURED = "not measured"
 VERSION_KEYS = ("torch", "torch_xla", "torchax", "jax", "triton", "torchvision", "transformers", "timm", "numpy")
 
 
@@ -101,6 +104,36 @@ def filters() -> list[str]:
     return [column.name for column in shown_columns() if column.name != LABELS_COLUMN]
 
 
+def bisection_entry(steps: BisectSteps) -> dict[str, Any]:
+    """A bisection as the page draws it: every point of the range in order, with its latest
+    verdict (or "not measured") and its figure for each experiment judged, the figures of
+    the experiments listed once in `experiments` and aligned with it (null: no figure)."""
+    experiments: list[str] = []
+    for point in steps.points:
+        for figure in point.figures:
+            name = str(figure.get("experiment", ""))
+            if name not in experiments:
+                experiments.append(name)
+    points = []
+    for point in steps.points:
+        figures: list[Optional[dict[str, Any]]] = [None] * len(experiments)
+        for figure in point.figures:
+            figures[experiments.index(str(figure.get("experiment", "")))] = {
+                "value": _num(figure.get("value")), "low": _num(figure.get("low")),
+                "high": _num(figure.get("high")), "status": str(figure.get("status") or "")}
+        points.append({"label": point.label, "title": point.title,
+                       "verdict": point.verdict or NOT_MEASURED, "reason": point.reason,
+                       "figures": figures})
+    answer = steps.answer or {}
+    return {
+        "kind": steps.kind, "metric": steps.metric, "unit": METRIC_UNITS.get(steps.metric, ""),
+        "threshold": _num(steps.threshold), "experiments": experiments, "points": points,
+        "firstBad": answer.get("first_bad"), "lastGood": answer.get("last_good"),
+        "skippedBetween": [str(label) for label in answer.get("skipped_between") or []],
+        "problem": str(answer.get("problem") or ""),
+    }
+
+
 def build_payload(
     title: str,
     intro: list[str],
@@ -108,6 +141,7 @@ def build_payload(
     history: Optional[History] = None,
     changes: Optional[Comparison] = None,
     runs: Optional[list[RunInfo]] = None,
+    bisections: Sequence[BisectSteps] = (),
 ) -> dict[str, Any]:
     """The JSON-ready data of the dashboard."""
     configs: list[ConfigKey] = []
@@ -147,6 +181,7 @@ def build_payload(
         "rows": rows,
         "history": None,
         "changes": None,
+        "bisections": [bisection_entry(steps) for steps in bisections],
     }
     if history is not None and history.points:
         payload["history"] = {

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from reports.analyse.bisection import BisectSteps
+from reports.analyse.bisection import METRIC_UNITS, BisectSteps
 from reports.render.tables import Table
 
 BAR_WIDTH = 30
-#: How each metric's figures read.
-_UNITS = {"latency": "s", "compile_time": "s", "peak_memory": "B", "speedup": "x"}
 
 
 def _value(value: Optional[float], unit: str) -> str:
@@ -25,7 +23,7 @@ def _value(value: Optional[float], unit: str) -> str:
 
 def bisect_table(steps: BisectSteps) -> Table:
     """Each measured point with its verdict, figure, interval and a bar of its figure."""
-    unit = _UNITS.get(steps.metric, "")
+    unit = METRIC_UNITS.get(steps.metric, "")
     measured = [p for p in steps.points if p.verdict]
     values = [f.get("value") for p in measured for f in p.figures
               if isinstance(f.get("value"), (int, float))]

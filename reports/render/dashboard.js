@@ -298,16 +298,24 @@
     if (unit === "x") return (v >= 10 ? v.toFixed(0) : v < 1 ? String(+v.toPrecision(2)) : String(+v.toPrecision(2))) + "x";
     if (unit === "%") return (100 * v).toFixed(0) + "%";
     if (unit === "s") return fmtTime(v);
+    if (unit === "B") return fmtBytes(v);
     return String(v);
   }
-  /* A chart frame: series of [x, y] points; log or linear y; reference line at `ref`. */
+  /* A chart frame: series of [x, y, tooltip, break, [low, high]] points (a series with
+     dots: false draws its line only); log or linear y; reference line at `ref`; vertical
+     lines at `vlines` ({x, text, side}); `axisMarks` ({x, colour, text, kind}): x's without
+     a y, marked on the x axis. */
   function chart(opts) {
     const W = opts.width || 900, H = opts.height || 260, L = 70, R = 16, T = 28, B = 40;
     const node = svg("svg", { viewBox: "0 0 " + W + " " + H, class: "chart", role: "img",
       "aria-label": opts.title, "data-chart": opts.id || "" });
     node.appendChild(svg("text", { x: L, y: 16, class: "chart-title" }, opts.title));
     const values = [];
-    for (const s of opts.series) for (const p of s.points) if (isNum(p[1]) && (!opts.log || p[1] > 0)) values.push(p[1]);
+    for (const s of opts.series) {
+      for (const p of s.points) {
+        for (const v of [p[1]].concat(p[4] || [])) if (isNum(v) && (!opts.log || v > 0)) values.push(v);
+      }
+    }
     if (opts.ref !== undefined) values.push(opts.ref);
     if (!opts.series.some((s) => s.points.some((p) => isNum(p[1])))) {
       node.appendChild(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "muted-text" },
@@ -339,6 +347,15 @@
     if (opts.ref !== undefined) {
       node.appendChild(svg("line", { x1: L, x2: W - R, y1: sy(opts.ref), y2: sy(opts.ref), class: "ref" }));
     }
+    for (const v of opts.vlines || []) {
+      node.appendChild(svg("line", { x1: sx(v.x), x2: sx(v.x), y1: T, y2: H - B, class: "ref" }));
+      node.appendChild(svg("text", { x: sx(v.x) + (v.side === "left" ? -4 : 4), y: T + 10, class: "tick",
+        "text-anchor": v.side === "left" ? "end" : "start" }, v.text));
+    }
+    for (const m of opts.axisMarks || []) {
+      node.appendChild(tooltip(svg("circle", { cx: sx(m.x).toFixed(1), cy: H - B, r: 3.5, fill: m.colour,
+        class: "axis-mark", "data-kind": m.kind }), m.text));
+    }
     node.appendChild(svg("text", { x: L, y: H - 6, class: "tick" }, opts.xlabel || ""));
     if (opts.xticks) {
       for (const [x, label] of opts.xticks) {
@@ -358,9 +375,14 @@
         node.appendChild(svg("polyline", { points: seg.map((p) => sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join(" "),
           fill: "none", stroke: s.colour, "stroke-width": 1.8, class: "series", "data-series": s.name }));
       }
-      for (const p of pts) {
+      for (const p of s.dots === false ? [] : pts) {
+        const interval = (p[4] || []).filter((v) => isNum(v) && (!opts.log || v > 0));
+        if (interval.length === 2) {
+          node.appendChild(svg("line", { x1: sx(p[0]), x2: sx(p[0]), y1: sy(interval[0]), y2: sy(interval[1]),
+            stroke: s.colour, "stroke-width": 1.5, class: "interval" }));
+        }
         const dot = svg("circle", { cx: sx(p[0]).toFixed(1), cy: sy(p[1]).toFixed(1), r: pts.length > 60 ? 1.6 : 3,
-          fill: s.colour, class: "point" });
+          fill: s.colour, class: "point", "data-series": s.name });
         node.appendChild(tooltip(dot, s.name + ": " + (p[2] || fmtTick(p[1], opts.unit))));
       }
       for (const m of s.marks || []) {
@@ -660,6 +682,63 @@
     }
   }
 
+  /* ---------- bisections: the figure over the range, each point coloured by its verdict ---------- */
+  const VERDICT_COLOURS = { good: "#2ca02c", bad: "#d62728", inconclusive: "#9467bd", skipped: "#ff7f0e",
+    "not measured": "#bbb" };
+  function renderBisections() {
+    const host = document.getElementById("bisect");
+    if (!host) return;
+    D.bisections.forEach((b, bi) => {
+      const n = b.points.length;
+      const at = (label) => b.points.findIndex((p) => p.label === label);
+      const named = (label) => label + (b.points[at(label)].title ? " (" + b.points[at(label)].title + ")" : "");
+      const fmt = (v) => fmtTick(v, b.unit);
+      const worse = b.metric === "speedup" ? "lower" : "higher";
+      host.appendChild(el("h3", {}, "Bisection over " + n + " " + b.kind + " (" + b.metric + ")"));
+      host.appendChild(el("p", { class: "bisect-answer" }, b.firstBad
+        ? ["first bad ", el("b", {}, named(b.firstBad)), ", last good ", el("b", {}, named(b.lastGood)),
+          b.skippedBetween.length ? "; skipped between them: " + b.skippedBetween.join(", ") : ""]
+        : b.problem || "no answer yet: the bisection stopped before its end (run the same command again)"));
+      host.appendChild(el("p", { class: "muted" }, "A point is bad when its " + b.metric + " is " + worse +
+        " than at the good end by more than " + (isNum(b.threshold) ? fmtPct(b.threshold) : "the threshold") +
+        " (significantly, as compare judges), when the verifier's verdict changes from PASS, or when the " +
+        "experiment starts to fail; inconclusive after measuring again: skipped."));
+      const every = Math.max(1, Math.ceil(n / 10));
+      const xticks = b.points.map((p, i) => [i, p.label]).filter((t) => t[0] % every === 0);
+      const vlines = [];
+      if (b.lastGood) vlines.push({ x: at(b.lastGood), text: "last good", side: "left" });
+      if (b.firstBad) vlines.push({ x: at(b.firstBad), text: "first bad", side: "right" });
+      const tip = (p, f) => p.label + (p.title ? " " + p.title : "") + ": " + p.verdict +
+        (f ? ", " + fmt(f.value) + (isNum(f.low) ? " (" + fmt(f.low) + " .. " + fmt(f.high) + ")" : "") : "") +
+        (p.reason ? "; " + p.reason : "");
+      b.experiments.forEach((name, ei) => {
+        const series = Object.keys(VERDICT_COLOURS).map((verdict) => ({ name: verdict, colour: VERDICT_COLOURS[verdict],
+          points: b.points.map((p, i) => [i, p.figures[ei] ? p.figures[ei].value : null, tip(p, p.figures[ei]), true,
+            p.figures[ei] ? [p.figures[ei].low, p.figures[ei].high] : null])
+            .filter((q, i) => b.points[i].verdict === verdict && isNum(q[1])) }));
+        const line = { name: "path", colour: "#ccc", dots: false, points: b.points.map((p, i) =>
+          [i, p.figures[ei] ? p.figures[ei].value : null]).filter((q) => isNum(q[1])) };
+        const axisMarks = b.points.map((p, i) => ({ x: i, colour: VERDICT_COLOURS[p.verdict] || "#bbb",
+          text: tip(p, null), kind: p.verdict })).filter((m, i) => !isNum((b.points[i].figures[ei] || {}).value));
+        host.appendChild(chart({ id: "bisect-" + bi + "-" + ei, title: name, series: [line].concat(series),
+          unit: b.unit, xmin: 0, xmax: n - 1, xticks, vlines, axisMarks, height: 280,
+          xlabel: b.kind + " in the range's order, the good end first (dots on the axis: no figure)" }));
+      });
+      host.appendChild(chartLegend(Object.keys(VERDICT_COLOURS).map((v) => ({ name: v, colour: VERDICT_COLOURS[v] }))));
+      const body = b.points.map((p, i) => [p, i]).filter(([p]) => p.verdict !== "not measured").map(([p, i]) =>
+        el("tr", { class: p.verdict === "bad" ? "row-bad" : p.verdict === "good" ? "row-good" : "row-mixed" }, [
+          el("td", { class: "num" }, String(i)), el("td", {}, p.label), el("td", {}, p.title), el("td", {}, p.verdict),
+          el("td", {}, b.experiments.map((name, ei) => p.figures[ei]
+            ? el("div", {}, fmt(p.figures[ei].value) + (isNum(p.figures[ei].low)
+              ? " (" + fmt(p.figures[ei].low) + " .. " + fmt(p.figures[ei].high) + ")" : "") +
+              (b.experiments.length > 1 ? " " + name : "")) : null)),
+          el("td", {}, p.reason),
+        ]));
+      host.appendChild(table("bisect-table-" + bi, ["#", "point", "title", "verdict", b.metric + " (interval)", "why"],
+        body));
+    });
+  }
+
   function renderAll() {
     const visible = rows.filter(rowVisible);
     document.getElementById("filter-status").textContent = visible.length + " of " + rows.length + " experiments shown";
@@ -680,6 +759,7 @@
   document.getElementById("generated").textContent = "generated " + D.generated + "; baseline " + D.baseline;
   buildFilters();
   renderProvenance();
+  renderBisections();
   renderNotes();
   renderAll();
   document.body.setAttribute("data-rendered", "true");

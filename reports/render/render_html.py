@@ -51,6 +51,7 @@ code { font-size: 0.85em; word-break: break-all; }
 """
 
 _SECTIONS = [
+    ("bisect", "Bisection: the figure over the range, with each point's verdict"),
     ("summary", "Per configuration: the HUD's four metrics"),
     ("history", "History across runs"),
     ("changes", "Models that changed the most (latest run against the previous one)"),
@@ -97,6 +98,8 @@ def render_html(payload: dict[str, Any], fallback: list[Table]) -> str:
         + "".join(_static_table(t) for t in fallback) + "</noscript>",
     ]
     for section, heading in _SECTIONS:
+        if section == "bisect" and not payload.get("bisections"):
+            continue  # only beside a bisect log
         parts.append(f'<section><h2>{html.escape(heading)}</h2><div id="{section}"></div></section>')
     parts.append(f'<script type="application/json" id="dashboard-data">{embed_json(payload)}</script>')
     parts.append(f"<script>{script}</script>")

@@ -9,6 +9,7 @@ import pytest
 
 import backends
 from core.config import ExperimentConfig, ModelConfig, RunSettings, experiment_id
+from core.files.bisect_log import append_entry, log_path
 from core.files.results_file import append_line
 from core.schema import ResultLine, Status, VerificationCode
 
@@ -83,6 +84,39 @@ def craft_line(
         line["timestamp"] = timestamp
     line["finished_at"] = line["timestamp"]  # crafted lines finish as their sweep starts
     return line
+
+
+BISECT_EXPERIMENT = "builtin/mlp cpu eager eval fp32"
+
+
+def write_bisect_log(results: Path) -> Path:
+    """A bisection over seven commits c0..c6 logged beside `results`, as the bisect command logs
+    it: the ends good and bad, c3 good, c5 bad, c4 inconclusive then skipped; c1 and c2 never
+    measured. The answer: first bad c5, last good c3, c4 skipped between them."""
+    path = log_path(results)
+    labels = [f"c{i}" for i in range(7)]
+
+    def verdict(point: str, verdict: str, value: float, round_number: int, attempt: int = 0) -> None:
+        append_entry(path, {"event": "verdict", "point": point, "round": round_number, "attempt": attempt,
+                            "verdict": verdict, "reason": f"{point} is {verdict}",
+                            "figures": [{"experiment": BISECT_EXPERIMENT, "value": value, "low": value * 0.98,
+                                         "high": value * 1.02, "status": "ok"}]})
+
+    append_entry(path, {"event": "start", "version": 1, "kind": "commits", "points": labels,
+                        "refs": labels, "titles": [f"commit {i}" for i in range(7)],
+                        "metric": "latency", "threshold": 0.1})
+    append_entry(path, {"event": "round", "round": 1, "points": ["c0", "c6"]})
+    verdict("c0", "good", 0.010, 1)
+    verdict("c6", "bad", 0.013, 1)
+    append_entry(path, {"event": "round", "round": 2, "points": ["c3"]})
+    verdict("c3", "good", 0.0101, 2)
+    append_entry(path, {"event": "round", "round": 3, "points": ["c4", "c5"]})
+    verdict("c4", "inconclusive", 0.0115, 3)
+    verdict("c5", "bad", 0.0131, 3)
+    verdict("c4", "skipped", 0.0116, 3, attempt=1)
+    append_entry(path, {"event": "answer", "first_bad": "c5", "last_good": "c3", "skipped_between": ["c4"],
+                        "contradictions": [], "rounds": 3, "problem": ""})
+    return path
 
 
 @pytest.fixture

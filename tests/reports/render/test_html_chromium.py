@@ -12,7 +12,7 @@ import pytest
 
 from reports.cli import report_main
 from tests.reports import browser
-from tests.reports.conftest import craft_line
+from tests.reports.conftest import craft_line, write_bisect_log
 
 if os.environ.get("EXPERIMENT_RUNNER_REQUIRE_BROWSER") and browser.missing_reason():
     raise RuntimeError(f"browser tests required (EXPERIMENT_RUNNER_REQUIRE_BROWSER) but {browser.missing_reason()}")
@@ -57,6 +57,7 @@ def driver():
 @pytest.fixture
 def page(write_results, tmp_path, driver):
     path = write_results(_history_lines())
+    write_bisect_log(path)  # a bisection's log beside the results: its section
     html = tmp_path / "dash" / "report.html"
     assert report_main([str(path), "--html", str(html), "--quiet"]) == 0
     driver.get_log("browser")  # drop anything from earlier pages
@@ -148,4 +149,26 @@ def test_sorting_the_pivot_by_a_configuration(page):
               for r in page.find_elements("css selector", "#pivot-table tbody tr")]
     speedups = [float(v.rstrip("x*")) for v in values if v.endswith("x") or v.endswith("x*")]
     assert speedups == sorted(speedups, reverse=True) and len(speedups) == len(MODELS)
+    assert browser.console_errors(page) == []
+
+
+def test_the_bisection_is_drawn_over_its_points_with_their_verdicts(page):
+    section = page.find_element("id", "bisect")
+    assert "Bisection over 7 commits (latency)" in section.text
+    assert "first bad c5 (commit 5), last good c3 (commit 3); skipped between them: c4" in section.text
+    assert "by more than 10%" in section.text
+    chart = page.find_element("css selector", 'svg[data-chart="bisect-0-0"]')
+    dots = chart.find_elements("css selector", "circle.point")
+    # The five measured points, in the range's order, each coloured by its verdict.
+    by_x = sorted((float(d.get_attribute("cx")), d.get_attribute("data-series")) for d in dots)
+    assert [verdict for _, verdict in by_x] == ["good", "good", "skipped", "bad", "bad"]
+    assert len(chart.find_elements("css selector", "line.interval")) == 5
+    # The two points no round measured sit on the axis, between the first two measured.
+    unmeasured = chart.find_elements("css selector", 'circle.axis-mark[data-kind="not measured"]')
+    assert len(unmeasured) == 2
+    assert all(by_x[0][0] < float(m.get_attribute("cx")) < by_x[1][0] for m in unmeasured)
+    assert [t.text for t in chart.find_elements("css selector", "text")].count("first bad") == 1
+    rows = _texts(page, "#bisect-table-0 tbody tr")
+    assert [row.split(" ")[:2] for row in rows] == [["0", "c0"], ["3", "c3"], ["4", "c4"], ["5", "c5"], ["6", "c6"]]
+    assert "11.6 ms (11.4 ms .. 11.8 ms)" in rows[2] and "skipped" in rows[2]
     assert browser.console_errors(page) == []
