@@ -126,6 +126,16 @@ class Case:
         return self.children[0][1]
 
 
+def _union(spans: list[tuple[float, float]]) -> float:
+    """The seconds covered by at least one of `spans` (start, end)."""
+    covered, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            covered += end - max(start, reach)
+            reach = end
+    return covered
+
+
 def case_of(line: dict[str, Any]) -> Optional[Case]:
     """The line's case with its parts (the line's own; `start` and `line` are filled by
     `attribute`), or None for a line without clock readings."""
@@ -160,6 +170,11 @@ def case_of(line: dict[str, Any]) -> Optional[Case]:
     # Whatever the parent did between processes (reading a result, starting the next).
     walls = sum(_number(p.get("wall_s")) for p in processes)
     parts["child"] += max(0.0, walls - sum(parts.values()))
+    # Processes that ran at once (summary.processes.later_at_once) held the one GPU together:
+    # their parts are scaled to the time the GPU was held, the union of their spans.
+    held = _union(spans)
+    if listed.get("later_at_once") and walls > 0 and held < walls:
+        parts = {name: value * held / walls for name, value in parts.items()}
     verify = summary.get("verify_phases")
     if isinstance(verify, dict):
         parts["verify"] = _number(verify.get("wall_s"))

@@ -151,3 +151,28 @@ def test_a_later_process_on_a_lent_slot_counts_on_that_slot(capsys):
     start, end, _ = run.walls["ours-timm-bsdefault-amp-default-eval+train"].split()
     assert sum(float(row[2]) for row in rows.values()) == pytest.approx(
         float(end) - float(start), abs=1.0)
+
+
+def test_later_processes_that_ran_at_once_count_once_for_the_gpu(capsys):
+    """Real lines of a one-H200 run whose later two processes ran at once
+    (summary.processes.later_at_once): each case holds the GPU for its invocation's wall, not
+    for the sum of its processes' walls."""
+    from benchmarks.cost.sweep_cost import gpu_report
+
+    out = ROOT / "benchmarks" / "tables" / "2026-12-02-h200-seed6202"
+    run = open_run(out)
+    for line in run.lines():
+        case = case_of(line)
+        processes = line["summary"]["processes"]
+        assert processes["later_at_once"][0] is None and all(processes["later_at_once"][1:])
+        summed = sum(processes["wall_seconds"])
+        spans = [(start, end) for _, start, end in case.children]
+        union = max(end for _, end in spans) - min(start for start, _ in spans)
+        assert case.wall == pytest.approx(union, rel=0.02) and case.wall < summed - 10
+    assert gpu_report([out]) == 0
+    report = capsys.readouterr().out
+    for text in report.splitlines():
+        if text.startswith("| timm-") or text.startswith("| huggingface-"):
+            name, ours = text.split("|")[1].strip(), float(text.split("|")[2])
+            start, end = run.walls[f"ours-case-{name}"].split()[:2]
+            assert ours == pytest.approx(float(end) - float(start), abs=6.0)
