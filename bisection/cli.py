@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 from bisection.driver import Bisection, BisectError, Outcome, Settings
 from bisection.judge import METRICS, Judge
 from bisection.measure import RunnerMeasurer
+from bisection.placement import point_slots
 from bisection.points import (VersionEnvironments, Worktrees, commit_points,
                               environments_folder, version_points)
 from core.files.bisect_log import log_path
@@ -27,6 +28,7 @@ from reports.cli import _fraction as fraction
 from reports.analyse.bisection import bisect_steps
 from reports.render.bisect_table import bisect_table
 from reports.render.render_text import render_tables
+from runner.plan.parser import device_list
 
 EXIT_FOUND, EXIT_INCONCLUSIVE, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 130
 DEFAULT_OUTPUT = "bisect-output"
@@ -90,7 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
                               "the permutation test alone, as on a shared machine where every "
                               "line is flagged (docs/bisect.md: how far to trust it)")
     parser.add_argument("--jobs", type=_positive, default=1,
-                        help="points measured at once (k-section; default 1: bisection)")
+                        help="points measured at once (k-section; default 1: bisection); on a "
+                             "host of several GPUs each gets a GPU and a share of the cores of "
+                             "its own (docs/bisect.md)")
+    parser.add_argument("--devices", type=device_list, default=[],
+                        help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them) "
+                             "the points measured at once spread over, the i-th point of a "
+                             "round on the i-th (round robin); default: the GPUs the runner "
+                             "sees")
     parser.add_argument("--output-dirname", type=Path, default=Path(DEFAULT_OUTPUT),
                         help="the results file, the bisect log and the points' worktrees go "
                              f"here (default {DEFAULT_OUTPUT}); the same command again resumes")
@@ -168,13 +177,17 @@ def run(argv: Sequence[str]) -> int:
         points = version_points(args.package, versions)
         places = VersionEnvironments(args.package, environments_folder(), args.setup)
         kind = "versions"
-    measurer = RunnerMeasurer(output_dir, args.sweep, places, jobs=args.jobs)
+    slots = point_slots(args.jobs, args.devices, args.sweep)
+    measurer = RunnerMeasurer(output_dir, args.sweep, places, jobs=args.jobs, slots=slots)
     judge = Judge(METRICS[args.metric], args.threshold, args.alpha, args.trust_flagged)
     settings = Settings(args.jobs, args.processes, args.remeasure)
     bisection = Bisection(points, measurer, judge, log_path(measurer.results_path), settings,
                           kind, say=lambda text: print(text, flush=True))
     print(f"bisecting {len(points)} {kind} from {points[0].label} (good) to {points[-1].label} "
           f"(bad), {args.jobs} at once; results in {measurer.results_path}", flush=True)
+    if slots:
+        print("points at once on: " + "; ".join(f"{slot.index + 1}: {slot.describe()}"
+                                                for slot in slots), flush=True)
     try:
         outcome = bisection.run()
     except KeyboardInterrupt:

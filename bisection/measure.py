@@ -1,6 +1,9 @@
 """Measure points with the runner: one sweep a point, as a child process of its own run by
 the point's interpreter with the point's folders first on its path, its lines appended to
-the bisection's results file with the point in their identity (--point)."""
+the bisection's results file with the point in their identity (--point). Points measured at
+once each take a slot of their own where the bisection has them (bisection/placement.py): the
+slot's GPU in the sweep's CUDA_VISIBLE_DEVICES, its cores as the sweep's CPU affinity, which
+the runner takes as its cores (it has no flag for them)."""
 
 from __future__ import annotations
 
@@ -12,12 +15,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Protocol, Sequence
+from typing import Callable, Optional, Protocol, Sequence
 
 from bisection.driver import BisectError, Point
 from bisection.judge import point_of
 from bisection.points import PointPlace, SetupFailed
 from reports.read.load import Record, load
+from runner.plan.slots import Slot
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +32,14 @@ TREE_TOKEN = "{tree}"
 EXIT_BAD_INPUT = 2
 #: How long a stopped sweep may take to record what it finished.
 STOP_GRACE_SECONDS = 120
+
+
+def pinning(slot: Optional[Slot]) -> Optional[Callable[[], None]]:
+    """What pins a sweep to its slot's cores as it starts (None: no cores of its own)."""
+    if slot is None or not slot.cpu_set:
+        return None
+    cores = frozenset(slot.cpu_set)
+    return lambda: os.sched_setaffinity(0, cores)
 
 
 class Places(Protocol):
@@ -43,9 +55,13 @@ class RunnerMeasurer:
     places: Places
     jobs: int = 1
     results_name: str = "results.jsonl"
+    #: Slot i for the i-th point of a measurement (bisection/placement.py); none: every
+    #: sweep has this process's cores and view of the GPUs.
+    slots: Sequence[Slot] = ()
     _running: set = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopping: threading.Event = field(default_factory=threading.Event)
+    _slot_locks: dict = field(default_factory=dict)
 
     @property
     def results_path(self) -> Path:
@@ -82,14 +98,34 @@ class RunnerMeasurer:
         return self.results_path.with_name(f"{self.results_path.stem}.again-{attempt}"
                                            f"{self.results_path.suffix}")
 
-    def _environment(self, place: PointPlace) -> dict[str, str]:
+    def environment(self, place: PointPlace, slot: Optional[Slot] = None) -> dict[str, str]:
+        """The sweep's environment: this one, the point's folders first on PYTHONPATH, and
+        the slot's GPU as CUDA_VISIBLE_DEVICES."""
         environment = dict(os.environ)
         path = [*place.path, *[p for p in environment.get("PYTHONPATH", "").split(os.pathsep) if p]]
         if path:
             environment["PYTHONPATH"] = os.pathsep.join(path)
+        if slot is not None:
+            environment.update(slot.environment())
         return environment
 
-    def _measure_one(self, point: Point, processes: Optional[int], attempt: int) -> Optional[str]:
+    def slot_of(self, index: int) -> Optional[Slot]:
+        """The slot of the index-th point of a measurement (None: no slots)."""
+        return self.slots[index % len(self.slots)] if self.slots else None
+
+    def _slot_lock(self, slot: Slot) -> threading.Lock:
+        with self._lock:
+            return self._slot_locks.setdefault(slot.index, threading.Lock())
+
+    def _measure_one(self, point: Point, processes: Optional[int], attempt: int,
+                     slot: Optional[Slot] = None) -> Optional[str]:
+        if slot is None:
+            return self._sweep(point, processes, attempt, None)
+        with self._slot_lock(slot):  # a slot's cores and GPU hold one sweep at a time
+            return self._sweep(point, processes, attempt, slot)
+
+    def _sweep(self, point: Point, processes: Optional[int], attempt: int,
+               slot: Optional[Slot]) -> Optional[str]:
         log_file = self.point_log(point)
         try:
             place = self.places.place(point, log_file)
@@ -101,9 +137,13 @@ class RunnerMeasurer:
         with open(log_file, "a", encoding="utf-8") as out:
             out.write("$ " + " ".join(command) + "\n")
             out.flush()
+            if slot is not None:
+                out.write(f"(on {slot.describe()})\n")
+                out.flush()
             child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                     env=self._environment(place), cwd=str(place.tree or self.output_dir),
-                                     start_new_session=True)
+                                     env=self.environment(place, slot),
+                                     cwd=str(place.tree or self.output_dir),
+                                     start_new_session=True, preexec_fn=pinning(slot))
             with self._lock:
                 self._running.add(child)
             try:
@@ -142,8 +182,9 @@ class RunnerMeasurer:
         failed: dict[str, str] = {}
         pool = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="bisect")
         try:
-            futures = {point.label: pool.submit(self._measure_one, point, processes, attempt)
-                       for point in points}
+            futures = {point.label: pool.submit(self._measure_one, point, processes, attempt,
+                                                self.slot_of(index))
+                       for index, point in enumerate(points)}
             for label, future in futures.items():
                 reason = future.result()
                 if reason is not None:
