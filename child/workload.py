@@ -39,7 +39,7 @@ from core.columns import work_fields
 from core.fields import MODEL
 from core.host.machine import cache_root
 from core.files.cached_json import write_json_atomically
-from core.packages import installed_packages
+from core.packages import COUNTED_PACKAGES, installed_packages
 from core.files.side_files import (ShapeError, a_list, a_number, a_string, an_object,
                                    read_side_file, strings)
 
@@ -431,8 +431,8 @@ def loss_description(loss_fn: Callable) -> str:
     return f"{name}: {doc[0]}" if doc else name
 
 
-#: The packages whose versions a count depends on (the model libraries define the networks).
-VERSIONED_PACKAGES = ("torch", "transformers", "timm")
+#: The packages whose versions a count depends on (core/packages.py: the one list).
+VERSIONED_PACKAGES = COUNTED_PACKAGES
 
 
 def versions() -> dict[str, Optional[str]]:

@@ -1,16 +1,34 @@
-"""The versions of the packages that decide which stacks can run: asked by the parent's probe
-and recorded by every child."""
+"""The one list of the packages whose versions the project records: asked by the parent's
+probe (which stacks can run), recorded by every child, keyed into the workload cache (those
+a FLOP count depends on) and shown by the dashboard."""
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from importlib import metadata
 
-PROBED_PACKAGES = (
-    "torch", "torchvision", "torch_xla", "torchax", "jax", "jaxlib",
-    "jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt", "jax-cuda13-pjrt",
-    "libtpu", "libtpu-nightly", "timm", "transformers", "numpy",
+
+@dataclass(frozen=True)
+class Package:
+    """A recorded package: its distribution name, and whether a workload's FLOP count depends
+    on its version (the model libraries define the networks: child/workload.py)."""
+
+    name: str
+    counts: bool = False
+
+
+PACKAGES = (
+    Package("torch", counts=True), Package("torchvision"), Package("torch_xla"),
+    Package("torchax"), Package("jax"), Package("jaxlib"), Package("jax-cuda12-plugin"),
+    Package("jax-cuda13-plugin"), Package("jax-cuda12-pjrt"), Package("jax-cuda13-pjrt"),
+    Package("libtpu"), Package("libtpu-nightly"), Package("triton"),
+    Package("timm", counts=True), Package("transformers", counts=True), Package("numpy"),
 )
+#: Every recorded package's name, in the list's order.
+PROBED_PACKAGES = tuple(package.name for package in PACKAGES)
+#: The packages a workload's FLOP count (and its cache key) depends on.
+COUNTED_PACKAGES = tuple(package.name for package in PACKAGES if package.counts)
 
 
 def installed_packages() -> dict[str, str]:

@@ -16,13 +16,15 @@ from reports.analyse.compare import Comparison, DEFAULT_GEOMEAN_THRESHOLD
 from reports.analyse.history import History
 from core.columns import LABELS_COLUMN, config_columns, shown_columns
 from core.measures import Measure, measure_named, measures
+from core.packages import PROBED_PACKAGES
 from reports.read.load import RunInfo
 from reports.read.record import ConfigKey
 
 MAX_CHANGES = 50
 #: A point of a bisection that no round measured (the page colours it apart).
 NOT_MEASURED = "not measured"
-VERSION_KEYS = ("torch", "torch_xla", "torchax", "jax", "triton", "torchvision", "transformers", "timm", "numpy")
+#: Where a line of an older version kept a package's version at the top of its environment.
+VERSION_KEYS = PROBED_PACKAGES
 
 
 def _num(value: Optional[float]) -> Optional[float]:

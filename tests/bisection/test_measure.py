@@ -54,12 +54,18 @@ CORES = tuple(range(4096, 4108))  # no machine's: no SMT siblings to group
 SWEEP = ["-k", "launches", "--accelerator", "cuda"]
 
 
-def test_k_points_get_gpu_i_mod_n_and_disjoint_cores_and_todays_command(tmp_path, monkeypatch):
-    monkeypatch.setenv(CUDA_VISIBLE_DEVICES, "0,1")
+def spread_and_today(tmp_path) -> tuple[RunnerMeasurer, RunnerMeasurer, PointPlace]:
+    """A measurer of 3 points at once spread over the GPUs CUDA_VISIBLE_DEVICES names, one as
+    today (no spreading), and a point's place."""
     measurer = RunnerMeasurer(tmp_path, SWEEP, ReportingPlaces(Path("python")), jobs=3,
                               slots=point_slots(3, [], SWEEP, cores=CORES))
     today = RunnerMeasurer(tmp_path, SWEEP, ReportingPlaces(Path("python")), jobs=3)
-    place = PointPlace(python="python")
+    return measurer, today, PointPlace(python="python")
+
+
+def test_k_points_get_gpu_i_mod_n_and_disjoint_cores_and_todays_command(tmp_path, monkeypatch):
+    monkeypatch.setenv(CUDA_VISIBLE_DEVICES, "0,1")
+    measurer, today, place = spread_and_today(tmp_path)
     pinned = []
     monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cores: pinned.append((pid, cores)))
     for index, point in enumerate(POINTS):
@@ -76,10 +82,7 @@ def test_k_points_get_gpu_i_mod_n_and_disjoint_cores_and_todays_command(tmp_path
 
 def test_without_gpus_each_sweep_starts_as_today(tmp_path, monkeypatch):
     monkeypatch.setenv(CUDA_VISIBLE_DEVICES, "")
-    measurer = RunnerMeasurer(tmp_path, SWEEP, ReportingPlaces(Path("python")), jobs=3,
-                              slots=point_slots(3, [], SWEEP, cores=CORES))
-    today = RunnerMeasurer(tmp_path, SWEEP, ReportingPlaces(Path("python")), jobs=3)
-    place = PointPlace(python="python")
+    measurer, today, place = spread_and_today(tmp_path)
     for index, point in enumerate(POINTS):
         slot = measurer.slot_of(index)
         assert slot is None and pinning(slot) is None
