@@ -106,7 +106,7 @@ class ExperimentExecutor:
         self._cancelled = threading.Event()
         self._supervisor = Supervisor(options.timeout_seconds, options.memory_limit_bytes,
                                       options.print_subprocess, guard, self._cancelled)
-        self._servers = ForkServers(on_start=self._watch_server)
+        self._servers = ForkServers(on_start=self._watch_server, on_end=self._forget_server)
         self._fork_failure_told = False
         self._gates: dict[str, str] = {}
 
@@ -145,6 +145,13 @@ class ExperimentExecutor:
     def _watch_server(self, server: ForkServer) -> None:
         if self.guard is not None:
             self.guard.watch(server.pid)
+
+    def _forget_server(self, pid: int) -> None:
+        """A server that ended is no longer the guard's: with pids of at most 32768 (a
+        common pid_max), its number may soon be another process group's, which the guard
+        would kill at the runner's end."""
+        if self.guard is not None:
+            self.guard.forget(pid)
 
     def cancel(self) -> None:
         """Kill the children that run now and refuse to start more (thread-safe)."""

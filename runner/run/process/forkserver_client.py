@@ -262,10 +262,16 @@ def names_own_folder(environment: Mapping[str, str], folders: Sequence[str]) -> 
 class ForkServers:
     """The runner's fork servers, one per (modules, shared environment), started on demand."""
 
-    def __init__(self, on_start=None) -> None:
+    def __init__(self, on_start=None, on_end=None) -> None:
         self._servers: dict[tuple, ForkServer] = {}
         self._lock = threading.Lock()
         self._on_start = on_start
+        #: Told each server's pid once it has ended (its number may then be reused).
+        self._on_end = on_end
+
+    def _ended(self, server: ForkServer) -> None:
+        if self._on_end is not None:
+            self._on_end(server.pid)
 
     def server_for(self, modules: Sequence[str], environment: Mapping[str, str],
                    cuda: bool = False) -> ForkServer:
@@ -277,6 +283,7 @@ class ForkServers:
             server = self._servers.get(key)
             if server is not None and not server.alive():
                 server.close()
+                self._ended(server)
                 server = None
             if server is None:
                 log.debug("starting a fork server preloading %s", ", ".join(modules))
@@ -332,3 +339,4 @@ class ForkServers:
             server.ask_to_end()
         for server in servers:
             server.close()
+            self._ended(server)

@@ -308,8 +308,10 @@ def test_a_child_whose_environment_names_its_own_folder_is_not_forked():
 
 @pytest.mark.e2e
 def test_servers_are_reused_per_environment_and_restarted_when_gone(tmp_path):
-    started = []
-    servers = ForkServers(on_start=started.append)
+    """... and each server that ended is told (`on_end`: the runner's guard forgets its
+    process group, whose number another group may take)."""
+    started, ended = [], []
+    servers = ForkServers(on_start=started.append, on_end=ended.append)
     try:
         first = servers.server_for(["torch"], environment(TORCHINDUCTOR_CACHE_DIR="/a"))
         assert servers.server_for(["torch"], environment(TORCHINDUCTOR_CACHE_DIR="/b")) is first
@@ -321,8 +323,10 @@ def test_servers_are_reused_per_environment_and_restarted_when_gone(tmp_path):
         second = servers.server_for(["torch"], environment())
         assert second is not first and second.alive()
         assert started == [first, second]
+        assert ended == [first.pid]
     finally:
         servers.close()
+    assert ended == [first.pid, second.pid] and not second.alive()
 
 
 @pytest.mark.e2e
