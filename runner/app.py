@@ -160,6 +160,7 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
             print_subprocess=output.print_subprocess,
             log_level=output.log_level.upper(),
             start_method=scale.start_method,
+            server_pool=Path(scale.server_pool) if scale.server_pool else None,
             host_variables=tuple(sorted(host.child_environment.items())),
             sweep_preloads=frozenset(
                 backends.get_stack(planned.experiment.stack).preload_for(planned.experiment)

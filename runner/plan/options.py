@@ -62,6 +62,9 @@ class ScaleOptions:
     #: None: as many as `runner.plan.slots.auto_per_gpu` chooses.
     per_gpu: Optional[int] = None
     start_method: str = "forkserver"
+    #: The folder of the fork servers' templates that outlive the run (--server-pool), None
+    #: for servers of the run's own.
+    server_pool: Optional[str] = None
     executor: str = "local"
     ray_address: Optional[str] = None
     ray_cpus_per_task: Optional[float] = None

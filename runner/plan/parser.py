@@ -97,6 +97,8 @@ def folder_parser(flag: str):
 
 #: The parsed value of a folder flag that was not given (its variable then counts).
 _NOT_GIVEN = object()
+#: The variable of --server-pool (runner/run/process/forkserver_pool.py).
+SERVER_POOL_VARIABLE = "EXPERIMENT_RUNNER_SERVER_POOL"
 
 positive_int = number_parser(int, "an integer", 1)
 #: The most experiments one runner runs at a time: far more than any machine's cores or
@@ -331,6 +333,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="forkserver (default on Linux): children fork from a server that "
                             "imported the stack's libraries once; spawn: a fresh interpreter "
                             "per child")
+    scale.add_argument("--server-pool", type=folder_parser("--server-pool"), default=_NOT_GIVEN,
+                       metavar="DIR",
+                       help="with forkserver: keep each fork server's preloaded libraries "
+                            "alive in a template process after the run (its log and pid in "
+                            "DIR), so that later runs fork their servers from it instead of "
+                            "importing torch again; a template ends when unused for 10 "
+                            "minutes or when a file it loaded changes. The figures are the "
+                            "same (docs/running.md). Default: $" + SERVER_POOL_VARIABLE +
+                            ", else None (servers of the run's own)")
     scale.add_argument("--devices", type=device_list, default=[],
                        help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them), "
                             "one job each")
@@ -424,13 +435,19 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
 
 
 def _folder_from_environment(knob) -> Optional[str]:
-    text = os.environ.get(knob.environment, "") if knob.environment else ""
+    return _folder_from_variable(knob.environment) if knob.environment else None
+
+
+def _folder_from_variable(variable: str) -> Optional[str]:
+    """The folder a variable names (None where unset, empty or None); UsageError naming the
+    variable where it is no folder."""
+    text = os.environ.get(variable, "")
     if not text:
         return None
     try:
-        return folder_parser(knob.environment)(text)
+        return folder_parser(variable)(text)
     except argparse.ArgumentTypeError as error:
-        raise UsageError(f"{knob.environment}: {error}") from None
+        raise UsageError(f"{variable}: {error}") from None
 
 
 def default_memory_limit(jobs: int = 1) -> int:
@@ -509,8 +526,12 @@ def check_executor_flags(args: argparse.Namespace) -> None:
 def scale_options(args: argparse.Namespace) -> ScaleOptions:
     """How many experiments run at a time and where (--executor and the flags with it)."""
     check_executor_flags(args)
+    pool = args.server_pool
+    if pool is _NOT_GIVEN:
+        pool = _folder_from_variable(SERVER_POOL_VARIABLE)
     return ScaleOptions(jobs=args.jobs, devices=tuple(args.devices),
                         per_gpu=args.experiments_per_gpu, start_method=args.start_method,
+                        server_pool=pool,
                         executor=args.executor, ray_address=args.ray_address,
                         ray_cpus_per_task=args.ray_cpus_per_task, ray_tasks=args.ray_tasks,
                         retries=args.retries)

@@ -63,6 +63,9 @@ class ExecutorOptions:
     #: "spawn": a fresh interpreter per child; "forkserver": children forked from a server
     #: that preloaded the stack's libraries (runner/run/process/forkserver_client.py).
     start_method: str = "spawn"
+    #: With forkserver: the folder of the server pool the servers are forked from
+    #: (runner/run/process/forkserver_pool.py), None for servers of the runner's own.
+    server_pool: Optional[Path] = None
     #: Variables every child gets from the host's probe (HostCapabilities.child_environment).
     host_variables: tuple[tuple[str, str], ...] = ()
     #: The preloads the sweep's experiments ask for (Stack.preload_for; Stack.preload_in: which
@@ -106,7 +109,8 @@ class ExperimentExecutor:
         self._cancelled = threading.Event()
         self._supervisor = Supervisor(options.timeout_seconds, options.memory_limit_bytes,
                                       options.print_subprocess, guard, self._cancelled)
-        self._servers = ForkServers(on_start=self._watch_server, on_end=self._forget_server)
+        self._servers = ForkServers(on_start=self._watch_server, on_end=self._forget_server,
+                                    pool=options.server_pool)
         self._fork_failure_told = False
         self._gates: dict[str, str] = {}
 

@@ -36,6 +36,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Mapping, Optional, Sequence
 
+from runner.run.process.forkserver_pool import PoolError, pooled_server
 from runner.run.process.forkserver_server import MAX_MESSAGE_BYTES
 from runner.run.process.guard import PROJECT_ROOT
 
@@ -83,19 +84,16 @@ class ForkedChild:
 class ForkServer:
     """One server process: preloads `modules` under `environment`, forks children."""
 
-    def __init__(self, modules: Sequence[str], environment: Mapping[str, str]) -> None:
+    def __init__(self, modules: Sequence[str], environment: Mapping[str, str],
+                 pool: Optional[Path] = None) -> None:
+        """A server of its own, or, with `pool`, one forked by the pool's template
+        (runner/run/process/forkserver_pool.py; PoolError where the pool cannot give one)."""
         self.modules = tuple(modules)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "runner.run.process.forkserver_server", str(theirs.fileno()),
-                 ",".join(self.modules)],
-                pass_fds=[theirs.fileno()], env=dict(environment), cwd=str(PROJECT_ROOT),
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True)
-        finally:
-            theirs.close()
-        self._socket = ours
+        self.pooled = pool is not None
+        if pool is not None:
+            self._socket, self.process = pooled_server(pool, self.modules, environment)
+        else:
+            self._socket, self.process = self._start_own(environment)
         self._requests = threading.Lock()
         self._changed = threading.Condition()
         self._replies: list[dict[str, Any]] = []
@@ -111,6 +109,22 @@ class ForkServer:
         self.info = ready
         self._reader = threading.Thread(target=self._read, name="forkserver-reader", daemon=True)
         self._reader.start()
+
+    def _start_own(self, environment: Mapping[str, str]) -> tuple[socket.socket, subprocess.Popen]:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "runner.run.process.forkserver_server", str(theirs.fileno()),
+                 ",".join(self.modules)],
+                pass_fds=[theirs.fileno()], env=dict(environment), cwd=str(PROJECT_ROOT),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return ours, process
 
     @property
     def pid(self) -> int:
@@ -167,6 +181,8 @@ class ForkServer:
                 code = self.process.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 return "stopped answering"
+        if not getattr(self.process, "status_known", True):
+            return "ended"
         if code < 0:
             try:
                 return f"was killed by {signal.Signals(-code).name}"
@@ -262,7 +278,11 @@ def names_own_folder(environment: Mapping[str, str], folders: Sequence[str]) -> 
 class ForkServers:
     """The runner's fork servers, one per (modules, shared environment), started on demand."""
 
-    def __init__(self, on_start=None, on_end=None) -> None:
+    def __init__(self, on_start=None, on_end=None, pool: Optional[Path] = None) -> None:
+        """`pool`: the folder of a server pool (--server-pool) the servers are forked from,
+        None for servers of the runner's own."""
+        self._pool = pool
+        self._pool_failure_told = False
         self._servers: dict[tuple, ForkServer] = {}
         self._lock = threading.Lock()
         self._on_start = on_start
@@ -272,6 +292,16 @@ class ForkServers:
     def _ended(self, server: ForkServer) -> None:
         if self._on_end is not None:
             self._on_end(server.pid)
+
+    def _new_server(self, modules: Sequence[str], environment: Mapping[str, str]) -> ForkServer:
+        if self._pool is not None:
+            try:
+                return ForkServer(modules, environment, pool=self._pool)
+            except (PoolError, ForkServerError) as error:
+                if not self._pool_failure_told:
+                    self._pool_failure_told = True
+                    log.warning("%s; this runner starts fork servers of its own", error)
+        return ForkServer(modules, environment)
 
     def server_for(self, modules: Sequence[str], environment: Mapping[str, str],
                    cuda: bool = False) -> ForkServer:
@@ -287,7 +317,7 @@ class ForkServers:
                 server = None
             if server is None:
                 log.debug("starting a fork server preloading %s", ", ".join(modules))
-                server = ForkServer(modules, shared_environment(environment))
+                server = self._new_server(modules, shared_environment(environment))
                 if self._on_start is not None:
                     self._on_start(server)
                 self._servers[key] = server
@@ -313,7 +343,7 @@ class ForkServers:
 
         def start(key: tuple, modules: tuple[str, ...], environment: dict[str, str]) -> None:
             try:
-                started[key] = ForkServer(modules, environment)
+                started[key] = self._new_server(modules, environment)
             except ForkServerError as error:
                 log.debug("prestarting a fork server: %s", error)
 

@@ -31,7 +31,7 @@ import tempfile
 import traceback
 import weakref
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 #: The runner's own modules a server imports too (no import-time side effects): all a
 #: child imports before it loads its model, so that no child pays for them.
@@ -194,17 +194,30 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
     except BaseException as error:
         _send_message(sock, {"error": f"{type(error).__name__}: {error}"})
         return 1
+    freeze_preloaded()
+    return serve_preloaded(sock, lambda: os.getppid() == parent)
+
+
+def freeze_preloaded() -> None:
+    """The preloaded objects out of the collector's sight: a child's collections would walk
+    them all, touching (and so copying) the pages the fork let it share with the server."""
+    gc.collect()
+    gc.freeze()
+
+
+def serve_preloaded(sock: socket.socket, runner_alive: Callable[[], bool],
+                    extra_state: Optional[dict[str, Any]] = None) -> int:
+    """Fork children for the runner at the other end of `sock` until it closes it or
+    `runner_alive` says it is gone (checked every PARENT_CHECK_SECONDS); the modules are
+    loaded already. `extra_state` joins the ready message."""
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The preloaded objects out of the collector's sight: a child's collections would walk
-    # them all, touching (and so copying) the pages the fork let it share with the server.
-    gc.collect()
-    gc.freeze()
     ready = _state()
+    ready.update(extra_state or {})
     ready["ready"] = True
     _send_message(sock, ready)
     children: set[int] = set()
@@ -217,7 +230,7 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
     try:
         while True:
             events = selector.select(timeout=PARENT_CHECK_SECONDS)
-            if os.getppid() != parent:  # the runner is gone (its socket may outlive it)
+            if not runner_alive():  # the runner is gone (its socket may outlive it)
                 _kill_all(children)
                 return 0
             for key, _ in events:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import cli_environment
+
 pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,7 +44,7 @@ def fake_harness(tmp_path):
 
 
 def run_fake_harness(harness, out, cases, **variables):
-    environment = {**os.environ, "TOOLS": "harness", "PYTHON": sys.executable,
+    environment = {**cli_environment(), "TOOLS": "harness", "PYTHON": sys.executable,
                    "PYTHONPATH": str(ROOT), **variables}
     return subprocess.run(["bash", str(SCRIPT), str(harness),
                            str(out), str(cases)], env=environment, capture_output=True,
@@ -166,7 +168,7 @@ def run_recorded_ours(tmp_path, cases_text, **variables):
     python.chmod(0o755)
     cases = tmp_path / "cases.txt"
     cases.write_text(cases_text)
-    environment = {**os.environ, "TOOLS": "ours", "PYTHON": str(python),
+    environment = {**cli_environment(), "TOOLS": "ours", "PYTHON": str(python),
                    "PYTHONPATH": str(ROOT), **variables}
     completed = subprocess.run(
         ["bash", str(SCRIPT), str(tmp_path / "harness"),
@@ -351,7 +353,7 @@ def test_per_gpu_lanes_run_each_case_once_at_most_k_a_gpu_on_cores_of_their_own(
     cases.write_text("".join(f"huggingface Model{x} 8 bf16 default eval\n" for x in "ABCD"))
     out = tmp_path / "out"
     ours_log = tmp_path / "ours.log"
-    environment = {**os.environ, "TOOLS": "ours", "OUR_GPUS": "5", "PER_GPU": "2",
+    environment = {**cli_environment(), "TOOLS": "ours", "OUR_GPUS": "5", "PER_GPU": "2",
                    "PYTHON": str(fake_python), "REAL_PYTHON": sys.executable,
                    "FAKE_OURS_LOG": str(ours_log), "PYTHONPATH": str(ROOT)}
     completed = subprocess.run(["bash", str(SCRIPT),
@@ -459,7 +461,7 @@ def test_a_run_stopped_mid_case_leaves_no_cache_folder_behind(tmp_path):
         ["bash", str(SCRIPT), str(harness), str(tmp_path / "out"),
          str(cases)], start_new_session=True, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "TOOLS": "harness", "PYTHON": sys.executable,
+        env={**cli_environment(), "TOOLS": "harness", "PYTHON": sys.executable,
              "PYTHONPATH": str(ROOT), "TMPDIR": str(scratch)})
     try:
         deadline = time.monotonic() + 60

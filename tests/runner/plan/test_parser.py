@@ -10,8 +10,9 @@ import pytest
 
 from core.config import RunSettings, knobs
 from runner.plan.options import OutputOptions, ScaleOptions
-from runner.plan.parser import MAX_JOBS, UsageError, build_parser, run_settings, sweep_flags
-from tests.conftest import COMPILE_CACHE_VARIABLE
+from runner.plan.parser import (MAX_JOBS, UsageError, build_parser, run_settings, scale_options,
+                                sweep_flags)
+from tests.conftest import COMPILE_CACHE_VARIABLE, SERVER_POOL_VARIABLE
 
 
 def _parse(*flags):
@@ -43,6 +44,23 @@ def test_a_compile_cache_that_is_a_file_is_refused(monkeypatch, tmp_path, capsys
     monkeypatch.setenv(COMPILE_CACHE_VARIABLE, str(tmp_path / "file"))
     with pytest.raises(UsageError, match=f"{COMPILE_CACHE_VARIABLE}: .*is not a folder"):
         run_settings(_parse())
+
+
+def test_the_server_pool_comes_from_the_flag_else_its_variable(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv(SERVER_POOL_VARIABLE, str(tmp_path / "from-variable"))
+    assert scale_options(_parse()).server_pool == str(tmp_path / "from-variable")
+    assert scale_options(_parse(f"--server-pool={tmp_path}/flag")).server_pool == \
+        str(tmp_path / "flag")
+    assert scale_options(_parse("--server-pool=None")).server_pool is None
+    monkeypatch.delenv(SERVER_POOL_VARIABLE)
+    assert scale_options(_parse()).server_pool is None
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit):
+        _parse(f"--server-pool={tmp_path / 'file'}")
+    assert "--server-pool" in capsys.readouterr().err
+    monkeypatch.setenv(SERVER_POOL_VARIABLE, str(tmp_path / "file"))
+    with pytest.raises(UsageError, match=f"{SERVER_POOL_VARIABLE}: .*is not a folder"):
+        scale_options(_parse())
 
 
 def test_every_setting_with_a_flag_is_set_by_it():
@@ -79,7 +97,8 @@ def test_a_bad_setting_is_refused_naming_the_flag(flag, message, capsys):
     assert flag.split("=")[0] in error and message in error
 
 
-def test_the_sweep_gets_typed_values_not_the_flags(tmp_path):
+def test_the_sweep_gets_typed_values_not_the_flags(tmp_path, monkeypatch):
+    monkeypatch.delenv(SERVER_POOL_VARIABLE, raising=False)
     what, settings, output, scale = sweep_flags(_parse(
         "--repeat=2", f"--output-dirname={tmp_path}", "--no-resume", "--jobs=2",
         "--memory-limit-mb=1024", "-k", "mlp"))

@@ -21,7 +21,7 @@ from runner.plan.matrix import PlannedExperiment
 from runner.plan.resume import covers
 from runner.run.record.lines import SweepInfo, line_from_outcome
 from runner.run.process.supervision import ChildOutcome, ExperimentCancelled, Supervisor, describe_exit
-from tests.conftest import cli_command, cli_environment
+from tests.conftest import cli_command, cli_environment, end_templates
 
 NO_SUCH_PID = 2**22 + 12345  # above pid_max's default: no process has it
 
@@ -144,18 +144,31 @@ def fork_servers_of(runner_pid):
             if "runner.run.process.forkserver_server" in " ".join(process.cmdline())]
 
 
+def pooled_servers_of(pool):
+    """The servers forked by the (one) template of the pool folder `pool`."""
+    (pid_file,) = pool.glob("*.pid")
+    return psutil.Process(int(pid_file.read_text())).children()
+
+
 @pytest.mark.e2e
-def test_a_fork_server_killed_mid_sweep_gives_a_line_resume_runs_again(tmp_path):
+@pytest.mark.parametrize("pooled", [False, True], ids=["own-server", "pooled-server"])
+def test_a_fork_server_killed_mid_sweep_gives_a_line_resume_runs_again(tmp_path, pooled):
     output = tmp_path / "output"
-    runner = start(output, *FAULTS, "-k", "^hang$", "--subprocess-timeout=300")
+    pool = tmp_path / "pool"
+    runner = start(output, *FAULTS, "-k", "^hang$", "--subprocess-timeout=300",
+                   f"--server-pool={pool if pooled else None}")
     wait_for_hang(output)
-    (server,) = fork_servers_of(runner.pid)
+    (server,) = pooled_servers_of(pool) if pooled else fork_servers_of(runner.pid)
     server.kill()
     _, stderr = runner.communicate(timeout=120)
+    if pooled:
+        end_templates(pool)
     assert runner.returncode == 0, stderr
     (line,) = read_results(output / "results.jsonl").lines
     assert line["status"] == "failed" and line["failure_kind"] == "infrastructure"
-    assert re.search(r"its fork server \(pid \d+\) was killed by SIGKILL while it ran",
+    # A pooled server is not the runner's child: its end is seen, not its exit status.
+    end = "ended" if pooled else "was killed by SIGKILL"
+    assert re.search(rf"its fork server \(pid \d+\) {end} while it ran",
                      line["metrics"]["error"]), line["metrics"]["error"]
     assert "out-of-memory" not in line["metrics"]["error"]
     again = subprocess.run(cli_command(output, *FAULTS, "-k", "^hang$", "--dry-run"),

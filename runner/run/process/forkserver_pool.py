@@ -1,0 +1,404 @@
+"""Fork servers without the import: preloaded templates that outlive their runner
+(--server-pool DIR).
+
+Starting a fork server means importing its stack's libraries: about 2.5 s of a core for
+torch and dynamo, paid by every runner invocation, however short. With a pool, the first
+runner that wants a server of some (modules, environment) starts a *template*: a process
+that imports them once and stays. Each later server of the same key, in this runner or
+any later one, is a fork of the template (about 20 ms) and then serves its runner exactly
+as a server started by it would (runner/run/process/forkserver_server.py): the runner's
+children are forked from it, it ends with its runner, and the guard kills its group.
+
+A template:
+- listens on an abstract Unix socket named after its key (the pool folder, the
+  interpreter, the project, the modules, the environment less the per-child and
+  per-runner variables, and what its children inherit: resource limits, umask, priority,
+  control group), and answers only processes of its own user;
+- gives each forked server the runner's environment and cores, so that its children see
+  the runner's TMPDIR and guard token, not the template's;
+- ends when unused for IDLE_SECONDS; when MAX_TEMPLATES others were used since it was
+  (a runner that starts a template ends the least recently used); and when a file of a
+  module it loaded has changed since it loaded it (the asking runner then starts a fresh
+  one): a pool never serves code older than what is on disk;
+- ends when the pool's folder is removed;
+- keeps its log (its import's failure, say) in DIR/NAME.log and its pid in DIR/NAME.pid.
+
+Figures do not depend on it: a child of a pooled server is forked from the same preloaded
+modules as one of a server of its own. Run as `python -m runner.run.process.forkserver_pool
+DIR NAME IDLE_SECONDS MODULES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from runner.run.process.forkserver_server import (MAX_MESSAGE_BYTES, _preload, freeze_preloaded,
+                                                  serve_preloaded)
+from runner.run.process.guard import PROJECT_ROOT, TOKEN_VARIABLE
+
+#: A template unused this long ends.
+IDLE_SECONDS = 600.0
+#: The most templates a pool keeps: a runner that starts one more ends the least recently
+#: used (each holds its stack's libraries, about 0.3 to 0.8 GB).
+MAX_TEMPLATES = 8
+#: How often a template checks that its pool's folder is still there (removing the folder
+#: ends its templates).
+FOLDER_CHECK_SECONDS = 2.0
+#: Set by each runner for its own children (and so its server), never read at import.
+PER_RUNNER_VARIABLES = frozenset({"TMPDIR", TOKEN_VARIABLE})
+#: How long a runner waits for a template it started to listen (it does so before it
+#: imports anything heavy), and for a template's answer (its import included).
+LISTEN_TIMEOUT_SECONDS = 30.0
+ANSWER_TIMEOUT_SECONDS = 300.0
+_CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
+
+
+class PoolError(RuntimeError):
+    """The pool could not give a server (the runner then starts one of its own)."""
+
+
+def template_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """What a template imports under: `environment` (a server's) less the per-runner
+    variables."""
+    return {name: value for name, value in environment.items()
+            if name not in PER_RUNNER_VARIABLES}
+
+
+def inherited_context() -> dict[str, Any]:
+    """What a forked process inherits besides its environment and sets for its children
+    (resource limits, umask, priority, control group): a template started by this runner
+    has this runner's, so that the children of its servers run under them too."""
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        cgroup = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        cgroup = ""
+    return {"limits": {name: resource.getrlimit(getattr(resource, name))
+                       for name in sorted(dir(resource)) if name.startswith("RLIMIT_")},
+            "umask": umask, "priority": os.getpriority(os.PRIO_PROCESS, 0), "cgroup": cgroup}
+
+
+def template_name(pool: Path, modules: Sequence[str], environment: Mapping[str, str]) -> str:
+    """The socket name of the template for these modules and this (server's) environment,
+    in this runner's inherited context."""
+    key = json.dumps([os.path.realpath(pool), sys.executable, str(PROJECT_ROOT), list(modules),
+                      sorted(template_environment(environment).items()), inherited_context()])
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+    return f"experiment-runner-{os.getuid()}-{digest}"
+
+
+class PooledProcess:
+    """A pooled server as the runner sees it: not its child, so watched through a pidfd;
+    its exit status is not known (`status_known`), only that it ended."""
+
+    status_known = False
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: Optional[int] = None
+        try:
+            self._fd: Optional[int] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self._fd, self.returncode = None, 0
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None and self._fd is not None:
+            if select.select([self._fd], [], [], 0)[0]:
+                self._ended()
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        if self.returncode is None and self._fd is not None:
+            if not select.select([self._fd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"pooled fork server {self.pid}", timeout or 0)
+            self._ended()
+        return self.returncode or 0
+
+    def kill(self) -> None:
+        if self.returncode is None and self._fd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._fd, signal.SIGKILL)
+
+    def _ended(self) -> None:
+        self.returncode = 0
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def pooled_server(pool: Path, modules: Sequence[str], environment: Mapping[str, str],
+                  ) -> tuple[socket.socket, PooledProcess]:
+    """Our end of a new server's socket (its ready message is the first to come) and its
+    process: forked by the pool's template for `modules` under `environment`, a template
+    started first where none runs. PoolError where none could be had."""
+    name = template_name(pool, modules, environment)
+    request = json.dumps({"op": "server", "runner": os.getpid(),
+                          "cores": sorted(os.sched_getaffinity(0)),
+                          "environment": dict(environment)}).encode("utf-8")
+    for _ in range(3):  # a template that ended meanwhile (stale, idle) is started again
+        connection = _connect(name) or _start_template(pool, name, modules, environment)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with connection:
+                socket.send_fds(connection, [request], [theirs.fileno()])
+                connection.settimeout(ANSWER_TIMEOUT_SECONDS)
+                answer = connection.recv(MAX_MESSAGE_BYTES)
+        except OSError:
+            answer = b""
+        finally:
+            theirs.close()
+        reply = json.loads(answer) if answer else {}
+        if "pid" in reply:
+            return ours, PooledProcess(int(reply["pid"]))
+        ours.close()
+        if "error" in reply:
+            raise PoolError(f"the server pool's template could not fork: {reply['error']}")
+    raise PoolError(f"the server pool's template {name} ended before it answered "
+                    f"(its log: {Path(pool) / (name + '.log')})")
+
+
+def _connect(name: str) -> Optional[socket.socket]:
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        connection.connect("\0" + name)
+    except OSError:
+        connection.close()
+        return None
+    return connection
+
+
+def _start_template(pool: Path, name: str, modules: Sequence[str],
+                    environment: Mapping[str, str],
+                    idle_seconds: float = IDLE_SECONDS) -> socket.socket:
+    """Start the template `name` (its first process exits once it listens; another
+    runner's may win the name) and connect to it."""
+    folder = Path(pool)
+    scratch = folder / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    variables = template_environment(environment)
+    variables["TMPDIR"] = str(scratch)
+    _make_room(folder, MAX_TEMPLATES - 1)
+    try:
+        starter = subprocess.Popen(
+            [sys.executable, "-m", "runner.run.process.forkserver_pool", str(folder), name,
+             f"{idle_seconds:g}", ",".join(modules)],
+            env=variables, cwd=str(PROJECT_ROOT), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        starter.wait(timeout=LISTEN_TIMEOUT_SECONDS)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise PoolError(f"the server pool's template did not start: {error}") from error
+    connection = _connect(name)
+    if connection is None:
+        raise PoolError(f"the server pool's template {name} does not listen "
+                        f"(its log: {folder / (name + '.log')})")
+    return connection
+
+
+def _make_room(folder: Path, keep: int) -> None:
+    """End the pool's least recently used templates (by their pid files' times, which each
+    use renews) but `keep`."""
+    found = []
+    for pid_file in folder.glob("*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            found.append((pid_file.stat().st_mtime, pid_file, int(pid_file.read_text())))
+    found.sort(reverse=True)
+    for _, pid_file, pid in found[keep:]:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            command = []
+        # The pid may be another process's by now: only the template of that name is ended.
+        if pid_file.stem.encode() in command:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(OSError):
+            pid_file.unlink()
+
+
+# The template's side.
+
+
+def _loaded_files() -> dict[str, tuple[int, int]]:
+    """The modification time and size of every loaded module's file."""
+    found = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path:
+            with contextlib.suppress(OSError):
+                info = os.stat(path)
+                found[path] = (info.st_mtime_ns, info.st_size)
+    return found
+
+
+def _changed(files: Mapping[str, tuple[int, int]]) -> Optional[str]:
+    for path, seen in files.items():
+        try:
+            info = os.stat(path)
+        except OSError:
+            return path
+        if (info.st_mtime_ns, info.st_size) != seen:
+            return path
+    return None
+
+
+def _log(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} [{os.getpid()}] {message}", flush=True)
+
+
+def _same_user(connection: socket.socket) -> bool:
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                        _CREDENTIALS.size)
+    return _CREDENTIALS.unpack(credentials)[1] == os.getuid()
+
+
+def _become_server(request: dict[str, Any], fd: int, template: int) -> None:
+    """In a fork of the template: serve the asking runner, then exit."""
+    code = 1
+    try:
+        os.setsid()
+        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(number, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(request["environment"])
+        tempfile.tempdir = None  # the runner's TMPDIR, not the template's
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, request["cores"])  # the runner's cores, as a spawned child
+        try:
+            runner = os.pidfd_open(int(request["runner"]))
+        except ProcessLookupError:
+            os._exit(0)
+
+        def runner_alive() -> bool:
+            return not select.select([runner], [], [], 0)[0]
+
+        code = serve_preloaded(socket.socket(fileno=fd), runner_alive,
+                               {"template": template})
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def serve_pool(listener: socket.socket, folder: Path, pid_file: Path, modules: Sequence[str],
+               idle_seconds: float) -> int:
+    """Preload `modules`, then fork a server for each runner that asks, until unused for
+    `idle_seconds`, until a loaded file changes, or until the pool's folder is gone."""
+    try:
+        _preload(modules)
+    except BaseException:
+        _log(f"could not preload {', '.join(modules)}:\n{traceback.format_exc()}")
+        return 1
+    freeze_preloaded()
+    files = _loaded_files()
+    _log(f"preloaded {', '.join(modules) or 'the project'} ({len(files)} files)")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    last_used = time.monotonic()
+    while True:
+        _reap()
+        left = idle_seconds - (time.monotonic() - last_used)
+        if left <= 0:
+            _log(f"unused for {idle_seconds:g} s: ending")
+            return 0
+        if not folder.is_dir():
+            return 0  # the pool was removed: so are its templates
+        try:
+            readable = select.select([listener], [], [], min(left, FOLDER_CHECK_SECONDS))[0]
+        except InterruptedError:
+            continue
+        if not readable:
+            continue
+        try:
+            connection, _ = listener.accept()
+        except OSError:
+            continue
+        last_used = time.monotonic()
+        with connection:
+            if not _same_user(connection):
+                continue
+            connection.settimeout(10)
+            try:
+                data, fds, _, _ = socket.recv_fds(connection, MAX_MESSAGE_BYTES, 1)
+            except OSError:
+                continue
+            if not data or not fds:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            with contextlib.suppress(OSError):
+                os.utime(pid_file)  # the least recently used templates end first
+            changed = _changed(files)
+            if changed is not None:
+                _log(f"{changed} changed since it was loaded: ending")
+                os.close(fds[0])
+                return 0  # the asking runner starts a fresh template
+            try:
+                pid = os.fork()
+            except OSError as error:
+                os.close(fds[0])
+                with contextlib.suppress(OSError):
+                    connection.send(json.dumps({"error": f"fork failed: {error}"}).encode())
+                continue
+            if pid == 0:
+                listener.close()
+                connection.close()
+                _become_server(json.loads(data), fds[0], os.getppid())
+            os.close(fds[0])
+            with contextlib.suppress(OSError):
+                connection.send(json.dumps({"pid": pid}).encode("utf-8"))
+
+
+def main(argv: list[str]) -> int:
+    folder, name, idle_seconds = Path(argv[0]), argv[1], float(argv[2])
+    modules = [module for module in argv[3].split(",") if module] if len(argv) > 3 else []
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        listener.bind("\0" + name)
+    except OSError:
+        return 0  # another runner's template has the name: the runner connects to it
+    listener.listen(64)
+    if os.fork():
+        return 0  # the starting runner waits for this: the template listens
+    log_file = os.open(folder / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_file, 1)
+    os.dup2(log_file, 2)
+    os.close(log_file)
+    pid_file = folder / f"{name}.pid"
+    pid_file.write_text(f"{os.getpid()}\n")
+    try:
+        return serve_pool(listener, folder, pid_file, modules, idle_seconds)
+    finally:
+        listener.close()
+        with contextlib.suppress(OSError):
+            pid_file.unlink()
+
+
+if __name__ == "__main__":
+    status = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

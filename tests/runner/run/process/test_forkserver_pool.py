@@ -1,0 +1,167 @@
+"""The server pool (--server-pool): servers forked from a template that outlives its runner,
+serving each runner as a server of its own would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from runner.run.process.forkserver_client import ForkServer, ForkServers
+from runner.run.process.forkserver_pool import template_name
+from tests.conftest import PROJECT_ROOT
+from tests.runner.run.process.test_forkserver import environment, probe_state, run_probe
+
+pytestmark = pytest.mark.e2e
+
+
+def templates(pool: Path) -> dict[str, int]:
+    """The pool's running templates: name to pid."""
+    return {path.stem: int(path.read_text()) for path in pool.glob("*.pid")}
+
+
+def wait_until(condition, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.fixture
+def pool(tmp_path):
+    folder = tmp_path / "pool"
+    yield folder
+    for pid in templates(folder).values():
+        os.kill(pid, signal.SIGTERM)
+
+
+def test_servers_of_one_key_are_forks_of_one_template_and_serve_the_runners_environment(
+        pool, tmp_path):
+    first = ForkServer([], environment(TMPDIR=str(tmp_path / "first")), pool=pool)
+    second = ForkServer([], environment(TMPDIR=str(tmp_path / "second")), pool=pool)
+    try:
+        (name, template), = templates(pool).items()
+        assert name == template_name(pool, [], environment())
+        assert first.pooled and second.pooled
+        assert first.info["template"] == second.info["template"] == template
+        assert len({first.pid, second.pid, template}) == 3
+        assert psutil.Process(first.pid).ppid() == template
+        # Each child sees its own runner's environment, its temporary folder included,
+        # not the template's (the pool's tmp folder).
+        (tmp_path / "child").mkdir()
+        code, output = run_probe(second, tmp_path / "child", FORK_PROBE="seen",
+                                 TMPDIR=str(tmp_path / "child"))
+        assert code == 0
+        state = probe_state(output)
+        assert state["variables"]["FORK_PROBE"] == "seen"
+        assert state["tempdir"] == str(tmp_path / "child")
+        assert state["pgid"] == state["pid"] not in (second.pid, template)
+        assert state["frozen_objects"] > 0  # forked from the template's preloaded objects
+    finally:
+        first.close()
+        second.close()
+    assert gone(first.pid) and gone(second.pid)
+    assert not gone(template)  # the template outlives its servers
+
+
+def test_another_environment_gets_another_template(pool):
+    servers = ForkServers(pool=pool)
+    try:
+        servers.server_for([], environment())
+        servers.server_for([], environment(FORK_PROBE="another"))
+        servers.server_for([], environment(TMPDIR="/elsewhere"))  # per-runner: the same
+        assert len(templates(pool)) == 2
+    finally:
+        servers.close()
+
+
+def test_a_template_ends_when_a_file_it_loaded_changes_and_a_fresh_one_serves(pool, tmp_path):
+    library = tmp_path / "library"
+    library.mkdir()
+    module = library / "pool_preloaded.py"
+    module.write_text("VALUE = 1\n")
+    variables = environment(PYTHONPATH=f"{PROJECT_ROOT}{os.pathsep}{library}")
+    old = ForkServer(["pool_preloaded"], variables, pool=pool)
+    old.close()
+    (name, stale), = templates(pool).items()
+    module.write_text("VALUE = 2  # changed\n")
+    fresh = ForkServer(["pool_preloaded"], variables, pool=pool)
+    try:
+        assert fresh.info["template"] != stale
+        assert wait_until(lambda: gone(stale))
+        assert templates(pool) == {name: fresh.info["template"]}
+        assert "pool_preloaded.py changed since it was loaded" in (pool / f"{name}.log").read_text()
+    finally:
+        fresh.close()
+
+
+RUNNER = """
+import sys, time
+from runner.run.process.forkserver_client import ForkServer
+from tests.runner.run.process.test_forkserver import environment
+server = ForkServer([], environment(), pool=sys.argv[1])
+child = server.start("tests.fixtures.fork_children", ["fork_probe", "sleep"], environment(),
+                     sys.argv[2])
+print(server.pid, child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_pooled_server_and_its_children_end_with_their_runner(pool, tmp_path):
+    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(pool), str(tmp_path)],
+                              cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True,
+                              env=environment())
+    try:
+        server, child = (int(pid) for pid in runner.stdout.readline().split())
+        assert not gone(server) and not gone(child)
+    finally:
+        runner.kill()
+        runner.wait()
+    assert wait_until(lambda: gone(server) and gone(child))
+    (template,) = templates(pool).values()
+    assert not gone(template)
+
+
+def test_removing_the_pool_folder_ends_its_templates(pool):
+    ForkServer([], environment(), pool=pool).close()
+    (template,) = templates(pool).values()
+    for path in pool.rglob("*"):
+        if path.is_file():
+            path.unlink()
+    for path in sorted(pool.rglob("*"), reverse=True):
+        path.rmdir()
+    pool.rmdir()
+    assert wait_until(lambda: gone(template))
+
+
+def test_a_full_pool_ends_its_least_recently_used_template(pool, monkeypatch):
+    from runner.run.process import forkserver_pool
+
+    monkeypatch.setattr(forkserver_pool, "MAX_TEMPLATES", 2)
+    for value in ("first", "second"):
+        ForkServer([], environment(FORK_PROBE=value), pool=pool).close()
+    first, second = (template_name(pool, [], environment(FORK_PROBE=value))
+                     for value in ("first", "second"))
+    old, evicted = templates(pool)[first], templates(pool)[second]
+    ForkServer([], environment(FORK_PROBE="first"), pool=pool).close()  # used again: newest
+    ForkServer([], environment(FORK_PROBE="third"), pool=pool).close()
+    assert wait_until(lambda: gone(evicted))
+    assert not gone(old)
+    assert set(templates(pool)) == {first, template_name(pool, [], environment(FORK_PROBE="third"))}
+    assert templates(pool)[first] == old
