@@ -24,43 +24,40 @@ def test_no_flag_gives_the_settings_declared_defaults(monkeypatch):
     assert run_settings(_parse()) == RunSettings()
 
 
-def test_the_compile_cache_comes_from_the_flag_else_its_variable(monkeypatch, tmp_path):
-    monkeypatch.setenv(COMPILE_CACHE_VARIABLE, str(tmp_path / "from-variable"))
-    assert run_settings(_parse()).compile_cache == str(tmp_path / "from-variable")
-    assert run_settings(_parse(f"--compile-cache={tmp_path}/flag")).compile_cache == \
-        str(tmp_path / "flag")
-    assert run_settings(_parse("--compile-cache=None")).compile_cache is None
+#: The folder flags that fall back on a variable: flag, variable, and what the parsed flags
+#: give for it.
+FOLDER_FLAGS = [
+    pytest.param("--compile-cache", COMPILE_CACHE_VARIABLE,
+                 lambda args: run_settings(args).compile_cache, id="compile-cache"),
+    pytest.param("--server-pool", SERVER_POOL_VARIABLE,
+                 lambda args: scale_options(args).server_pool, id="server-pool"),
+]
+
+
+@pytest.mark.parametrize("flag, variable, folder_of", FOLDER_FLAGS)
+def test_a_folder_comes_from_the_flag_else_its_variable(monkeypatch, tmp_path, flag, variable,
+                                                        folder_of):
+    monkeypatch.setenv(variable, str(tmp_path / "from-variable"))
+    assert folder_of(_parse()) == str(tmp_path / "from-variable")
+    assert folder_of(_parse(f"{flag}={tmp_path}/flag")) == str(tmp_path / "flag")
+    assert folder_of(_parse(f"{flag}=None")) is None
     monkeypatch.chdir(tmp_path)
-    assert run_settings(_parse("--compile-cache=caches")).compile_cache == \
-        str(tmp_path / "caches")
+    assert folder_of(_parse(f"{flag}=caches")) == str(tmp_path / "caches")
+    monkeypatch.delenv(variable)
+    assert folder_of(_parse()) is None
 
 
-def test_a_compile_cache_that_is_a_file_is_refused(monkeypatch, tmp_path, capsys):
+@pytest.mark.parametrize("flag, variable, folder_of", FOLDER_FLAGS)
+def test_a_folder_that_is_a_file_is_refused(monkeypatch, tmp_path, capsys, flag, variable,
+                                            folder_of):
     (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit) as stop:
-        _parse(f"--compile-cache={tmp_path / 'file'}")
+        _parse(f"{flag}={tmp_path / 'file'}")
     assert stop.value.code == 2
-    assert "--compile-cache" in capsys.readouterr().err
-    monkeypatch.setenv(COMPILE_CACHE_VARIABLE, str(tmp_path / "file"))
-    with pytest.raises(UsageError, match=f"{COMPILE_CACHE_VARIABLE}: .*is not a folder"):
-        run_settings(_parse())
-
-
-def test_the_server_pool_comes_from_the_flag_else_its_variable(monkeypatch, tmp_path, capsys):
-    monkeypatch.setenv(SERVER_POOL_VARIABLE, str(tmp_path / "from-variable"))
-    assert scale_options(_parse()).server_pool == str(tmp_path / "from-variable")
-    assert scale_options(_parse(f"--server-pool={tmp_path}/flag")).server_pool == \
-        str(tmp_path / "flag")
-    assert scale_options(_parse("--server-pool=None")).server_pool is None
-    monkeypatch.delenv(SERVER_POOL_VARIABLE)
-    assert scale_options(_parse()).server_pool is None
-    (tmp_path / "file").write_text("")
-    with pytest.raises(SystemExit):
-        _parse(f"--server-pool={tmp_path / 'file'}")
-    assert "--server-pool" in capsys.readouterr().err
-    monkeypatch.setenv(SERVER_POOL_VARIABLE, str(tmp_path / "file"))
-    with pytest.raises(UsageError, match=f"{SERVER_POOL_VARIABLE}: .*is not a folder"):
-        scale_options(_parse())
+    assert flag in capsys.readouterr().err
+    monkeypatch.setenv(variable, str(tmp_path / "file"))
+    with pytest.raises(UsageError, match=f"{variable}: .*is not a folder"):
+        folder_of(_parse())
 
 
 def test_every_setting_with_a_flag_is_set_by_it():

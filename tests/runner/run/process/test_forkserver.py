@@ -17,16 +17,16 @@ import pytest
 from runner.run.process.supervision import kill_tree
 from runner.run.process.forkserver_client import (ForkServer, ForkServerError, ForkServers, names_own_folder,
                                server_key)
-from tests.conftest import PROJECT_ROOT, TEST_RUN_VARIABLES, probe_as_runners_key_it
+from tests.conftest import PROJECT_ROOT, cli_environment, probe_as_runners_key_it
 
 CHILDREN = "tests.fixtures.fork_children"  # its main runs the job its first argument names
 CUDA_POISON = "tests.fixtures.cuda_poison"
 
 
 def environment(**extra: str) -> dict[str, str]:
-    """os.environ with the variables the runners of the tests get (TEST_RUN_VARIABLES: one
-    inductor compile thread), the project on PYTHONPATH, and `extra`."""
-    variables = {**TEST_RUN_VARIABLES, **os.environ}
+    """The environment the runners of the tests get (cli_environment: one inductor compile
+    thread, no per-test variables), the project on PYTHONPATH, and `extra`."""
+    variables = cli_environment()
     variables["PYTHONPATH"] = str(PROJECT_ROOT)
     variables["PYTHONUNBUFFERED"] = "1"
     variables.update(extra)

@@ -43,21 +43,36 @@ def gone(pid: int) -> bool:
         return True
 
 
-@pytest.fixture
-def pool(tmp_path):
-    folder = tmp_path / "pool"
-    yield folder
+def end_all(folder: Path) -> None:
     for pid in templates(folder).values():
         os.kill(pid, signal.SIGTERM)
 
 
+@pytest.fixture
+def pool(tmp_path):
+    """A pool of the test's own (its templates are the test's to count and end)."""
+    folder = tmp_path / "pool"
+    yield folder
+    end_all(folder)
+
+
+@pytest.fixture(scope="module")
+def shared_pool(tmp_path_factory):
+    """A pool for the tests that only need a template of the usual environment (each a few
+    seconds of importing torch)."""
+    folder = tmp_path_factory.mktemp("shared") / "pool"
+    yield folder
+    end_all(folder)
+
+
 def test_servers_of_one_key_are_forks_of_one_template_and_serve_the_runners_environment(
-        pool, tmp_path):
+        shared_pool, tmp_path):
+    pool = shared_pool
     first = ForkServer([], environment(TMPDIR=str(tmp_path / "first")), pool=pool)
     second = ForkServer([], environment(TMPDIR=str(tmp_path / "second")), pool=pool)
     try:
-        (name, template), = templates(pool).items()
-        assert name == template_name(pool, [], environment())
+        # TMPDIR is the runner's own: one template serves both.
+        template = templates(pool)[template_name(pool, [], environment())]
         assert first.pooled and second.pooled
         assert first.info["template"] == second.info["template"] == template
         assert len({first.pid, second.pid, template}) == 3
@@ -80,13 +95,15 @@ def test_servers_of_one_key_are_forks_of_one_template_and_serve_the_runners_envi
     assert not gone(template)  # the template outlives its servers
 
 
-def test_another_environment_gets_another_template(pool):
-    servers = ForkServers(pool=pool)
+def test_another_environment_gets_another_template(shared_pool):
+    servers = ForkServers(pool=shared_pool)
     try:
         servers.server_for([], environment())
-        servers.server_for([], environment(FORK_PROBE="another"))
+        before = templates(shared_pool)
         servers.server_for([], environment(TMPDIR="/elsewhere"))  # per-runner: the same
-        assert len(templates(pool)) == 2
+        assert templates(shared_pool) == before
+        servers.server_for([], environment(FORK_PROBE="another"))
+        assert len(templates(shared_pool)) == len(before) + 1
     finally:
         servers.close()
 
@@ -123,7 +140,8 @@ time.sleep(600)
 """
 
 
-def test_a_pooled_server_and_its_children_end_with_their_runner(pool, tmp_path):
+def test_a_pooled_server_and_its_children_end_with_their_runner(shared_pool, tmp_path):
+    pool = shared_pool
     runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(pool), str(tmp_path)],
                               cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True,
                               env=environment())
@@ -134,7 +152,7 @@ def test_a_pooled_server_and_its_children_end_with_their_runner(pool, tmp_path):
         runner.kill()
         runner.wait()
     assert wait_until(lambda: gone(server) and gone(child))
-    (template,) = templates(pool).values()
+    template = templates(pool)[template_name(pool, [], environment())]
     assert not gone(template)
 
 
