@@ -5,9 +5,10 @@ Starting a fork server means importing its stack's libraries: about 2.5 s of a c
 torch and dynamo, paid by every runner invocation, however short. With a pool, the first
 runner that wants a server of some (modules, environment) starts a *template*: a process
 that imports them once and stays. Each later server of the same key, in this runner or
-any later one, is a fork of the template (about 20 ms) and then serves its runner exactly
-as a server started by it would (runner/run/process/forkserver_server.py): the runner's
-children are forked from it, it ends with its runner, and the guard kills its group.
+any later one, is a fork of the template (ready in 35 to 60 ms on a 2-core machine) and
+serves its runner exactly as a server started by it would
+(runner/run/process/forkserver_server.py): the runner's children are forked from it, it
+ends with its runner, and the guard kills its group.
 
 A template:
 - listens on an abstract Unix socket named after its key (the pool folder, the
