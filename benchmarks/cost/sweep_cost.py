@@ -241,8 +241,10 @@ def parts_table(cases: list[Case], others: Optional[dict[str, float]] = None,
     wall = sum(totals.values())
     row = ["all cases", f"{wall:.2f}"]
     if others is not None:
+        # The ratio over the cases both tools ran: a case the other tool failed has no wall.
         other = sum(others.get(c.name) or 0.0 for c in cases)
-        row += [f"{other:.2f}", f"{wall / other:.2f}" if other else "-"]
+        both = sum(c.wall for c in cases if others.get(c.name))
+        row += [f"{other:.2f}", f"{both / other:.2f}" if other else "-"]
     rows.append(row + [f"{totals[p]:.2f}" for p in PARTS])
     rows.append(["share of ours", ""] + (["", ""] if others is not None else [])
                 + [f"{totals[p] / wall:.0%}" if wall else "-" for p in PARTS])
@@ -311,9 +313,20 @@ def cpu(options: argparse.Namespace) -> int:
 
 # ---- GPU: against PyTorch's dynamo harness, side by side (benchmarks/fidelity/fidelity.sh) -------
 
-def harness_walls(out: Run) -> dict[str, float]:
+def harness_failed(rows: Optional[list[dict[str, str]]]) -> bool:
+    """Whether the harness's CSV rows of a case say it measured nothing: it writes a row of
+    zeros (speedup and latency 0) when a model fails to load or run."""
+    def measured(row: dict[str, str]) -> bool:
+        try:
+            return float(row.get("abs_latency") or 0) > 0
+        except ValueError:
+            return False
+    return rows is not None and not any(measured(row) for row in rows)
+
+
+def harness_walls(out: Run, failed: Optional[list[str]] = None) -> dict[str, float]:
     """The harness's wall per case (peer-SUITE-MODEL-bsBATCH-PRECISION-MODE-TEST.wall:
-    start end)."""
+    start end), without the cases it failed (their names are added to `failed`)."""
     walls = {}
     for name, text in out.walls.items():
         if not name.startswith("peer-"):
@@ -322,7 +335,12 @@ def harness_walls(out: Run) -> dict[str, float]:
             start, end = map(float, text.split()[:2])
         except ValueError:
             continue
-        walls[name.removeprefix("peer-")] = end - start
+        case = name.removeprefix("peer-")
+        if harness_failed(out.harness_rows(name)):
+            if failed is not None:
+                failed.append(case)
+            continue
+        walls[case] = end - start
     return walls
 
 
@@ -420,8 +438,9 @@ def gpu_report(outs: list[Path]) -> int:
     cases, theirs = [], {}
     spans: list[tuple[Span, Optional[Span]]] = []
     runs = Runs()
+    failed: list[str] = []
     for out in map(runs.open, outs):
-        harness = harness_walls(out)
+        harness = harness_walls(out, failed)
         lines = out.lines()
         found = []
         for line in lines:
@@ -461,6 +480,9 @@ def gpu_report(outs: list[Path]) -> int:
         print("no lines with clock readings in " + ", ".join(map(str, outs)))
         return 1
     print(parts_table(cases, theirs, "harness"))
+    if failed:
+        print(f"\nthe harness measured nothing on {', '.join(failed)} (its CSV row is zeros): "
+              "not compared")
     paired = [c for c in cases if theirs.get(c.name)]
     ratios = [c.wall / theirs[c.name] for c in paired]
     if ratios:

@@ -176,3 +176,26 @@ def test_later_processes_that_ran_at_once_count_once_for_the_gpu(capsys):
             name, ours = text.split("|")[1].strip(), float(text.split("|")[2])
             start, end = run.walls[f"ours-case-{name}"].split()[:2]
             assert ours == pytest.approx(float(end) - float(start), abs=6.0)
+
+
+def test_a_case_the_harness_failed_is_not_compared(tmp_path, capsys):
+    """The harness writes a row of zeros for a model it could not load or run: the case keeps
+    our wall but counts in no ratio, and the report names it."""
+    from benchmarks.cost.sweep_cost import gpu_report
+
+    out = tmp_path / "out"
+    unpack(open_run(ROOT / "benchmarks" / "tables" / "2026-12-02-h200-seed6407" / "call1"), out)
+    assert gpu_report([out]) == 0
+    before = capsys.readouterr().out
+    csv = out / "peer-timm-vit_base_patch14_dinov2-bs1-fp16-default-eval.csv"
+    header = csv.read_text().splitlines()[0]
+    csv.write_text(header + "\n" + ",".join(
+        {"dev": "cuda", "name": "vit_base_patch14_dinov2"}.get(column, "0")
+        for column in header.split(",")) + "\n")
+    assert gpu_report([out]) == 0
+    after = capsys.readouterr().out
+    assert "measured nothing on timm-vit_base_patch14_dinov2-bs1-fp16-default-eval" in after
+    count = int(before.split(" cases run by both")[0].rsplit("\n", 1)[1])
+    assert f"\n{count - 1} cases run by both" in after
+    row = next(line for line in after.splitlines() if line.startswith("| timm-vit_base"))
+    assert row.split("|")[3].strip() == "-"
