@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.plan.probe import probe_cache_path, probe_host
+from runner.plan.probe import answer_path, probe_cache_path, probe_host
 
 MLP = ["--suite-name=builtin", "-k", "^mlp$", "--accelerator=cpu", "--xla=None",
        "--dynamo=None", "--test=eval", "--batch-size=2", "--repeat=2", "--warmup=1"]
@@ -24,9 +24,9 @@ def own_cache(tmp_path, monkeypatch) -> Path:
     yet): these tests are about the files beside the results, and a probe of their own cost
     each test 8 to 10 CPU-seconds (tests/runner/plan/test_probe.py tests the probe's file)."""
     probe_host()  # the tests' shared cache, as every runner of the session keys it
-    shared = probe_cache_path()
+    shared = answer_path()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    own = probe_cache_path()
+    own = probe_cache_path()  # where a runner looks that finds no other answer to go by
     own.parent.mkdir(parents=True)
     shutil.copy2(shared, own)
     return tmp_path / "cache" / "experiment-runner"
@@ -151,8 +151,10 @@ def test_odd_side_files_and_numbers_at_the_edges_cost_no_line_and_never_hang(
     assert any(str(places["history"]) in note for note in line["notes"])
     workload = line["workload"]  # read by the child: its warning is in the line
     assert workload["cached"] is False and REASONS["fifo"] in workload["cache_warning"]
-    for name in ("history", "probe", "workload"):  # rebuilt
-        assert places[name].is_file() and not places[name].is_symlink(), name
+    # Rebuilt; the fresh answer where its modules key it (runner/plan/probe.py: answer_path).
+    rebuilt = {**places, "probe": answer_path()}
+    for name in ("history", "probe", "workload"):
+        assert rebuilt[name].is_file() and not rebuilt[name].is_symlink(), name
     # Defects 8 and 9: a history of tiny readings made the slow-period ratio Infinity, a
     # FLOP count of 1.7e308 the TFLOP/s: both were written so into the results file.
     now = time.time()

@@ -45,6 +45,9 @@ class HostCapabilities:
     #: Whether the probe made those checks (they are made only for a sweep that may compile
     #: on the CPU with inductor: runner/plan/probe.py, `compiles_on_cpu`).
     compiler_checked: bool = False
+    #: The top-level modules the probe child had imported when it answered: a folder on the
+    #: import path that holds none of them left the answer as it is (core/host/import_folders.py).
+    top_level_modules: tuple[str, ...] = ()
 
     def version_of(self, package: str) -> Optional[str]:
         return self.packages.get(package)
@@ -79,4 +82,5 @@ class HostCapabilities:
                                in dict(data.get("child_environment") or {}).items()},
             # answers kept before the checks became optional made them whenever they could
             compiler_checked=bool(data.get("compiler_checked", "child_environment" in data)),
+            top_level_modules=tuple(data.get("top_level_modules", ())),
         )

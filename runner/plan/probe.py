@@ -13,7 +13,8 @@ asks the probe without them, and starts its first child that much sooner.
 The answer is kept for a day in the cache folder (`core.host.machine.cache_root()/host`), under a
 key of everything it depends on: the interpreter, the import paths (each folder once, by its
 real path) and the distributions installed in each, with their versions (installing,
-upgrading or removing a package changes them), the C++ compiler, the device nodes
+upgrading or removing a package changes them; a folder holding neither a distribution nor
+a module the probe imported, such as a bisected commit's tree, is left out: `answer_path`), the C++ compiler, the device nodes
 (/dev/nvidia*, /dev/accel*, /dev/vfio/*), the variables that choose devices, and the boot.
 Not the folders' modification times, which any file made in the project's folder changed,
 and not how sys.path spells a folder: a runner started as `python -c` ("" for the working
@@ -40,11 +41,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Collection, Iterator, Optional, Sequence
 
 import psutil
 from filelock import FileLock, Timeout
 
+from core.host.import_folders import plain_folders, shadowing, top_level_modules
 from core.host.machine import HostCapabilities, cache_root
 from core.files.cached_json import write_json_atomically
 from core.lifetime import die_with_parent
@@ -76,6 +78,7 @@ def probe_in_this_process(with_compiler_checks: bool = True) -> dict[str, Any]:
     if with_compiler_checks:
         answer["child_environment"] = compiler_checks()
     answer["compiler_checked"] = with_compiler_checks
+    answer["top_level_modules"] = top_level_modules(sys.modules)
     return answer
 
 
@@ -186,17 +189,25 @@ def egg_info_version(path: str) -> str:
     return ""
 
 
-def probe_key() -> str:
-    """What the probe's answer depends on, hashed. The package versions are in it through
-    the distributions' folder names (`installed_distributions`), not asked again of
-    importlib.metadata (6 to 10 ms of the runner's start for the same facts)."""
+def import_folders() -> list[str]:
+    """The folders of this process's import path the probe's answer is keyed by (PYTHONPATH's
+    among them), each once, by its real path."""
     own = set(library_temporary_folders())
-    folders = unique_folders(import_roots([entry for entry in sys.path if entry not in own],
-                                          site_folders()))  # PYTHONPATH's among them
+    return unique_folders(import_roots([entry for entry in sys.path if entry not in own],
+                                       site_folders()))
+
+
+def probe_key(leave_out: Collection[str] = ()) -> str:
+    """What the probe's answer depends on, hashed, less the import folders `leave_out`
+    (plain folders that hold nothing the probe imported: `probe_host`). The package versions
+    are in it through the distributions' folder names (`installed_distributions`), not
+    asked again of importlib.metadata (6 to 10 ms of the runner's start for the same facts)."""
+    folders = [folder for folder in import_folders() if folder not in leave_out]
     paths = [(folder, installed_distributions(folder)) for folder in folders]
     variables = {name: os.environ.get(name) for name in DEVICE_VARIABLES}
     if variables["PYTHONPATH"]:  # the same folders, however often and however spelled
-        variables["PYTHONPATH"] = unique_folders(variables["PYTHONPATH"].split(os.pathsep))
+        variables["PYTHONPATH"] = [folder for folder in unique_folders(
+            variables["PYTHONPATH"].split(os.pathsep)) if folder not in leave_out]
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
@@ -220,8 +231,8 @@ def compiler_identity() -> Optional[tuple[str, int]]:
         return None
 
 
-def probe_cache_path() -> Path:
-    return cache_root() / "host" / f"{probe_key()}.json"
+def probe_cache_path(leave_out: Collection[str] = ()) -> Path:
+    return cache_root() / "host" / f"{probe_key(leave_out)}.json"
 
 
 def answer_shape(data: Any) -> HostCapabilities:
@@ -233,7 +244,7 @@ def answer_shape(data: Any) -> HostCapabilities:
               "cuda_available": a_bool, "cuda_device_names": strings,
               "dynamo_backends": strings, "packages": string_map,
               "torch_error": an_optional_string, "child_environment": string_map,
-              "compiler_checked": a_bool}
+              "compiler_checked": a_bool, "top_level_modules": strings}
     for name, check in checks.items():
         if name in answer:
             check(answer[name], name)
@@ -281,16 +292,43 @@ def probe_host(timeout: float = 300.0, use_cache: bool = True,
     checks, a cached answer that made them serves as well."""
     if not use_cache:
         return HostCapabilities.from_dict(run_probe(timeout, with_compiler_checks))
-    path = probe_cache_path()
-    with probing_alone(path, timeout):
+    plain = plain_folders(import_folders())
+    index = probe_cache_path(plain)
+    with probing_alone(index, timeout):
+        path = answer_path(plain=plain)
         cached = cached_answer(path, with_compiler_checks)
         if cached is not None:
             log.debug("host capabilities from %s", path)
             return cached
         answer = run_probe(timeout, with_compiler_checks)
         if "torch_error" not in answer:
-            keep_answer(path, answer)
+            keep_answer(answer_path(answer.get("top_level_modules") or (), plain), answer)
+            if plain:
+                keep_answer(index, answer)
     return HostCapabilities.from_dict(answer)
+
+
+def answer_path(imported: Optional[Sequence[str]] = None,
+                plain: Optional[list[str]] = None) -> Path:
+    """Where the probe's answer for this process is kept: keyed without the plain import
+    folders (`plain`, by default this process's) that hold none of the top-level modules
+    `imported`.
+
+    Plain folders (a bisected commit's tree on PYTHONPATH) key no answer of their own unless
+    they hold a module the probe imported (core/host/import_folders.py). Which modules those
+    are (`imported` when not given), the answer kept without every plain folder says: it is
+    kept there too, so that each run of one environment finds it, whatever plain folders
+    it has."""
+    if plain is None:
+        plain = plain_folders(import_folders())
+    if imported is None:
+        indexed = cached_answer(probe_cache_path(plain), with_compiler_checks=False) \
+            if plain else None
+        imported = indexed.top_level_modules if indexed is not None else ()
+    if not imported:
+        return probe_cache_path()
+    shadows = set(shadowing(plain, imported))
+    return probe_cache_path([folder for folder in plain if folder not in shadows])
 
 
 @contextlib.contextmanager

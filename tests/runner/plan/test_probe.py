@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from runner.plan import probe
-from runner.plan.probe import (PROBE_CACHE_SECONDS, import_roots, probe_cache_path, probe_host,
-                               probe_key)
+from runner.plan.probe import (PROBE_CACHE_SECONDS, answer_path, import_roots, probe_cache_path,
+                               probe_host, probe_key)
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_the_answer_is_kept_and_used_until_it_is_a_day_old(own_cache, counted_pr
         # Every vector ISA an x86 CPU lists builds with g++: inductor's check is made here,
         # once, and no child repeats it.
         assert fresh.child_environment == {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
-    path = probe_cache_path()
+    path = answer_path()
     assert path.is_relative_to(own_cache / "experiment-runner" / "host")
     kept = json.loads(path.read_text())
     assert kept["torch_version"] == fresh.torch_version
@@ -177,6 +177,34 @@ def test_the_probes_variables_survive_the_cache(own_cache):
     assert HostCapabilities.from_dict(json.loads(json.dumps(kept))).child_environment == {
         "TORCHINDUCTOR_VEC_ISA_OK": "1"}
     assert HostCapabilities.from_dict({"torch_version": "2.9.0"}).child_environment == {}
+
+
+@pytest.mark.e2e
+def test_a_folder_holding_none_of_the_probes_modules_shares_the_answer(own_cache, counted_probe,
+                                                                       monkeypatch, tmp_path):
+    """A bisected commit's tree on PYTHONPATH (a model's package) asks no probe of its own;
+    a folder holding a module the probe imported (torch) does, and its answer is kept apart."""
+    first = probe_host(with_compiler_checks=False)
+    assert len(counted_probe) == 1 and "torch" in first.top_level_modules
+
+    def on_path(folder: Path, package: str) -> None:
+        (folder / package).mkdir(parents=True)
+        (folder / package / "__init__.py").write_text("")
+        monkeypatch.syspath_prepend(str(folder))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+            [str(folder), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+
+    for commit in ("commit-1", "commit-2"):
+        on_path(tmp_path / commit, "mymodel")
+        assert probe_host(with_compiler_checks=False).torch_version == first.torch_version
+        assert len(counted_probe) == 1, commit  # answered from the cache
+    on_path(tmp_path / "torch-checkout", "torch")
+    probe_host(with_compiler_checks=False)
+    assert len(counted_probe) == 2
+    kept = answer_path()
+    assert kept.exists() and kept != probe_cache_path([str(tmp_path / "torch-checkout")])
+    probe_host(with_compiler_checks=False)
+    assert len(counted_probe) == 2  # its own answer, kept
 
 
 @pytest.mark.e2e
