@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import resource
@@ -48,6 +49,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from core.files.cached_json import write_json_atomically
+from core.host.import_folders import plain_folders, shadowing, top_level_modules
 from runner.run.process.forkserver_server import (MAX_MESSAGE_BYTES, _preload, freeze_preloaded,
                                                   serve_preloaded)
 from runner.run.process.guard import PROJECT_ROOT, TOKEN_VARIABLE
@@ -143,17 +146,56 @@ class PooledProcess:
             self._fd = None
 
 
+def import_path(environment: Mapping[str, str]) -> list[str]:
+    """The entries of PYTHONPATH in `environment`."""
+    return [entry for entry in environment.get("PYTHONPATH", "").split(os.pathsep) if entry]
+
+
+def with_import_path(environment: Mapping[str, str], entries: Sequence[str]) -> dict[str, str]:
+    """`environment` with PYTHONPATH made of `entries` (none: without it)."""
+    changed = {name: value for name, value in environment.items() if name != "PYTHONPATH"}
+    if entries:
+        changed["PYTHONPATH"] = os.pathsep.join(entries)
+    return changed
+
+
+def plain_entries(environment: Mapping[str, str]) -> list[str]:
+    """The PYTHONPATH folders of `environment` a template may be keyed without: absolute
+    folders that hold no distribution (core/host/import_folders.py); whether they hold a
+    module the template imported is known once it has."""
+    return plain_folders([entry for entry in import_path(environment) if os.path.isabs(entry)])
+
+
+def template_modules(pool: Path, name: str) -> Optional[list[str]]:
+    """The top-level modules the template `name` imported (DIR/NAME.modules), if it says."""
+    try:
+        found = json.loads((Path(pool) / f"{name}.modules").read_text())
+    except (OSError, ValueError):
+        return None
+    return [str(module) for module in found] if isinstance(found, list) else None
+
+
 def pooled_server(pool: Path, modules: Sequence[str], environment: Mapping[str, str],
                   ) -> tuple[socket.socket, PooledProcess]:
     """Our end of a new server's socket (its ready message is the first to come) and its
     process: forked by the pool's template for `modules` under `environment`, a template
-    started first where none runs. PoolError where none could be had."""
-    name = template_name(pool, modules, environment)
+    started first where none runs. PoolError where none could be had.
+
+    The template is keyed without the plain folders of PYTHONPATH that hold none of the
+    modules it imported (a bisected commit's tree, say): the points of a bisection then
+    fork from one template, and each server puts its runner's folders on its import path.
+    A folder that does hold one (a checkout of torch) keys a template of its own."""
+    # Before a template says what it imported: what this runner did (its own code) and
+    # the modules to preload.
+    key, name = _without_shadows(pool, modules, environment, top_level_modules(sys.modules))
+    imported = template_modules(pool, name)
+    if imported is not None:
+        key, name = _without_shadows(pool, modules, environment, imported)
     request = json.dumps({"op": "server", "runner": os.getpid(),
                           "cores": sorted(os.sched_getaffinity(0)),
                           "environment": dict(environment)}).encode("utf-8")
     for _ in range(3):  # a template that ended meanwhile (stale, idle) is started again
-        connection = _connect(name) or _start_template(pool, name, modules, environment)
+        connection = _connect(name) or _start_template(pool, name, modules, key)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with connection:
@@ -166,12 +208,35 @@ def pooled_server(pool: Path, modules: Sequence[str], environment: Mapping[str, 
             theirs.close()
         reply = json.loads(answer) if answer else {}
         if "pid" in reply:
-            return ours, PooledProcess(int(reply["pid"]))
+            server = PooledProcess(int(reply["pid"]))
+            shadowed = _without_shadows(pool, modules, environment,
+                                        template_modules(pool, name) or [])
+            if shadowed[1] == name:
+                return ours, server
+            # A folder left out of the key holds a module the template imported: that
+            # template is not this runner's. Its server goes; the right one is asked.
+            server.kill()
+            ours.close()
+            key, name = shadowed
+            continue
         ours.close()
         if "error" in reply:
             raise PoolError(f"the server pool's template could not fork: {reply['error']}")
     raise PoolError(f"the server pool's template {name} ended before it answered "
                     f"(its log: {Path(pool) / (name + '.log')})")
+
+
+def _without_shadows(pool: Path, modules: Sequence[str], environment: Mapping[str, str],
+                     imported: Sequence[str]) -> tuple[dict[str, str], str]:
+    """The key environment and template name for `environment`: without the plain folders
+    of its PYTHONPATH that hold none of the top-level modules `imported` (and of the modules
+    to preload)."""
+    plain = plain_entries(environment)
+    shadows = set(shadowing(plain, {*imported, *top_level_modules(modules)}))
+    left_out = set(plain) - shadows
+    key = with_import_path(environment, [entry for entry in import_path(environment)
+                                         if entry not in left_out]) if left_out else dict(environment)
+    return key, template_name(pool, modules, key)
 
 
 def _connect(name: str) -> Optional[socket.socket]:
@@ -275,8 +340,10 @@ def _become_server(request: dict[str, Any], fd: int, template: int) -> None:
         os.setsid()
         for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(number, signal.SIG_DFL)
+        template_path = import_path(os.environ)
         os.environ.clear()
         os.environ.update(request["environment"])
+        adopt_import_path(template_path, import_path(os.environ))
         tempfile.tempdir = None  # the runner's TMPDIR, not the template's
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, request["cores"])  # the runner's cores, as a spawned child
@@ -298,6 +365,21 @@ def _become_server(request: dict[str, Any], fd: int, template: int) -> None:
         os._exit(code)
 
 
+def adopt_import_path(template_entries: Sequence[str], runner_entries: Sequence[str]) -> None:
+    """Make sys.path that of a process started under the runner's PYTHONPATH: the
+    template's PYTHONPATH folders (which follow sys.path[0]) replaced by the runner's, which
+    hold them and the plain folders the template was keyed without."""
+    if list(template_entries) == list(runner_entries):
+        return
+    template = [os.path.abspath(entry) for entry in template_entries]
+    runner = [os.path.abspath(entry) for entry in runner_entries]
+    if sys.path[1:1 + len(template)] == template:
+        sys.path[1:1 + len(template)] = runner
+    else:
+        sys.path[1:1] = [entry for entry in runner if entry not in sys.path]
+    importlib.invalidate_caches()
+
+
 def _reap() -> None:
     with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0]:
@@ -316,6 +398,8 @@ def serve_pool(listener: socket.socket, folder: Path, pid_file: Path, modules: S
     freeze_preloaded()
     files = _loaded_files()
     _log(f"preloaded {', '.join(modules) or 'the project'} ({len(files)} files)")
+    # What runners check their plain import folders against (pooled_server).
+    write_json_atomically(folder / f"{pid_file.stem}.modules", top_level_modules(sys.modules))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     last_used = time.monotonic()
@@ -396,6 +480,8 @@ def main(argv: list[str]) -> int:
         listener.close()
         with contextlib.suppress(OSError):
             pid_file.unlink()
+        with contextlib.suppress(OSError):
+            (folder / f"{name}.modules").unlink()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -183,3 +184,39 @@ def test_a_full_pool_ends_its_least_recently_used_template(pool, monkeypatch):
     assert not gone(old)
     assert set(templates(pool)) == {first, template_name(pool, [], environment(FORK_PROBE="third"))}
     assert templates(pool)[first] == old
+
+
+def test_plain_folders_on_pythonpath_share_a_template_and_each_child_imports_from_its_own(
+        shared_pool, tmp_path):
+    """The points of a bisection: each runner has its commit's tree first on PYTHONPATH.
+    Trees that hold nothing the template imported share its template, and each server's
+    children import the model from their own runner's tree; a folder that holds a module
+    the template imported (here a copy of the standard library's json) keys one of its own."""
+    pool = shared_pool
+    servers, values = [], {}
+    try:
+        for commit in (1, 2):
+            tree = tmp_path / f"commit-{commit}"
+            tree.mkdir()
+            (tree / "pointmodel.py").write_text(f"VALUE = {commit}\n")
+            server = ForkServer([], environment(PYTHONPATH=f"{tree}{os.pathsep}{PROJECT_ROOT}"),
+                                pool=pool)
+            servers.append(server)
+            (tmp_path / f"child-{commit}").mkdir()
+            code, output = run_probe(server, tmp_path / f"child-{commit}", "import=pointmodel",
+                                     PYTHONPATH=f"{tree}{os.pathsep}{PROJECT_ROOT}")
+            assert code == 0, output
+            values[commit] = probe_state(output)["imported"]
+        assert servers[0].info["template"] == servers[1].info["template"]
+        assert {commit: value["value"] for commit, value in values.items()} == {1: 1, 2: 2}
+        assert values[1]["file"] == str(tmp_path / "commit-1" / "pointmodel.py")
+        before = set(templates(pool))
+        shadow = tmp_path / "shadow"
+        shutil.copytree(Path(json.__file__).parent, shadow / "json")
+        servers.append(ForkServer([], environment(PYTHONPATH=f"{shadow}{os.pathsep}{PROJECT_ROOT}"),
+                                  pool=pool))
+        assert servers[2].info["template"] not in {servers[0].info["template"]}
+        assert len(set(templates(pool)) - before) == 1
+    finally:
+        for server in servers:
+            server.close()
