@@ -184,6 +184,12 @@ def pytest_configure(config) -> None:
     entries = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     if str(PROJECT_ROOT) not in {os.path.realpath(entry) for entry in entries}:
         os.environ["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT), *entries])
+    # Variables that libraries put in os.environ as a test imports them (ray, at import:
+    # RAY_CLIENT_MODE; the browser tests: SE_OFFLINE), set from the start at the values they
+    # would get: every runner a worker starts then has one environment, before and after,
+    # and forks its servers from the same templates.
+    for name, value in LIBRARY_SET_VARIABLES.items():
+        os.environ.setdefault(name, value)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -257,6 +263,8 @@ def cli_command(output_dir: Path, *args: str, runner_defaults: bool = False) -> 
 #: with them every test's runners would import torch afresh.
 PER_TEST_VARIABLES = frozenset({"PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER",
                                 "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"})
+#: What libraries set in os.environ when a test imports them (pytest_configure sets them first).
+LIBRARY_SET_VARIABLES = {"RAY_CLIENT_MODE": "0", "SE_OFFLINE": "true"}
 
 
 def cli_environment() -> dict[str, str]:

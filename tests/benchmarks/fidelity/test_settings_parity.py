@@ -4,6 +4,7 @@ compared."""
 from __future__ import annotations
 
 import json
+import os
 import types
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 from benchmarks.fidelity import harness_settings, settings_parity as parity
 from child.settings import settings_snapshot
+from tests.conftest import cli_environment
 
 REFERENCE = parity.DEFAULT_REFERENCE
 
@@ -76,9 +78,14 @@ def test_the_device_is_read_from_the_harness_arguments():
 @pytest.mark.e2e
 @pytest.mark.skipif(not (REFERENCE / "common.py").exists(),
                     reason=f"the harness is not beside the clone ({REFERENCE})")
-def test_on_the_cpu_both_tools_time_under_the_same_settings_but_explained_ones(tmp_path, capsys):
+def test_on_the_cpu_both_tools_time_under_the_same_settings_but_explained_ones(tmp_path, capsys,
+                                                                            monkeypatch):
     """Two small cases, one of each list, an inference in fp32 and a training under autocast,
     with dynamo's eager backend (no compile): every difference the CPU can show is explained."""
+    # The tools get the environment of the other tests' runners (the offline variables
+    # added), whose fork servers they then share.
+    offline = parity.tool_environment().items() - os.environ.items()
+    monkeypatch.setattr(parity, "tool_environment", lambda: {**cli_environment(), **dict(offline)})
     keep = tmp_path / "keep"
     code = parity.main(["--device", "cpu", "--backend", "eager", "--keep", str(keep),
                         "--case", "huggingface DistilBertForMaskedLM 1 fp32 default eval",
