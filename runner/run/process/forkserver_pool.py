@@ -58,8 +58,9 @@ from runner.run.process.guard import PROJECT_ROOT, TOKEN_VARIABLE
 #: A template unused this long ends.
 IDLE_SECONDS = 600.0
 #: The most templates a pool keeps: a runner that starts one more ends the least recently
-#: used (each holds its stack's libraries, about 0.3 to 0.8 GB).
-MAX_TEMPLATES = 8
+#: used. Each holds its stack's libraries: 0.5 to 0.75 GB resident, of which 0.3 to 0.4 GB
+#: its own share (PSS; torch, then torch with dynamo, inductor and transformers).
+MAX_TEMPLATES = 12
 #: How often a template checks that its pool's folder is still there (removing the folder
 #: ends its templates).
 FOLDER_CHECK_SECONDS = 2.0
