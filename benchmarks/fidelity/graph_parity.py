@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
@@ -442,9 +443,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         for test in tests:
             start = time.perf_counter()
             precision = options.precision or precision_of(model, test)
-            theirs, mine = (run_side(side, reference, model, test, options.batch_size,
-                                     precision, options.optimizer)
-                            for side in ("harness", "ours"))
+            # The two sides are processes of their own: both at once.
+            with ThreadPoolExecutor(max_workers=2) as sides:
+                theirs, mine = sides.map(
+                    lambda side: run_side(side, reference, model, test, options.batch_size,
+                                          precision, options.optimizer), ("harness", "ours"))
             if "error" in theirs or "error" in mine:
                 status = "FAILED"
                 details = [f"{side}: {result['error']}" for side, result in
