@@ -16,7 +16,7 @@ from core.config import ExperimentConfig, ModelConfig, RunSettings
 from core.host.machine import HostCapabilities
 from core.files.results_file import read_results
 from core.schema import ResultLine, Status, VerificationCode
-from tests.conftest import cli_command, cli_environment
+from tests.conftest import PROJECT_ROOT, cli_command, cli_environment
 
 DRY = ["--dry-run", "--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval"]
 
@@ -185,8 +185,6 @@ def test_the_seed_is_part_of_what_resume_compares(run_cli, tmp_path):
 def test_report_of_an_endless_file_stops_at_once(tmp_path):
     import sys
 
-    from tests.conftest import PROJECT_ROOT
-
     done = subprocess.run([sys.executable, str(PROJECT_ROOT / "experiment_runner.py"), "report",
                            "/dev/zero"], capture_output=True, text=True, timeout=60,
                           env=cli_environment(), cwd=str(tmp_path))
@@ -194,12 +192,31 @@ def test_report_of_an_endless_file_stops_at_once(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-INTERRUPTED_PYTHON_STARTUP = "Fatal Python error: init_import_site"
+#: How Python reports a signal that lands while the interpreter itself starts (its site module,
+#: its standard streams): a fatal error, exit status 1.
+INTERRUPTED_PYTHON_STARTUP = "Fatal Python error: init_"
 #: How Python's site reports a .pth line that raised (the editable install's finder, whose
 #: import an interrupt can land in): it prints the error, drops the rest of the file, and the
 #: interpreter goes on with the signal spent.
 INTERRUPTED_PTH_LINE = "Error processing line "
 PTH_REPORT_END = "Remainder of file ignored"
+#: How Python reports a signal that lands on the script's first instruction (its line 0), after
+#: the interpreter installed its handler and before the script's first statement: the whole
+#: of stderr, and Python ends itself with the signal.
+INTERRUPTED_FIRST_INSTRUCTION = ("Traceback (most recent call last):\n"
+                                 f'  File "{PROJECT_ROOT / "experiment_runner.py"}", line 0, '
+                                 "in <module>\nKeyboardInterrupt\n")
+
+
+def stopped_before_the_script_ran(returncode: int, stderr: str) -> bool:
+    """Whether a SIGINT ended the runner before any statement of the script ran: before
+    Python installed its handler (the signal's default action: killed, silent), while the
+    interpreter started (a fatal error), or on the script's first instruction. Measured on
+    this machine: 60 signals over the first 0.1 s of `experiment_runner.py --help` gave each
+    of these but the last, which a loaded machine gave once."""
+    killed = returncode == -signal.SIGINT
+    return ((killed and stderr in ("", INTERRUPTED_FIRST_INSTRUCTION))
+            or (returncode == 1 and stderr.startswith(INTERRUPTED_PYTHON_STARTUP)))
 
 
 @pytest.mark.e2e
@@ -217,11 +234,9 @@ def test_ctrl_c_at_any_moment_stops_cleanly_and_keeps_whole_lines(tmp_path):
         time.sleep(delay)
         runner.send_signal(signal.SIGINT)
         _, stderr = runner.communicate(timeout=120)
-        if stderr.startswith(INTERRUPTED_PYTHON_STARTUP):
-            # On a loaded machine the signal can land while Python itself still starts,
-            # before any of our code runs: Python then exits 1 with this message, and
-            # nothing was written.
-            assert runner.returncode == 1
+        if stopped_before_the_script_ran(runner.returncode, stderr):
+            # On a loaded machine the signal can land while Python itself still starts:
+            # nothing of ours ran, and nothing was written.
             assert (results.read_bytes() if results.exists() else None) == before
             continue
         if stderr.startswith(INTERRUPTED_PTH_LINE):
