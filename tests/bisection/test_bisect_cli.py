@@ -28,6 +28,9 @@ SWEEP = ["--suite-name", "torchbench", "--torchbench-dir={tree}", "-k", "launche
 EAGER = ["--dynamo", "None"]
 #: Every line on this shared host is flagged for contention: judge by the permutation test.
 JUDGING = ["--threshold", "10%", "--trust-flagged"]
+#: Where the ends differ by a failure or a verdict, a point is judged by that alone, whatever
+#: its figure (bisection/judge.py): a short timing without the reference workload will do.
+BY_OUTCOME = ["--repeat", "2", "--warmup", "1", "--no-reference-workload"]
 
 
 def bisect_command(output: Path, *args: str, sweep=(*SWEEP, *EAGER)) -> list[str]:
@@ -144,7 +147,7 @@ def test_a_failing_commit_is_found_and_a_failed_setup_skipped(tmp_path):
     commits = build(repo, commits=5, bad_at=3, change="fail", setup_fail_at=2)
     output = tmp_path / "out"
     done = run_bisect(output, "--repo", str(repo), "--good", commits[0], "--bad", commits[-1],
-                      "--setup", "test ! -e BROKEN")
+                      "--setup", "test ! -e BROKEN", sweep=(*SWEEP, *EAGER, *BY_OUTCOME))
     text = done.stdout
     assert done.returncode == 1, text + done.stderr  # c2 skipped next to the first bad
     assert f"skipped {commits[2][:12]}: setup failed: --setup exited with 1" in text
@@ -159,7 +162,7 @@ def test_a_commit_that_changes_the_verifiers_verdict(tmp_path):
     commits = build(repo, commits=3, bad_at=2, change="verdict", steps=20)
     output = tmp_path / "out"
     done = run_bisect(output, "--repo", str(repo), "--good", commits[0], "--bad", commits[-1],
-                      sweep=(*SWEEP, "--dynamo", "aot_eager", "--verify"))
+                      sweep=(*SWEEP, "--dynamo", "aot_eager", "--verify", *BY_OUTCOME))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"first bad: {commits[2][:12]}" in done.stdout
     bad = [e for e in events(output, VERDICT) if e["point"] == commits[-1][:12]][-1]
@@ -192,7 +195,7 @@ def test_versions_of_a_registry_package_in_their_environments(tmp_path):
     (tree / "torchbenchmark" / "models" / "uses_six" / "__init__.py").write_text(SIX_MODEL)
     output = tmp_path / "out"
     sweep = [arg.replace("{tree}", str(tree)).replace("launches", "uses_six")
-             for arg in (*SWEEP, *EAGER)]
+             for arg in (*SWEEP, *EAGER, *BY_OUTCOME)]
     done = run_bisect(output, "--package", "six", "--versions", "1.14.0,1.15.0,1.16.0,1.17.0",
                       sweep=sweep)
     assert done.returncode == 0, done.stdout + done.stderr

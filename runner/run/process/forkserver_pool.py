@@ -66,6 +66,14 @@ MAX_TEMPLATES = 12
 FOLDER_CHECK_SECONDS = 2.0
 #: Set by each runner for its own children (and so its server), never read at import.
 PER_RUNNER_VARIABLES = frozenset({"TMPDIR", TOKEN_VARIABLE})
+#: Variables that no library a template preloads reads at import (a forked server takes its
+#: runner's values, as it takes TMPDIR): the proxies (read when a request is made), Ray's
+#: (a Ray worker's, its temporary folder and its usage reports; the templates import no
+#: Ray) and pytest's. A template keyed without them serves runners that differ only there,
+#: as the runners of each test against a Ray cluster of its own do.
+NOT_READ_AT_IMPORT = frozenset({f"{name}_proxy" for name in ("http", "https", "no", "all")}
+                               | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "NO", "ALL")})
+NOT_READ_AT_IMPORT_PREFIXES = ("RAY_", "PYTEST_")
 #: How long a runner waits for a template it started to listen (it does so before it
 #: imports anything heavy), and for a template's answer (its import included).
 LISTEN_TIMEOUT_SECONDS = 30.0
@@ -79,9 +87,10 @@ class PoolError(RuntimeError):
 
 def template_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """What a template imports under: `environment` (a server's) less the per-runner
-    variables."""
+    variables and those no preloaded library reads at import."""
     return {name: value for name, value in environment.items()
-            if name not in PER_RUNNER_VARIABLES}
+            if name not in PER_RUNNER_VARIABLES and name not in NOT_READ_AT_IMPORT
+            and not name.startswith(NOT_READ_AT_IMPORT_PREFIXES)}
 
 
 def inherited_context() -> dict[str, Any]:

@@ -82,10 +82,11 @@ def test_servers_of_one_key_are_forks_of_one_template_and_serve_the_runners_envi
         # not the template's (the pool's tmp folder).
         (tmp_path / "child").mkdir()
         code, output = run_probe(second, tmp_path / "child", FORK_PROBE="seen",
-                                 TMPDIR=str(tmp_path / "child"))
+                                 TMPDIR=str(tmp_path / "child"), RAY_TMPDIR="/tmp/ray-seen")
         assert code == 0
         state = probe_state(output)
         assert state["variables"]["FORK_PROBE"] == "seen"
+        assert state["variables"]["RAY_TMPDIR"] == "/tmp/ray-seen"
         assert state["tempdir"] == str(tmp_path / "child")
         assert state["pgid"] == state["pid"] not in (second.pid, template)
         assert state["frozen_objects"] > 0  # forked from the template's preloaded objects
@@ -102,6 +103,11 @@ def test_another_environment_gets_another_template(shared_pool):
         servers.server_for([], environment())
         before = templates(shared_pool)
         servers.server_for([], environment(TMPDIR="/elsewhere"))  # per-runner: the same
+        assert templates(shared_pool) == before
+        # Read by nothing at import: a Ray worker's, the proxies, pytest's. The same.
+        servers.server_for([], environment(RAY_TMPDIR="/tmp/ray-of-a-test",
+                                           https_proxy="http://127.0.0.1:9",
+                                           PYTEST_CURRENT_TEST="test_x (call)"))
         assert templates(shared_pool) == before
         servers.server_for([], environment(FORK_PROBE="another"))
         assert len(templates(shared_pool)) == len(before) + 1
