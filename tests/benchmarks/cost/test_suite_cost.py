@@ -1,0 +1,57 @@
+"""benchmarks/cost/suite_cost.py: each test file's CPU and wall, read around a real pytest."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from benchmarks.cost.suite_cost import busy_seconds, main, pytest_summary
+
+BURNS_AND_WAITS = '''
+import time
+
+
+def test_burns_then_waits():
+    deadline = time.process_time() + 0.6
+    while time.process_time() < deadline:
+        pass
+    time.sleep(1.0)
+'''
+
+
+def test_busy_seconds_reads_the_cpu_line(tmp_path):
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal, in clock ticks
+    stat.write_text("cpu  100 20 30 5000 40 5 5 10 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+    assert busy_seconds(str(stat)) == pytest.approx(170 / os.sysconf("SC_CLK_TCK"))
+    stat.write_text("intr 1 2 3\n")
+    with pytest.raises(ValueError, match="cpu line"):
+        busy_seconds(str(stat))
+
+
+def test_pytest_summary_is_the_counting_line():
+    output = "....\n== 1 failed, 3 passed, 2 deselected in 4.20s ==\n"
+    assert pytest_summary(output) == "1 failed, 3 passed, 2 deselected in 4.20s"
+    assert pytest_summary("no tests ran\n") == ""
+
+
+@pytest.mark.e2e
+def test_a_file_that_burns_and_waits_is_counted_for_each(tmp_path, capsys):
+    test_file = tmp_path / "test_burn.py"
+    test_file.write_text(BURNS_AND_WAITS)
+    assert main([str(test_file), "--idle", "0", "--cores", "2", "--bound", "10"]) == 0
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if "test_burn.py" in line)
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    cpu, wall = float(cells[1]), float(cells[2])
+    assert cpu >= 0.6 and wall >= 1.0 + 0.6
+    assert "1 passed" in cells[4]
+    assert "at most 20 CPU-s" in printed
+
+
+def test_a_missing_file_is_named(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["tests/no_such_test.py", "--idle", "0"])
+    assert stopped.value.code == 2
+    assert "no such test file: tests/no_such_test.py" in capsys.readouterr().err
