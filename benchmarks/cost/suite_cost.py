@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -132,9 +133,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     missing = [name for name in files if not (ROOT / name).is_file()]
     if missing:
         parser.error(f"no such test file: {', '.join(missing)}")
+    # A run stopped (Ctrl-C, or SIGTERM from a time limit) prints what it measured so far.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     idle = idle_busy(args.idle)
     cache = Path(tempfile.mkdtemp(prefix=TESTS_CACHE_PREFIX))
-    costs = []
+    costs: list[FileCost] = []
+    stopped = False
     try:
         for name in files:
             cost = run_file(name, cache, args.marker)
@@ -142,10 +146,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{cost.cpu_seconds:7.1f} CPU-s {cost.wall_seconds:7.1f} s  {name}: "
                   f"{cost.summary or 'no summary (exit ' + str(cost.returncode) + ')'}",
                   file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        stopped = True
     finally:
         end_templates(cache / "servers")
         shutil.rmtree(cache, ignore_errors=True)
     print(table(costs, args.cores, args.bound, idle))
+    if stopped:
+        print(f"stopped after {len(costs)} of {len(files)} files", file=sys.stderr)
+        return 130
     return 0 if all(cost.returncode in (0, 5) for cost in costs) else 1
 
 

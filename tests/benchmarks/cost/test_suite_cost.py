@@ -55,3 +55,30 @@ def test_a_missing_file_is_named(capsys):
         main(["tests/no_such_test.py", "--idle", "0"])
     assert stopped.value.code == 2
     assert "no such test file: tests/no_such_test.py" in capsys.readouterr().err
+
+
+@pytest.mark.e2e
+def test_a_stopped_run_prints_what_it_measured(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import PROJECT_ROOT, cli_environment
+
+    quick, slow = tmp_path / "test_quick.py", tmp_path / "test_slow.py"
+    quick.write_text("def test_quick():\n    pass\n")
+    slow.write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
+    run = subprocess.Popen([sys.executable, "-m", "benchmarks.cost.suite_cost", str(quick),
+                            str(slow), "--idle", "0"], cwd=PROJECT_ROOT, env=cli_environment(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    progress = ""
+    while "test_quick.py" not in progress and time.monotonic() < deadline:
+        progress += run.stderr.readline()
+    time.sleep(1.0)  # the slow file has started
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert "test_quick.py" in out and "test_slow.py" not in out
+    assert "stopped after 1 of 2 files" in err
