@@ -78,7 +78,7 @@ def _fraction(text: str) -> float:
             f"{text!r} is ambiguous: write {text}% for {value:g} percent, or a fraction below 1 "
             f"({value / 100:g} is {value:g}%)")
     if not 0 <= value < 10:
-        raise argparse.ArgumentTypeError(f"{text!r} is out of range (0% to 1000%)")
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range (at least 0%, under 1000%)")
     return value
 
 

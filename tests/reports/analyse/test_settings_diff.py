@@ -54,7 +54,10 @@ def test_compare_names_the_settings_two_real_runs_differ_in(tmp_path, capsys):
     new = run("new", "--threads=2")
     (line,) = [json.loads(text) for text in new.read_text().splitlines()]
     assert line["environment"]["torch_settings"]["num_threads"] == 2
-    assert compare_main([str(base), str(new)]) == 0
+    # The subject is the settings, not the gate: two threads on this 2-core machine beside the
+    # suite's other workers can time slower (the gate once said REGRESSED at +87%).
+    no_gate = ["--threshold=900%", "--geomean-threshold=900%"]
+    assert compare_main([str(base), str(new), *no_gate]) == 0
     out = capsys.readouterr().out
     named = out.split("settings differ between the experiments compared: ")[1].splitlines()[0].split(", ")
     assert {"num_threads"} <= set(named)
