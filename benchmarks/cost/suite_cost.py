@@ -18,11 +18,17 @@ busy time, read over `--idle` seconds first, is printed, not subtracted).
     python -m benchmarks.cost.suite_cost [FILE ...] [-m EXPR] [--idle 5] [--cores N] [--bound 360]
 
 With no FILE, every tests/**/test_*.py file, in the order of their names.
+
+`--per-test [N]` runs the files in one pytest instead, a test at a time (no pytest-xdist, in
+the suite's order: long tests first), and reads the busy time around each test
+(benchmarks/cost/per_test_cpu.py): it prints the N tests that cost most (default 30). A
+module's shared fixture counts in the first test that asks for it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -36,6 +42,8 @@ from typing import Optional, Sequence
 
 from tabulate import tabulate
 
+from benchmarks.cost import per_test_cpu
+from benchmarks.cost.per_test_cpu import busy_seconds
 from tests.conftest import TESTS_CACHE_PREFIX, end_templates
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,17 +61,6 @@ class FileCost:
     wall_seconds: float
     summary: str
     returncode: int
-
-
-def busy_seconds(stat: str = "/proc/stat") -> float:
-    """The CPU-seconds all cores have been busy since boot (user, nice, system, irq,
-    softirq, steal), from /proc/stat's first line."""
-    with open(stat, encoding="ascii") as file:
-        fields = file.readline().split()
-    if not fields or fields[0] != "cpu":
-        raise ValueError(f"{stat} does not start with the cpu line")
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def pytest_summary(output: str) -> str:
@@ -87,6 +84,67 @@ def run_file(path: str, cache: Path, marker: Optional[str]) -> FileCost:
     wall = time.monotonic() - started
     return FileCost(path, busy_seconds() - before, wall, pytest_summary(done.stdout),
                     done.returncode)
+
+
+@dataclass(frozen=True)
+class PerTestCost:
+    """One test, run in a pytest that ran nothing else at the time: the machine's busy
+    CPU-seconds and the wall seconds over its setup, call and teardown."""
+
+    test: str
+    cpu_seconds: float
+    wall_seconds: float
+
+
+def run_per_test(paths: Sequence[str], cache: Path, marker: Optional[str],
+                 record: Path) -> tuple[str, int]:
+    """Run pytest once on `paths`, a test at a time, with benchmarks/cost/per_test_cpu.py
+    appending each test's cost to `record` (read_test_costs): pytest's summary and its exit
+    status. Ctrl-C (or SIGTERM, made one by main) stops pytest; `record` keeps what it
+    recorded."""
+    environment = dict(os.environ, XDG_CACHE_HOME=str(cache),
+                       **{per_test_cpu.OUTPUT_VARIABLE: str(record)})
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+               "-p", "benchmarks.cost.per_test_cpu", *paths]
+    if marker:
+        command += ["-m", marker]
+    run = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        output, _ = run.communicate()
+    except KeyboardInterrupt:
+        run.send_signal(signal.SIGINT)
+        run.communicate()
+        raise
+    return pytest_summary(output), run.returncode
+
+
+def read_test_costs(record: Path) -> list[PerTestCost]:
+    """The plugin's lines in `record` (none where it wrote none)."""
+    if not record.exists():
+        return []
+    costs = []
+    for text in record.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(text)
+        costs.append(PerTestCost(entry["test"], float(entry["cpu"]), float(entry["wall"])))
+    return costs
+
+
+def per_test_table(costs: Sequence[PerTestCost], top: int, cores: int, bound: float) -> str:
+    """The `top` tests by CPU-seconds, and the totals over all of `costs`."""
+    total_cpu = sum(cost.cpu_seconds for cost in costs)
+    ranked = sorted(costs, key=lambda cost: cost.cpu_seconds, reverse=True)[:top]
+    rows = [(cost.test, f"{cost.cpu_seconds:.1f}", f"{cost.wall_seconds:.1f}",
+             f"{cost.cpu_seconds / total_cpu:.1%}" if total_cpu else "-") for cost in ranked]
+    text = tabulate(rows, headers=("test", "CPU s", "wall s", "share"), tablefmt="github")
+    shown = sum(cost.cpu_seconds for cost in ranked)
+    allowed = cores * bound
+    return (f"{text}\n\n{len(costs)} tests: {total_cpu:.0f} CPU-s, "
+            f"{sum(cost.wall_seconds for cost in costs):.0f} s of wall one after the other; "
+            f"the {len(ranked)} above take {shown:.0f} CPU-s "
+            f"({shown / total_cpu:.0%}).\n" if total_cpu else f"{text}\n\nno test recorded.\n") + (
+            f"A suite of {bound:.0f} s on {cores} cores can spend at most {allowed:.0f} "
+            f"CPU-s: these take {total_cpu / allowed:.2f}x that.")
 
 
 def test_files(root: Path = ROOT) -> list[str]:
@@ -128,6 +186,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--bound", type=float, default=360.0,
                         help="the suite's bound in seconds of wall time (default: 360)")
+    parser.add_argument("--per-test", type=int, nargs="?", const=30, default=None, metavar="N",
+                        help="one pytest, a test at a time: print the N tests that cost most "
+                             "(default N: 30)")
     args = parser.parse_args(argv)
     files = args.files or test_files()
     missing = [name for name in files if not (ROOT / name).is_file()]
@@ -135,8 +196,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"no such test file: {', '.join(missing)}")
     # A run stopped (Ctrl-C, or SIGTERM from a time limit) prints what it measured so far.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    if args.per_test is not None and args.per_test < 1:
+        parser.error(f"--per-test {args.per_test}: give 1 or more tests to show")
     idle = idle_busy(args.idle)
     cache = Path(tempfile.mkdtemp(prefix=TESTS_CACHE_PREFIX))
+    if args.per_test is not None:
+        return per_test_main(files, cache, args)
     costs: list[FileCost] = []
     stopped = False
     try:
@@ -156,6 +221,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"stopped after {len(costs)} of {len(files)} files", file=sys.stderr)
         return 130
     return 0 if all(cost.returncode in (0, 5) for cost in costs) else 1
+
+
+def per_test_main(files: Sequence[str], cache: Path, args: argparse.Namespace) -> int:
+    """--per-test: one pytest over `files`; print the table of the costliest tests."""
+    stopped = False
+    summary, returncode = "", 0
+    record = cache / "per-test.jsonl"
+    try:
+        summary, returncode = run_per_test(files, cache, args.marker, record)
+    except KeyboardInterrupt:
+        stopped = True
+    finally:
+        costs = read_test_costs(record)
+        end_templates(cache / "servers")
+        shutil.rmtree(cache, ignore_errors=True)
+    print(per_test_table(costs, args.per_test, args.cores, args.bound))
+    if stopped:
+        print(f"stopped after {len(costs)} tests", file=sys.stderr)
+        return 130
+    print(f"pytest: {summary or 'no summary (exit ' + str(returncode) + ')'}", file=sys.stderr)
+    return 0 if returncode in (0, 5) else 1
 
 
 if __name__ == "__main__":

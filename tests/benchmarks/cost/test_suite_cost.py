@@ -82,3 +82,40 @@ def test_a_stopped_run_prints_what_it_measured(tmp_path):
     assert run.returncode == 130, err
     assert "test_quick.py" in out and "test_slow.py" not in out
     assert "stopped after 1 of 2 files" in err
+
+
+@pytest.mark.e2e
+def test_per_test_counts_each_test_its_own_cpu_and_names_the_costliest(tmp_path, capsys):
+    test_file = tmp_path / "test_two.py"
+    test_file.write_text(BURNS_AND_WAITS + '''
+
+def test_waits():
+    time.sleep(0.5)
+''')
+    assert main([str(test_file), "--idle", "0", "--per-test", "1", "--cores", "2",
+                 "--bound", "10"]) == 0
+    printed = capsys.readouterr().out
+    rows = [line for line in printed.splitlines() if "test_two.py::" in line]
+    assert len(rows) == 1 and "test_burns_then_waits" in rows[0]  # the top 1 only
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    cpu, wall = float(cells[1]), float(cells[2])
+    assert cpu >= 0.6 and wall >= 1.6  # the machine's: the suite's other workers count too
+    assert printed.count("2 tests: ") == 1 and "the 1 above take" in printed
+
+
+def test_per_test_table_ranks_by_cpu_and_sums_all():
+    from benchmarks.cost.suite_cost import PerTestCost, per_test_table
+
+    costs = [PerTestCost("a.py::cheap", 1.0, 5.0), PerTestCost("b.py::dear", 3.0, 2.0)]
+    text = per_test_table(costs, 1, cores=2, bound=1)
+    assert "b.py::dear" in text and "a.py::cheap" not in text
+    assert "2 tests: 4 CPU-s, 7 s of wall" in text and "(75%)" in text
+    assert "at most 2 CPU-s: these take 2.00x that" in text
+    assert "no test recorded" in per_test_table([], 5, cores=2, bound=1)
+
+
+def test_per_test_refuses_a_count_below_one(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["--per-test", "0", "--idle", "0"])
+    assert stopped.value.code == 2
+    assert "--per-test 0" in capsys.readouterr().err
