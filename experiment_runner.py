@@ -35,6 +35,24 @@ def hold_stop_signals() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 
 
+def redeliver_stop(unraisable) -> None:
+    """`sys.unraisablehook`: a stop signal that lands in code whose exceptions Python
+    ignores (a weakref callback, such as the import system's cleanup of a module lock while
+    the runner imports its modules) would be printed as "Exception ignored" and lost, and
+    the sweep would run on. It is sent again to the main thread a moment later, from
+    another thread (sent from here, it would land in this hook and be lost too), to land in
+    the runner's own code; any other unraisable exception is reported as Python reports it."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        import signal
+        import threading
+
+        number = getattr(unraisable.exc_value, "signum", signal.SIGINT)
+        threading.Timer(0.01, signal.pthread_kill,
+                        (threading.main_thread().ident, number)).start()
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def mistyped_command(argv) -> "str | None":
     """The command a first argument that is no flag is a slip of (`reprot`, `bisct`), if any."""
     from reports.commands import REPORT_COMMANDS
@@ -73,6 +91,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    sys.unraisablehook = redeliver_stop
     try:
         missing = missing_modules()
         if missing:
