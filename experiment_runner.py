@@ -69,6 +69,7 @@ def mistyped_command(argv) -> "str | None":
 def main(argv=None) -> int:
     """The command line (`argv`, sys.argv[1:] when None): a report command, else a sweep
     (runner.app.main)."""
+    sys.unraisablehook = redeliver_stop  # for the installed command, which starts here
     from reports.commands import REPORT_COMMANDS, run_report_command
 
     argv = list(sys.argv[1:] if argv is None else argv)
