@@ -68,11 +68,19 @@ def mistyped_command(argv) -> "str | None":
 
 def main(argv=None) -> int:
     """The command line (`argv`, sys.argv[1:] when None): a report command, else a sweep
-    (runner.app.main)."""
-    sys.unraisablehook = redeliver_stop  # for the installed command, which starts here
+    (runner.app.main). Stop signals that Python would ignore are sent again meanwhile
+    (`redeliver_stop`; the installed command starts here)."""
+    previous, sys.unraisablehook = sys.unraisablehook, redeliver_stop
+    try:
+        return run_command(list(sys.argv[1:] if argv is None else argv))
+    finally:
+        sys.unraisablehook = previous
+
+
+def run_command(argv: list) -> int:
+    """A report command, the bisection, or a sweep, by the first argument."""
     from reports.commands import REPORT_COMMANDS, run_report_command
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in REPORT_COMMANDS:
         return run_report_command(argv)
     if argv and argv[0] == BISECT_COMMAND:

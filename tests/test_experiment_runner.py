@@ -80,3 +80,17 @@ def test_a_stop_that_lands_in_a_weakref_callback_still_stops_the_runner(signal_n
                              signal_name], capture_output=True, text=True, timeout=60)
     assert hooked.stdout.strip() == f"stopped {stopped_by}", hooked
     assert hooked.stderr == "", hooked.stderr
+
+
+def test_main_puts_back_the_hook_it_found():
+    # A caller in-process (a test, a notebook) keeps its own hook for unraisable exceptions.
+    code = (f"import sys; sys.path.insert(0, {str(PROJECT_ROOT)!r}); import experiment_runner\n"
+            "def mine(unraisable): pass\n"
+            "sys.unraisablehook = mine\n"
+            "seen = []\n"
+            "experiment_runner.run_command = lambda argv: seen.append(sys.unraisablehook) or 0\n"
+            "assert experiment_runner.main(['report', 'x']) == 0\n"
+            "print(seen[0] is experiment_runner.redeliver_stop, sys.unraisablehook is mine)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.split() == ["True", "True"], done.stderr
