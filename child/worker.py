@@ -31,6 +31,7 @@ from core.contract import (
     read_message,
     write_message,
 )
+from backends.runtimes.inductor_host import ISA_CHECKS_VARIABLE, settle_isa_checks
 from core.schema import Status, Verdict
 from child.gpu_state import GpuWatch
 from child.host_failures import host_cause
@@ -447,6 +448,8 @@ def main(argv: list[str]) -> int:
     result = ChildResult(environment=environment_record())
     try:
         keep_precompiled_headers_on_the_host(spec)
+        if spec.experiment.dynamo == "inductor":
+            settle_isa_checks(os.environ.get(ISA_CHECKS_VARIABLE))
         run_child(spec, result, phases)
         result.status = Status.OK
     except ModelCannotRun as skip:

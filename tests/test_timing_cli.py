@@ -140,3 +140,7 @@ def test_a_compile_cache_kept_across_runs_makes_the_second_compile_a_cache_hit(r
     assert hits[0][0] >= 1 and hits[0][1] == 0  # the first compiles
     assert hits[1][0] == 0 and hits[1][1] >= 1  # the second loads what the first compiled
     assert (caches / "inductor").is_dir()
+    # The probe made inductor's vector-ISA checks for the host: no child built their
+    # programs (backends/runtimes/inductor_host.py).
+    programs = [path for path in caches.rglob("*.cpp") if "_chk_kernel" in path.read_text()]
+    assert not programs, programs

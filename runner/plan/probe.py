@@ -83,26 +83,24 @@ def probe_in_this_process(with_compiler_checks: bool = True) -> dict[str, Any]:
 
 
 def compiler_checks() -> dict[str, str]:
-    """Inductor's CPU vector-ISA check, made once for the host: the variables that spare
-    every child the same check, or {} when it cannot be settled here.
+    """Inductor's CPU vector-ISA checks, made once for the host: the variables that spare
+    every child the same checks, or {} when they cannot be settled here.
 
     Before its first CPU kernel, inductor builds and loads a small program for each vector
-    ISA the CPU lists (a C++ build and a Python child that imports torch, per ISA), into its
-    cache folder. Each of our children has a fresh cache folder, so each paid this again:
-    about 10 s of every CPU compile time, which a user's warm cache never shows. When every
-    ISA the CPU lists passes here, TORCHINDUCTOR_VEC_ISA_OK=1 makes inductor skip the check
-    and pick the ISA it would have picked; when one fails, children keep checking."""
+    ISA the CPU lists, and for some of their extensions (a C++ build and a Python child that
+    imports torch, per check), into its cache folder. Each of our children has a fresh cache
+    folder, so each paid this again: seconds of every CPU compile time, which a user's warm
+    cache never shows. When every ISA the CPU lists passes here, TORCHINDUCTOR_VEC_ISA_OK=1
+    makes inductor skip the first check of each, and the outcomes of all of them
+    (backends.runtimes.inductor_host.py) answer the rest in each child; when one fails,
+    children keep checking."""
     scratch = tempfile.mkdtemp(prefix="experiment-runner-isa-")
     previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch
     try:
-        from torch._inductor import config, cpu_vec_isa
+        from backends.runtimes.inductor_host import ISA_CHECKS_VARIABLE, checked_isas
 
-        find_isas = cpu_vec_isa.valid_vec_isa_list.__wrapped__  # the uncached search
-        with config.patch({"cpp.vec_isa_ok": True}):
-            listed = [str(isa) for isa in find_isas()]
-        with config.patch({"cpp.vec_isa_ok": None}):
-            working = [str(isa) for isa in find_isas()]
+        listed, working, outcomes = checked_isas()
     except Exception as error:  # inductor's internals moved: children check for themselves
         log.debug("inductor's vector-ISA check not made: %s", error)
         return {}
@@ -113,7 +111,8 @@ def compiler_checks() -> dict[str, str]:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
         shutil.rmtree(scratch, ignore_errors=True)
     if listed and listed == working:
-        return {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
+        return {"TORCHINDUCTOR_VEC_ISA_OK": "1",
+                ISA_CHECKS_VARIABLE: json.dumps(outcomes, sort_keys=True)}
     log.debug("vector ISAs listed %s, working %s: children check for themselves", listed, working)
     return {}
 

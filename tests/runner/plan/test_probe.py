@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from backends.runtimes.inductor_host import ISA_CHECKS_VARIABLE
 from runner.plan import probe
 from runner.plan.probe import (PROBE_CACHE_SECONDS, answer_path, import_roots, probe_cache_path,
                                probe_host, probe_key)
@@ -51,9 +52,12 @@ def test_the_answer_is_kept_and_used_until_it_is_a_day_old(own_cache, counted_pr
     assert len(counted_probe) == 1
     assert fresh.torch_version and fresh.torch_error is None
     if platform.machine() == "x86_64" and shutil.which("g++"):
-        # Every vector ISA an x86 CPU lists builds with g++: inductor's check is made here,
-        # once, and no child repeats it.
-        assert fresh.child_environment == {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
+        # Every vector ISA an x86 CPU lists builds with g++: inductor's checks are made here,
+        # once, and no child repeats them (tests/backends/test_inductor_host.py).
+        assert set(fresh.child_environment) == {"TORCHINDUCTOR_VEC_ISA_OK", ISA_CHECKS_VARIABLE}
+        assert fresh.child_environment["TORCHINDUCTOR_VEC_ISA_OK"] == "1"
+        outcomes = json.loads(fresh.child_environment[ISA_CHECKS_VARIABLE])
+        assert outcomes and all(outcomes.values())
     path = answer_path()
     assert path.is_relative_to(own_cache / "experiment-runner" / "host")
     kept = json.loads(path.read_text())
