@@ -31,8 +31,12 @@ LOWERED_IR = "lowered_ir"  # the runtime lowers a step itself (PreparedModel.gra
 XLA_PROFILER = "xla_profiler"  # XLA's profiler writes an XPlane trace (PreparedModel.xla_trace)
 
 
-#: What the fork server of dynamo's children imports.
-TORCH_COMPILER_PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
+#: What the fork server of dynamo's children imports: besides the compiler, what each of its
+#: children imports after it (each paid it, inside its phases): the C++ build's helpers,
+#: which inductor imports before its first CPU kernel (0.3 to 1.1 CPU-s a child), and
+#: SciPy's statistics, for the p-value of the paired speedup (0.8 to 1.3 CPU-s).
+TORCH_COMPILER_PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx",
+                          "torch.utils.cpp_extension", "scipy.stats")
 #: What a fork server of plain PyTorch children imports (3 CPU-s less than the compiler's).
 TORCH_PRELOAD = ("torch",)
 #: A server of plain PyTorch training children: torch and dynamo's modules, not inductor's
