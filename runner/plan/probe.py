@@ -93,7 +93,44 @@ def compiler_checks() -> dict[str, str]:
     cache never shows. When every ISA the CPU lists passes here, TORCHINDUCTOR_VEC_ISA_OK=1
     makes inductor skip the first check of each, and the outcomes of all of them
     (backends.runtimes.inductor_host.py) answer the rest in each child; when one fails,
-    children keep checking."""
+    children keep checking.
+
+    The outcome is kept for a day (`isa_checks_path`), apart from the answer: a probe asked
+    again for another reason (another import path, a package installed) does not build the
+    checks' programs again while torch, the compiler and the CPU stay the same."""
+    kept_path = isa_checks_path()
+    kept = read_side_file(kept_path, lambda data: string_map(data, "the checks"),
+                          "the kept vector-ISA checks").value
+    with contextlib.suppress(OSError):
+        if kept is not None and time.time() - kept_path.stat().st_mtime < PROBE_CACHE_SECONDS:
+            return kept
+    checks = made_compiler_checks()
+    with contextlib.suppress(OSError):  # not kept: the next probe checks again
+        kept_path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomically(kept_path, checks)
+    return checks
+
+
+def isa_checks_path() -> Path:
+    """Where the vector-ISA checks' outcome is kept: under a key of what it depends on (the
+    torch inductor comes with, the C++ compiler, the CPU's flags, the boot)."""
+    import torch
+
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("flags")), "")
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        flags, boot = platform.processor(), ""
+    identity = {"torch": [os.path.realpath(torch.__file__), torch.__version__],
+                "compiler": compiler_identity(), "cpu": [platform.machine(), flags],
+                "boot": boot}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+    return cache_root() / "host" / f"isa-checks-{key}.json"
+
+
+def made_compiler_checks() -> dict[str, str]:
+    """compiler_checks, made here and now."""
     scratch = tempfile.mkdtemp(prefix="experiment-runner-isa-")
     previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = scratch

@@ -183,6 +183,24 @@ def test_the_probes_variables_survive_the_cache(own_cache):
     assert HostCapabilities.from_dict({"torch_version": "2.9.0"}).child_environment == {}
 
 
+def test_the_vector_isa_checks_are_kept_for_a_day_apart_from_the_answer(own_cache, monkeypatch):
+    """A probe asked again for another reason (another key) takes the kept outcome of the
+    checks instead of building their programs again; an old or unreadable one is made anew."""
+    made = []
+    monkeypatch.setattr(probe, "made_compiler_checks",
+                        lambda: made.append(1) or {"TORCHINDUCTOR_VEC_ISA_OK": str(len(made))})
+    assert probe.compiler_checks() == {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
+    kept = probe.isa_checks_path()
+    assert kept.is_relative_to(own_cache / "experiment-runner" / "host") and kept.is_file()
+    assert probe.compiler_checks() == {"TORCHINDUCTOR_VEC_ISA_OK": "1"} and len(made) == 1
+    old = time.time() - PROBE_CACHE_SECONDS - 60
+    os.utime(kept, (old, old))
+    assert probe.compiler_checks() == {"TORCHINDUCTOR_VEC_ISA_OK": "2"}  # a day old: made again
+    kept.write_text('{"TORCHINDUCTOR_VEC_ISA_OK": 1}')  # not a map of strings
+    assert probe.compiler_checks() == {"TORCHINDUCTOR_VEC_ISA_OK": "3"}
+    assert probe.compiler_checks() == {"TORCHINDUCTOR_VEC_ISA_OK": "3"} and len(made) == 3
+
+
 @pytest.mark.e2e
 def test_a_folder_holding_none_of_the_probes_modules_shares_the_answer(own_cache, counted_probe,
                                                                        monkeypatch, tmp_path):
