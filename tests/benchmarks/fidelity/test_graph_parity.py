@@ -184,9 +184,39 @@ def test_the_recorder_takes_a_max_pooling_model_through_training():
             "compiled = torch.compile(model, backend=recorder.backend)\n"
             "compiled(torch.randn(2, 3, 16, 16)).sum().backward()\n"
             "graph = recorder.graphs[0]\n"
+            "from torch._dynamo.utils import counters\n"
             "print(len(recorder.graphs), any('max_pool' in op for op in graph['forward']),"
-            " any('max_pool2d' in op for op in graph['backward']))")
-    assert words_printed_by(code) == ["1", "True", "True"]
+            " any('max_pool2d' in op for op in graph['backward']),"
+            " sum(counters['graph_break'].values()))")
+    # No graph break of the recorder's own counts as the model's (the backward is compiled
+    # on its first call, inside a compiled frame's backward).
+    assert words_printed_by(code) == ["1", "True", "True", "0"]
+
+
+def test_the_recorded_graphs_stand_in_with_outputs_of_their_layouts_and_run_nothing():
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def step(x, y):
+        return (x @ y).to(torch.bfloat16), x.t(), None
+
+    inputs = (torch.randn(4, 3), torch.randn(3, 5))
+    graph = make_fx(step)(*inputs)
+    ran = []
+
+    class Operators(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ran.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Operators():
+        stood_in = graphs.outputs_only(graph)(*inputs)
+    expected = graph(*inputs)
+    assert [(value.shape, value.stride(), value.dtype) for value in stood_in[:2]] == [
+        (value.shape, value.stride(), value.dtype) for value in expected[:2]]
+    assert stood_in[2] is None
+    assert ran == ["aten.empty_strided.default"] * 2
 
 
 @pytest.mark.e2e
