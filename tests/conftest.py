@@ -223,7 +223,7 @@ def end_templates(pool: Path) -> None:
 #: - one torch thread per child: pytest-xdist runs a test per core (and one more), and a
 #:   child with a thread per core of the two (the default) waited at each barrier of its
 #:   thread pool for a thread that the other worker's child held off its core: measured on two copies of
-#:   tests/test_observe_cli.py side by side, 153 s of wall time with the default, 108 s
+#:   tests/cli/test_observe_cli.py side by side, 153 s of wall time with the default, 108 s
 #:   with one thread;
 #: - no reference workload (about 0.1 s on a quiet machine, seconds of both cores on a
 #:   loaded one, twice per timing child): 98 s.

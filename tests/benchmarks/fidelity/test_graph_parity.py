@@ -224,7 +224,7 @@ def test_the_recorded_graphs_stand_in_with_outputs_of_their_layouts_and_run_noth
 @needs_harness
 def test_timm_training_with_each_tools_optimizer_makes_the_same_graphs(capsys):
     """Slow tier (-m slow; about 110 s of two compiles): `make test` keeps the fix it checks
-    through tests/test_suites_cli_timm.py's sweep that must record the harness's graph count,
+    through tests/models/test_suites_cli_timm.py's sweep that must record the harness's graph count,
     and graph_parity's comparison through the DistilBERT training test above."""
     # bf16 (no autocast in the harness) with each tool's CUDA optimizer made on the CPU: the
     # model and Adam's step, two graphs in both. Ours made three before it entered autocast

@@ -1,7 +1,7 @@
 """Fork servers: preloaded once, children as isolated as fresh interpreters.
 
 That a forked child counts dynamo's compilation as a spawned one does is checked on the
-sweep of tests/test_observe_cli.py (its inductor child, and the same experiment spawned)."""
+sweep of tests/cli/test_observe_cli.py (its inductor child, and the same experiment spawned)."""
 
 from __future__ import annotations
 

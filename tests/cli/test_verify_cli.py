@@ -89,7 +89,7 @@ def test_a_failing_model_gives_eager_failed(tmp_path):
 @pytest.mark.slow
 def test_torchax_training_passes_against_eager_references(tmp_path):
     """Slow tier (-m slow): `make test` checks the same with real processes through
-    tests/test_suites_cli.py's test_tied_weights_and_model_outputs_run_on_torchax_and_verify
+    tests/models/test_suites_cli.py's test_tied_weights_and_model_outputs_run_on_torchax_and_verify
     (torchax's extract_jax training timed, then verified against eager references: status
     ok and PASS), on a Hugging Face model."""
     (line,) = run(tmp_path, "--accelerator=cpu", "--repeat=1", "--warmup=1", "--verify",

@@ -9,7 +9,7 @@ through the captured graphs, the lines) is the same under every backend, while A
 without), and inductor on the CPU compiles each kernel with a C++ compiler; how a backend
 lowers each model is PyTorch's own, and a model it failed on would give a failed line, not
 a fault of the runner. Inductor (with AOTAutograd) on a real model runs in
-tests/test_suites_cli_timm.py.
+tests/models/test_suites_cli_timm.py.
 
 One sweep of the three models (one runner, one fork server that imports transformers), not a
 sweep per model: each runner of its own started a server and imported torch and transformers
@@ -18,7 +18,7 @@ first (tests/conftest.py): a worker takes it while the others take the other lon
 
 import pytest
 
-from tests.test_suites_cli import by_key, sweep
+from tests.models.test_suites_cli import by_key, sweep
 
 pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 

@@ -3,16 +3,16 @@
 Compiled by AOTAutograd's eager backend: dynamo's graphs and AOTAutograd's forward and
 backward, as inductor gets them, without inductor's C++ build (a minute of CPU here for this
 model, against 17 s for the whole test). The runner's inductor path (its settings, freezing,
-compile workers) is model-agnostic and is tested on the builtin models (tests/test_cli.py,
+compile workers) is model-agnostic and is tested on the builtin models (tests/cli/test_cli.py,
 tests/backends/test_freezing.py); the same sweep with inductor is in the slow tier (-m slow).
 
 A file of its own: pytest-xdist (--dist loadfile) gives each file to one worker, and this test
-takes minutes; beside the other tests of the suites (tests/test_suites_cli.py) it held up one
+takes minutes; beside the other tests of the suites (tests/models/test_suites_cli.py) it held up one
 worker while the other had finished."""
 
 import pytest
 
-from tests.test_suites_cli import by_key, sweep
+from tests.models.test_suites_cli import by_key, sweep
 
 pytestmark = pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier)
 

@@ -26,7 +26,7 @@ def test_precision_threads_and_unpaired_timing_reach_the_child(run_cli):
     # A dynamo stack, as it is timed paired with eager unless told otherwise; aot_eager, not
     # inductor: the flags reach the child alike, without inductor's C++ compiles (a CPU
     # compile of the MLP cost 10 to 15 s of this test's 25). An inductor line's default
-    # mode is checked on tests/test_cli.py's sweep.
+    # mode is checked on tests/cli/test_cli.py's sweep.
     run = run_cli(*EAGER, "--dynamo=aot_eager", "--matmul-precision=highest", "--threads=1",
                   "--no-paired-timing")
     assert run.returncode == 0, run.stderr
