@@ -190,6 +190,10 @@ def pytest_configure(config) -> None:
     # and forks its servers from the same templates.
     for name, value in LIBRARY_SET_VARIABLES.items():
         os.environ.setdefault(name, value)
+    # Every process of the test run (the workers, the runners and their children, the
+    # harness the fidelity tests run) waits at an OpenMP barrier by spinning only briefly.
+    for name, value in CONTENDED_HOST_VARIABLES.items():
+        os.environ.setdefault(name, value)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -265,6 +269,16 @@ PER_TEST_VARIABLES = frozenset({"PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER",
                                 "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"})
 #: What libraries set in os.environ when a test imports them (pytest_configure sets them first).
 LIBRARY_SET_VARIABLES = {"RAY_CLIENT_MODE": "0", "SE_OFFLINE": "true"}
+#: How the test run's processes wait, on a host where they outnumber the cores (a test per
+#: core and one more): a thread of torch's OpenMP pool (GNU libgomp) that reaches a barrier
+#: first spins up to GOMP_SPINCOUNT times (300,000 by default) before it sleeps, while the
+#: thread it waits for is off its core, held by another test's process. A process with
+#: torch's default two threads (the pytest workers' own tests, the harness in the fidelity
+#: tests, a runner given its defaults) spent most of its CPU so: on this 2-core machine,
+#: 20,000 steps of an 8-layer 64-wide MLP took 61 CPU-s beside two busy loops, 4.1 with a
+#: spin of 10,000, and 3.6 and 3.7 CPU-s with the machine to themselves. Threads, kernels
+#: and results are the same.
+CONTENDED_HOST_VARIABLES = {"GOMP_SPINCOUNT": "10000"}
 
 
 def cli_environment() -> dict[str, str]:
