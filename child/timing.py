@@ -87,6 +87,10 @@ class TimingResult:
     #: (child/device_busy.py), the stack's and the paired eager's; None where not measured.
     device_busy: Optional[dict[str, Any]] = None
     reference_device_busy: Optional[dict[str, Any]] = None
+    #: Per timed run of the stack, CPU seconds per iteration: the timing thread's and the
+    #: whole process's (child/trust.py, `cpu_time_summary`).
+    thread_cpu_time: list[float] = field(default_factory=list)
+    process_cpu_time: list[float] = field(default_factory=list)
 
     @property
     def per_iter_time(self) -> list[float]:
@@ -254,15 +258,22 @@ class RunTimes:
     device: Optional[float] = None
     spans: Optional[list[float]] = None
     enqueues: list[float] = field(default_factory=list)
+    #: CPU seconds of the run: the calling (timing) thread's and the whole process's.
+    thread_cpu: Optional[float] = None
+    process_cpu: Optional[float] = None
 
 
 def timed_run(prepared: PreparedModel, inputs: list[Any], iterations: int,
               timer: Optional[DeviceTimer] = None) -> tuple[RunTimes, Any]:
     """One run timed by the host clock and, when there is a device timer, by the device."""
     enqueues: list[float] = []
+    # The CPU clocks are read outside the wall clock's bracket: their cost is not timed.
+    thread_start, process_start = time.thread_time(), time.process_time()
     start = time.perf_counter()
     result = _run(prepared, inputs, iterations, timer, enqueues)
-    times = RunTimes(time.perf_counter() - start, enqueues=enqueues)
+    host = time.perf_counter() - start
+    times = RunTimes(host, enqueues=enqueues, thread_cpu=time.thread_time() - thread_start,
+                     process_cpu=time.process_time() - process_start)
     if timer is not None:
         times.spans = timer.span_seconds()
         times.device = sum(times.spans) if times.spans is not None else timer.seconds()
@@ -397,6 +408,9 @@ def record_run(timing: TimingResult, outcome: RunOutcome, iterations: int) -> No
         timing.reference_total_time.append(outcome.reference_clocked)
     timing.total_time.append(outcome.clocked)
     times = outcome.times
+    if times.thread_cpu is not None and times.process_cpu is not None:
+        timing.thread_cpu_time.append(times.thread_cpu / iterations)
+        timing.process_cpu_time.append(times.process_cpu / iterations)
     if times.device is not None:
         timing.device_time.append(times.device / iterations)
         timing.enqueue_time.append(sum(times.enqueues) / iterations)

@@ -17,6 +17,12 @@ process busy on a sibling the child is not pinned to slows the child as surely a
 own cores, and is invisible to that count. The watch therefore also reads the siblings of
 the child's cores that lie outside its set (`core.host.cpus.outside_siblings`), and flags a line
 whose siblings others kept busy beyond the same bound.
+
+A figure contention does not move: the timing thread's CPU time per iteration
+(`cpu_time_summary`). Where that thread did the process's work (one compute thread, the
+stack computing on the calling thread: eager and inductor on the CPU, not XLA's or JAX's
+thread pools), time another process took of its core is wall time, not CPU time. `compare`
+judges a contended CPU line by it (reports/analyse/compare.py).
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ CONTENTION_BOUND = 0.10
 VARIATION_BOUND = 0.10
 #: Fewest runs for which variation is judged.
 MIN_RUNS_FOR_VARIATION = 3
+#: The share of the process's CPU time its timing thread must have taken in the timed runs for
+#: that thread's CPU time to stand for the experiment's work.
+TIMING_THREAD_SHARE = 0.9
 #: CPU times tick every 10 ms: a shorter window of timed runs is judged by an idle probe
 #: of this length right after them instead.
 MIN_WINDOW_SECONDS = 0.25
@@ -254,6 +263,8 @@ class TrustVerdict:
     unreliable: bool
     reasons: list[str] = field(default_factory=list)
     variation: Optional[float] = None
+    #: Other processes used the child's cores (or their SMT siblings) beyond the bound.
+    contended: bool = False
 
 
 def judge(per_iter_times: Sequence[float], window: Optional[CpuWindow],
@@ -265,7 +276,9 @@ def judge(per_iter_times: Sequence[float], window: Optional[CpuWindow],
     if variation is not None and variation > variation_bound:
         reasons.append(f"the timed runs vary by {variation:.0%} (relative standard deviation; "
                        f"bound {variation_bound:.0%})")
+    contended = False
     if window is not None and window.others_fraction > contention_bound:
+        contended = True
         reasons.append(
             f"contention: other processes used {window.others_fraction:.0%} of the "
             f"{len(window.cores)} core(s) this child was pinned to during the timed runs "
@@ -273,8 +286,33 @@ def judge(per_iter_times: Sequence[float], window: Optional[CpuWindow],
             f"{window.end.load_average[0]:.2f}")
     sibling_load = window.siblings_busy_fraction if window is not None else None
     if sibling_load is not None and sibling_load > contention_bound:
+        contended = True
         reasons.append(
             f"contention through shared physical cores: other processes kept "
             f"{sibling_load:.0%} of the {len(window.siblings)} SMT sibling(s) of this child's "
             f"cores busy during the timed runs (bound {contention_bound:.0%})")
-    return TrustVerdict(bool(reasons), reasons, variation)
+    return TrustVerdict(bool(reasons), reasons, variation, contended)
+
+
+def cpu_time_summary(thread_cpu: Sequence[float], process_cpu: Sequence[float],
+                     accelerator: str, threads: int) -> dict[str, Any]:
+    """The line's `cpu_time` (the timing thread's and the process's CPU seconds per
+    iteration over the timed runs, medians in ms, and the thread's share) and `cpu_time_ms`:
+    the thread's figure where it did the work (on the CPU, one compute thread, at least
+    `TIMING_THREAD_SHARE` of the process's CPU time), else None with the reason in
+    `cpu_time.reason`. With more compute threads the timing thread's CPU time holds its spin
+    at each barrier while another thread waits for a core: contention moves it too."""
+    if not thread_cpu or len(thread_cpu) != len(process_cpu):
+        return {}
+    share = sum(thread_cpu) / sum(process_cpu) if sum(process_cpu) > 0 else None
+    found: dict[str, Any] = {"ms": statistics.median(thread_cpu) * 1e3,
+                             "process_ms": statistics.median(process_cpu) * 1e3,
+                             "timing_thread_share": share}
+    if accelerator != "cpu":
+        found["reason"] = f"on {accelerator} the host thread's CPU time is not the work's"
+    elif threads != 1:
+        found["reason"] = f"{threads} compute threads: contention moves their CPU time too"
+    elif share is None or share < TIMING_THREAD_SHARE:
+        found["reason"] = (f"the timing thread took {share or 0.0:.0%} of the process's CPU time "
+                           f"(under {TIMING_THREAD_SHARE:.0%}): the work ran on other threads")
+    return {"cpu_time": found, "cpu_time_ms": None if "reason" in found else found["ms"]}

@@ -200,7 +200,7 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     from observers.session import ExperimentObservers
     from child.host_state import HostStateWatch
     from child.timing import HOST_CLOCK, measure
-    from child.trust import CpuWatch, judge
+    from child.trust import CpuWatch, cpu_time_summary, judge
 
     observers = ExperimentObservers(stack, spec.experiment, spec.settings, Path(spec.folder))
     result.notes = observers.notes
@@ -268,7 +268,9 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     if card is not None:
         result.summary["gpu"] = card.window.to_dict() if card.window else None
     result.summary.update(timing_variation=verdict.variation, unreliable=verdict.unreliable,
-                          unreliable_reasons=verdict.reasons)
+                          unreliable_reasons=verdict.reasons, contended=verdict.contended)
+    result.summary.update(cpu_time_summary(timing.thread_cpu_time, timing.process_cpu_time,
+                                           spec.experiment.accelerator, thread_count(spec)))
     for reason in verdict.reasons:
         log.warning("unreliable timings: %s", reason)
     result.accelerator_model = prepared.accelerator_model()

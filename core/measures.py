@@ -155,6 +155,15 @@ MEASURES: tuple[Measure, ...] = (
                  "line holds ms): a figure the host's speed does not move"),
     Measure("device_busy_reason", ("summary.device_busy.reason",), str, csv=None, key=None,
             help="why a line has no device busy time"),
+    Measure("cpu_time", ("summary.cpu_time_ms",), unit="s", prints=TIME, lower_is_better=True,
+            csv="cpu_time_s", key="ct", positive=True, sql="{value} / 1e3",
+            help="CPU: the timing thread's CPU time per iteration where that thread did the "
+                 "process's work (the line holds ms): a figure other processes on its cores "
+                 "do not move"),
+    Measure("cpu_time_reason", ("summary.cpu_time.reason",), str, csv=None, key=None,
+            help="why a line has no CPU time per iteration"),
+    Measure("contended", ("summary.contended",), bool, csv=None, key=None,
+            help="other processes used the child's cores during the timed runs"),
     Measure("paired_speedup", ("summary.paired_speedup.speedup", "summary.paired_speedup.median"),
             unit="x", positive=True, every_line=True, csv=None, key=None,
             help="eager timed interleaved in the same child over this stack"),

@@ -27,6 +27,16 @@ summed: `summary.device_busy_ms`), with the same threshold: the kernels took lon
 shorter, a regression or an improvement; a latency that moved beyond the threshold while the
 busy time held is unreliable (the host's speed, or its own work, changed). A host-bound line
 without the busy time on both sides keeps the latency's verdict, and the note says why.
+
+On a contended CPU line (`summary.contended`, either side: other processes used the child's
+cores during its timed runs) the latency holds the time the child waited for its core, and
+the timing thread's CPU time per iteration (`summary.cpu_time_ms`: one compute thread that did
+the process's work, child/trust.py) does not, though sharing a core with another process
+raises it too (the child's caches refilled after each switch: up to 30% measured, against
+2.5x in the latency). Where both lines have it, a flagged line keeps its verdict (unreliable)
+with the CPU time's change in the note; where the flags are trusted (no side flagged: the
+bisection's --trust-flagged) or counted (`count_unreliable`), the CPU time decides the same way
+the busy time does.
 """
 
 from __future__ import annotations
@@ -67,6 +77,8 @@ class Change:
     reason: str = ""
     #: On a host-bound line with the device's busy time on both sides: new over base.
     busy_ratio: Optional[float] = None
+    #: On a contended CPU line with the timing thread's CPU time on both sides: new over base.
+    cpu_ratio: Optional[float] = None
 
     @property
     def change(self) -> Optional[float]:
@@ -211,6 +223,8 @@ def _judge(change: Change, threshold: float, alpha: float, count_unreliable: boo
         change.verdict = REGRESSED if change.ratio > 1.0 else IMPROVED
     if base.host_bound or new.host_bound:
         _judge_by_device_busy(change, threshold)
+    elif base.contended or new.contended:
+        _judge_by_cpu_time(change, threshold, decides=count_unreliable or not flagged)
 
 
 def _judge_by_device_busy(change: Change, threshold: float) -> None:
@@ -224,17 +238,41 @@ def _judge_by_device_busy(change: Change, threshold: float) -> None:
         change.reason = f"{change.reason}; {note}" if change.reason else note
         return
     change.busy_ratio = new.device_busy / base.device_busy
-    busy = f"device busy time {change.busy_ratio - 1.0:+.1%}"
-    if abs(change.busy_ratio - 1.0) > threshold:
-        change.verdict = REGRESSED if change.busy_ratio > 1.0 else IMPROVED
-        change.reason = f"host-bound: judged by its {busy} (latency {change.change:+.1%})"
+    _judge_by_steady_figure(change, threshold, change.busy_ratio, "host-bound", "device busy time",
+                            "the host's speed or its own work changed, not the device's")
+
+
+def _judge_by_cpu_time(change: Change, threshold: float, decides: bool) -> None:
+    """A contended CPU line's timing thread's CPU time per iteration, where both lines have
+    it: the verdict where it `decides` (no side flagged, or unreliable changes counted),
+    else a note beside the flag's verdict (module docstring)."""
+    base, new = change.base, change.new
+    if not (base.cpu_time and new.cpu_time):
+        return
+    change.cpu_ratio = new.cpu_time / base.cpu_time
+    if decides:
+        _judge_by_steady_figure(change, threshold, change.cpu_ratio, "contended",
+                                "CPU time per iteration",
+                                "other processes took its cores' time, not its own work")
+        return
+    note = f"contended: CPU time per iteration {change.cpu_ratio - 1.0:+.1%}"
+    change.reason = f"{change.reason}; {note}" if change.reason else note
+
+
+def _judge_by_steady_figure(change: Change, threshold: float, ratio: float, where: str,
+                            figure: str, latency_only: str) -> None:
+    """The verdict by a figure the host does not move (`ratio`: new over base), the latency's
+    move beside it; a latency beyond the threshold while the figure held is unreliable."""
+    said = f"{figure} {ratio - 1.0:+.1%}"
+    if abs(ratio - 1.0) > threshold:
+        change.verdict = REGRESSED if ratio > 1.0 else IMPROVED
+        change.reason = f"{where}: judged by its {said} (latency {change.change:+.1%})"
     elif abs(change.ratio - 1.0) > threshold:
         change.verdict = UNRELIABLE
-        change.reason = (f"host-bound: latency {change.change:+.1%} while the {busy}: the "
-                         "host's speed or its own work changed, not the device's")
+        change.reason = f"{where}: latency {change.change:+.1%} while the {said}: {latency_only}"
     else:
         change.verdict = UNCHANGED
-        change.reason = f"host-bound: {busy}"
+        change.reason = f"{where}: {said}"
 
 
 def compare(

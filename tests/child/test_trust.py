@@ -9,7 +9,8 @@ import time
 import pytest
 
 from child.trust import (
-    CpuSample, CpuWatch, CpuWindow, MainThreadSample, judge, read_main_thread, relative_spread,
+    CpuSample, CpuWatch, CpuWindow, MainThreadSample, cpu_time_summary, judge, read_main_thread,
+    relative_spread,
 )
 
 
@@ -52,6 +53,23 @@ def test_variation_is_judged_only_with_enough_runs():
     assert not steady.unreliable and steady.reasons == []
     noisy = judge([1.0, 2.0, 1.0, 3.0], None)
     assert noisy.unreliable and "vary by" in noisy.reasons[0]
+    assert not noisy.contended  # varying runs alone are not contention
+
+
+def test_the_timing_threads_cpu_time_stands_only_where_that_thread_did_the_work():
+    ms = cpu_time_summary([0.002, 0.003, 0.004], [0.0021, 0.0031, 0.0041], "cpu", threads=1)
+    assert ms["cpu_time_ms"] == pytest.approx(3.0)
+    assert ms["cpu_time"]["process_ms"] == pytest.approx(3.1)
+    assert ms["cpu_time"]["timing_thread_share"] == pytest.approx(0.009 / 0.0093)
+    # XLA's pool did the work: the calling thread's share is small.
+    pool = cpu_time_summary([0.001] * 3, [0.004] * 3, "cpu", threads=1)
+    assert pool["cpu_time_ms"] is None and "took 25% of the process's CPU time" in pool[
+        "cpu_time"]["reason"]
+    threads = cpu_time_summary([0.001] * 3, [0.001] * 3, "cpu", threads=2)
+    assert threads["cpu_time_ms"] is None and threads["cpu_time"]["reason"].startswith("2 compute")
+    cuda = cpu_time_summary([0.001] * 3, [0.001] * 3, "cuda", threads=1)
+    assert cuda["cpu_time_ms"] is None and cuda["cpu_time"]["ms"] == pytest.approx(1.0)
+    assert cpu_time_summary([], [], "cpu", threads=1) == {}
 
 
 @pytest.mark.e2e
@@ -61,6 +79,7 @@ def test_a_core_that_another_process_keeps_busy_is_flagged():
     assert busy_window.others_fraction > 0.5, busy_window.to_dict()
     verdict = judge([1.0, 1.0, 1.0], busy_window)
     assert verdict.unreliable and verdict.reasons[0].startswith("contention: other processes used")
+    assert verdict.contended
 
 
 def test_a_short_window_is_judged_by_an_idle_probe():
@@ -98,7 +117,7 @@ def test_a_busy_smt_sibling_outside_the_childs_cores_is_flagged():
     assert record["smt_siblings"] == [sibling]
     assert window.siblings_busy_fraction > 0.5, record
     verdict = judge([1.0, 1.0, 1.0], window)
-    assert verdict.unreliable
+    assert verdict.unreliable and verdict.contended
     assert any(reason.startswith("contention through shared physical cores")
                for reason in verdict.reasons)
 

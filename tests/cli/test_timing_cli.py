@@ -22,6 +22,15 @@ def spin(seconds: float) -> None:
         pass
 
 
+def spin_on(core: int, seconds: float) -> None:
+    """Spin on `core`, in a session of its own: with the kernel's autogroups, a session's
+    processes share one slice of a core, so a spinner in the test's session would compete
+    with the test's other processes rather than with a child (which has its own session)."""
+    os.setsid()
+    os.sched_setaffinity(0, [core])
+    spin(seconds)
+
+
 def test_precision_threads_and_unpaired_timing_reach_the_child(run_cli):
     # A dynamo stack, as it is timed paired with eager unless told otherwise; aot_eager, not
     # inductor: the flags reach the child alike, without inductor's C++ compiles (a CPU
@@ -81,7 +90,43 @@ def test_a_loaded_machine_flags_the_line_as_unreliable(run_cli):
     assert summary["unreliable"] is True, summary
     assert any(reason.startswith("contention") for reason in summary["unreliable_reasons"])
     assert summary["cpu"]["others_fraction"] > 0.3
+    assert summary["contended"] is True
 
+
+def test_the_timing_threads_cpu_time_holds_on_a_loaded_machine(run_cli, tmp_path):
+    """One compute thread: a process spinning on each core, pinned there, stretches an
+    iteration's wall time and moves its CPU time far less (the figure compare judges a
+    contended line by where flags are trusted). Each timed run lasts far longer than the
+    scheduler's slices (500 iterations of about 0.35 ms): a short one fits in a slice and is
+    seldom stretched. Here, alone: the wall time 2.0 to 2.4x the quiet run's, the CPU time
+    +15 to 21% (the child's caches refilled after each switch)."""
+    steps = [*EAGER, "--dynamo=None", "--threads=1", "--repeat=5", "--iterations-per-run=500",
+             "--no-paired-timing"]
+    quiet = run_cli(*steps, output_dir=tmp_path / "quiet")
+    context = multiprocessing.get_context("spawn")
+    hogs = [context.Process(target=spin_on, args=(core, 120.0))
+            for core in sorted(os.sched_getaffinity(0))]
+    for hog in hogs:
+        hog.start()
+    try:
+        loaded = run_cli(*steps, output_dir=tmp_path / "loaded")
+    finally:
+        for hog in hogs:
+            hog.terminate()
+            hog.join()
+    assert quiet.returncode == 0 and loaded.returncode == 0, loaded.stderr
+    (alone,), (busy,) = quiet.lines(), loaded.lines()
+    assert busy["summary"]["contended"] is True, busy["summary"]["unreliable_reasons"]
+    cpu = {name: line["summary"]["cpu_time"] for name, line in (("alone", alone), ("busy", busy))}
+    assert all(found["timing_thread_share"] > 0.9 for found in cpu.values()), cpu
+    latency = {name: statistics.median(line["metrics"]["per_iter_time"][1:])
+               for name, line in (("alone", alone), ("busy", busy))}
+    # The loaded child waited for its core: its wall time is well above its CPU time...
+    assert latency["busy"] > 1.3 * busy["summary"]["cpu_time_ms"] / 1e3, (latency, cpu)
+    # ...and its CPU time moved by less than half as much as its wall time did.
+    cpu_moved = busy["summary"]["cpu_time_ms"] / alone["summary"]["cpu_time_ms"] - 1.0
+    wall_moved = latency["busy"] / latency["alone"] - 1.0
+    assert cpu_moved < 0.5 * wall_moved, (latency, cpu)
 
 @pytest.mark.runner_defaults  # the reference workload
 def test_several_timing_processes_and_the_reference_workload_reach_the_line(run_cli):

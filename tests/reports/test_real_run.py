@@ -74,6 +74,8 @@ def test_score_and_compare_on_a_real_run(real_results, tmp_path, capsys):
     slower = tmp_path / "slower.jsonl"
     for line in _lines(real_results):
         line["metrics"]["per_iter_time"] = [t * 1.5 for t in line["metrics"]["per_iter_time"]]
+        if line["summary"].get("cpu_time_ms"):  # slower code: its CPU time grew alike
+            line["summary"]["cpu_time_ms"] *= 1.5
         line["run_id"], line["timestamp"] = "later", line["timestamp"] + 1000
         append_line(slower, line)
     # Counted although a loaded machine may have flagged the real lines unreliable (which
@@ -94,7 +96,7 @@ def _steady(line: dict) -> dict:
             cold, timed = metrics[name][:1], metrics[name][1:]
             middle = statistics.median(timed)
             metrics[name] = cold + [middle * (1 + 0.01 * i) for i in range(len(timed))]
-    summary.update(unreliable=False, unreliable_reasons=[])
+    summary.update(unreliable=False, unreliable_reasons=[], contended=False)
     summary.pop("slow_period", None)
     return line
 

@@ -76,9 +76,12 @@ def _paired(results: Sequence[ChildResult]) -> Optional[dict[str, Any]]:
     return paired
 
 
-def _busy_ms(busy: Any) -> Optional[float]:
-    value = busy.get("ms") if isinstance(busy, dict) else None
+def _number(value: Any) -> Optional[float]:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _busy_ms(busy: Any) -> Optional[float]:
+    return _number(busy.get("ms")) if isinstance(busy, dict) else None
 
 
 def _device_busy(results: Sequence[ChildResult]) -> dict[str, Any]:
@@ -101,6 +104,24 @@ def _device_busy(results: Sequence[ChildResult]) -> dict[str, Any]:
                              "processes_ms": eager}
         found["eager_device_busy_ms"] = statistics.median(eager)
     return found
+
+
+def _cpu_time(results: Sequence[ChildResult]) -> dict[str, Any]:
+    """The timing thread's CPU time per iteration over processes (child/trust.py): the
+    median of the processes' figures, each kept; None (with the first process's reason)
+    unless every process has one; {} where none recorded it."""
+    figures = [(r.summary.get("cpu_time"), _number(r.summary.get("cpu_time_ms"))) for r in results]
+    recorded = [(found, value) for found, value in figures if isinstance(found, dict)]
+    if not recorded:
+        return {}
+    values = [value for _, value in recorded if value is not None]
+    if len(values) < len(figures):
+        why = next((found for found, value in recorded if value is None), recorded[0][0])
+        return {"cpu_time": why, "cpu_time_ms": None}
+    middle = statistics.median(values)
+    return {"cpu_time": {**recorded[0][0], "ms": middle, "processes_ms": values,
+                         "spread": _relative_range(values)},
+            "cpu_time_ms": middle}
 
 
 def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
@@ -156,6 +177,7 @@ def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
                for index, r in good for reason in r.summary.get("unreliable_reasons") or []]
     summary["unreliable"] = bool(reasons)
     summary["unreliable_reasons"] = reasons
+    summary["contended"] = any(r.summary.get("contended") for _, r in good)
     variations = [r.summary.get("timing_variation") for _, r in good]
     known_variations = [v for v in variations if isinstance(v, (int, float))]
     summary["timing_variation"] = max(known_variations) if known_variations else None
@@ -171,6 +193,7 @@ def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:
             (window.get("clocks_held_down") or {}).values()))
         summary["gpu_processes"] = cards
     summary.update(_device_busy([r for _, r in good]))
+    summary.update(_cpu_time([r for _, r in good]))
     windows = [r.summary.get("host_windows") for _, r in good]
     if any(isinstance(columns, dict) for columns in windows):
         # Every process's runs, one after the other, summed up over all and per process.

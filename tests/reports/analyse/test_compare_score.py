@@ -171,3 +171,52 @@ def test_a_host_bound_line_is_gated_by_its_device_busy_time(write_results):
     result = compare(load([card]).records,
                      load([write_results(lines(1.3, 0.50, host_bound=False))]).records)
     assert next(c for c in result.changes if c.base.model == "mlp").verdict == REGRESSED
+
+
+def test_a_contended_cpu_line_is_gated_by_its_timing_threads_cpu_time(write_results):
+    """Other processes on a child's cores stretch its latency, and far less the CPU time its
+    one compute thread spends per iteration: where the flags are trusted (not set, as the
+    bisection's --trust-flagged leaves them) or counted, the gate judges that; a flagged line
+    stays unreliable, the CPU time's change in its note."""
+    def lines(scale, cpu_ms, contended=True, flagged=False):
+        made = _lines(_scaled({"mlp": scale}), stack="eager")
+        for line in made:
+            reasons = ["contention: other processes used 50% of the 1 core(s)"] * flagged
+            line["summary"].update(contended=contended, unreliable=flagged,
+                                   unreliable_reasons=reasons, cpu_time_ms=cpu_ms,
+                                   cpu_time={"ms": cpu_ms})
+        return made
+
+    base = write_results(lines(1.0, 0.50, contended=False))
+
+    def verdict(new_lines, **options):
+        result = compare(load([base]).records, load([write_results(new_lines)]).records,
+                         **options)
+        return next(c for c in result.changes if c.base.model == "mlp"), result
+
+    # Waiting for the core doubled the latency; the thread's work held: not a regression.
+    mlp, result = verdict(lines(2.0, 0.51))
+    assert mlp.verdict == UNRELIABLE and not result.regressions
+    assert mlp.cpu_ratio == pytest.approx(1.02)
+    assert mlp.reason == ("contended: latency +100.0% while the CPU time per iteration +2.0%: "
+                          "other processes took its cores' time, not its own work")
+    # The work grew 30% under the contention: a regression, whatever the wait added.
+    mlp, result = verdict(lines(2.6, 0.65))
+    assert mlp.verdict == REGRESSED and mlp in result.regressions
+    assert mlp.reason == "contended: judged by its CPU time per iteration +30.0% (latency +160.0%)"
+    mlp, _ = verdict(lines(1.5, 0.40))
+    assert mlp.verdict == IMPROVED
+    # A flagged line stays unreliable (contention raises the CPU time too), with the note;
+    # counted (--count-unreliable), the CPU time decides.
+    mlp, result = verdict(lines(2.6, 0.65, flagged=True))
+    assert mlp.verdict == UNRELIABLE and not result.regressions and mlp.cpu_ratio == pytest.approx(1.3)
+    assert mlp.reason.startswith("new: contention") and mlp.reason.endswith(
+        "; contended: CPU time per iteration +30.0%")
+    mlp, _ = verdict(lines(2.0, 0.51, flagged=True), count_unreliable=True)
+    assert mlp.verdict == UNRELIABLE and mlp.reason.startswith("contended: latency +100.0%")
+    # Without the figure on one side the latency decides.
+    mlp, _ = verdict(lines(2.0, None))
+    assert mlp.verdict == REGRESSED and mlp.cpu_ratio is None
+    # Neither side contended: the latency decides.
+    mlp, _ = verdict(lines(1.3, 0.50, contended=False))
+    assert mlp.verdict == REGRESSED and mlp.cpu_ratio is None

@@ -145,3 +145,24 @@ def test_the_device_busy_time_is_the_median_of_the_processes_with_its_spread():
     none = combine([timing_result([1.0], device_busy=cpu, device_busy_ms=None),
                     timing_result([2.0], device_busy=cpu, device_busy_ms=None)], 2).summary
     assert none["device_busy_ms"] is None and none["device_busy"]["reason"] == cpu["reason"]
+
+
+def test_the_cpu_time_is_the_median_of_the_processes_and_contention_of_any_counts():
+    def cpu(ms, reason=None):
+        found = {"ms": ms, "process_ms": ms * 1.02, "timing_thread_share": 0.98}
+        return {"cpu_time": {**found, "reason": reason} if reason else found,
+                "cpu_time_ms": None if reason else ms}
+
+    summary = combine([timing_result([1.0], contended=False, **cpu(0.50)),
+                       timing_result([2.0], contended=True, **cpu(0.52)),
+                       timing_result([1.1], contended=False, **cpu(0.51))], 3).summary
+    assert summary["cpu_time_ms"] == 0.51 and summary["contended"] is True
+    assert summary["cpu_time"]["processes_ms"] == [0.50, 0.52, 0.51]
+    assert summary["cpu_time"]["spread"] == pytest.approx(0.02 / 0.51)
+    # A process without the figure leaves the experiment without it, with that one's reason.
+    summary = combine([timing_result([1.0], contended=False, **cpu(0.50)),
+                       timing_result([1.0], contended=False, **cpu(0.6, "2 compute threads"))],
+                      2).summary
+    assert summary["cpu_time_ms"] is None and summary["cpu_time"]["reason"] == "2 compute threads"
+    assert summary["contended"] is False
+    assert "cpu_time" not in combine([timing_result([1.0]), timing_result([2.0])], 2).summary
