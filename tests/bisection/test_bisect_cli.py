@@ -27,6 +27,8 @@ SWEEP = ["--suite-name", "torchbench", "--torchbench-dir={tree}", "-k", "launche
 # so the bisection, that the host itself slowed down between two points' sweeps.
 EAGER = ["--dynamo", "None"]
 #: Every line on this shared host is flagged for contention: judge by the permutation test.
+#: With one thread (--threads=1) a contended line is judged by its timing thread's CPU time,
+#: which the suite's other processes on the same cores do not move (reports/analyse/compare.py).
 JUDGING = ["--threshold", "10%", "--trust-flagged"]
 #: Where the ends differ by a failure or a verdict, a point is judged by that alone, whatever
 #: its figure (bisection/judge.py): a short timing without the reference workload will do.
@@ -82,15 +84,8 @@ def slower_repo(tmp_path_factory):
     return repo, build(repo, commits=24, bad_at=13)
 
 
-#: The two timing bisections of the 24-commit repository judge a 30% change of a CPU-bound
-#: model by its latency (--trust-flagged: every line of a loaded 2-core host is flagged). Run
-#: alone they find commit 13; inside the whole suite (3 workers on 2 cores) the host's speed
-#: moved by up to 4x between sweeps, and one run named commit 6. They are kept out of the
-#: default run until the judge holds against such drift: `pytest -m slow tests/bisection`.
-HOST_TIMED = pytest.mark.slow
 
 
-@HOST_TIMED
 def test_finds_the_slower_commit_and_resumes_after_ctrl_c(slower_repo, tmp_path):
     repo, commits = slower_repo
     output = tmp_path / "out"
@@ -130,7 +125,6 @@ def test_finds_the_slower_commit_and_resumes_after_ctrl_c(slower_repo, tmp_path)
     assert not (output / "bisect-trees").exists()  # the worktrees are removed at the end
 
 
-@HOST_TIMED
 def test_k_section_measures_three_points_a_round(slower_repo, tmp_path):
     repo, commits = slower_repo
     output = tmp_path / "out"

@@ -10,7 +10,7 @@ from bisection.driver import Bisection, BisectError, Point, Settings
 from bisection.judge import Judge
 from bisection.search import rounds_bound
 from core.files.bisect_log import ANSWER, MEASURED, ROUND, VERDICT, read_entries
-from tests.bisection.simulated import SimulatedMeasurer
+from tests.bisection.simulated import SimulatedMeasurer, record
 
 POINTS = [Point(f"c{i:02d}", f"c{i:02d}") for i in range(24)]
 FIRST_BAD = 13
@@ -207,3 +207,27 @@ def test_without_flags_the_ends_are_measured_once_and_drift_misleads(tmp_path):
     assert not any("ends_attempt" in e for e in rounds)
     assert [label for label, _ in measurer.measured].count("c00") == 1
     assert outcome.answer is None or POINTS[outcome.answer.first_bad].label != "c13"
+
+
+def test_a_contended_point_is_judged_by_its_timing_threads_cpu_time():
+    """Other processes on its cores made the point's latency twice the bad end's: judged by
+    its latency it lies beyond both ends (inconclusive); with the flags trusted
+    (--trust-flagged), its CPU time per iteration, which the wait does not hold, tells it
+    apart (reports/analyse/compare.py)."""
+    def line(label, latency, cpu, contended):
+        times = [latency * (1.0 + 0.01 * (i % 3 - 1)) for i in range(10)]
+        return dataclasses.replace(record(label, times), contended=contended,
+                                   unreliable=contended, cpu_time=cpu)
+
+    good, bad = [line("c00", 1.0e-3, 0.98e-3, False)], [line("c23", 1.3e-3, 1.27e-3, False)]
+    flagged = Judge(threshold=0.1).judge([line("c13", 2.6e-3, 1.28e-3, True)], good, bad)
+    assert flagged.verdict == "inconclusive", flagged.reason
+    judge = Judge(threshold=0.1, trust_flagged=True)
+    slow = judge.judge([line("c13", 2.6e-3, 1.28e-3, True)], good, bad)
+    assert slow.verdict == "bad", slow.reason
+    assert "contended: judged by its CPU time per iteration +30.6% (latency +160.0%)" in slow.reason
+    quick = judge.judge([line("c12", 2.0e-3, 0.99e-3, True)], good, bad)
+    assert quick.verdict == "good", quick.reason
+    # Without the CPU time (more than one compute thread) the wait decides: inconclusive.
+    unknown = judge.judge([line("c12", 2.0e-3, None, True)], good, bad)
+    assert unknown.verdict == "inconclusive", unknown.reason
