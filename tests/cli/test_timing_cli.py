@@ -98,8 +98,8 @@ def test_the_timing_threads_cpu_time_holds_on_a_loaded_machine(run_cli, tmp_path
     iteration's wall time and moves its CPU time far less (the figure compare judges a
     contended line by where flags are trusted). Each timed run lasts far longer than the
     scheduler's slices (500 iterations of about 0.35 ms): a short one fits in a slice and is
-    seldom stretched. Here, alone: the wall time 2.0 to 2.4x the quiet run's, the CPU time
-    +15 to 21% (the child's caches refilled after each switch)."""
+    seldom stretched. Run alone: the wall time 2.0 to 2.4x the quiet run's, the CPU time +15
+    to 21%."""
     steps = [*EAGER, "--dynamo=None", "--threads=1", "--repeat=5", "--iterations-per-run=500",
              "--no-paired-timing"]
     quiet = run_cli(*steps, output_dir=tmp_path / "quiet")
@@ -119,14 +119,14 @@ def test_the_timing_threads_cpu_time_holds_on_a_loaded_machine(run_cli, tmp_path
     assert busy["summary"]["contended"] is True, busy["summary"]["unreliable_reasons"]
     cpu = {name: line["summary"]["cpu_time"] for name, line in (("alone", alone), ("busy", busy))}
     assert all(found["timing_thread_share"] > 0.9 for found in cpu.values()), cpu
-    latency = {name: statistics.median(line["metrics"]["per_iter_time"][1:])
-               for name, line in (("alone", alone), ("busy", busy))}
-    # The loaded child waited for its core: its wall time is well above its CPU time...
-    assert latency["busy"] > 1.3 * busy["summary"]["cpu_time_ms"] / 1e3, (latency, cpu)
-    # ...and its CPU time moved by less than half as much as its wall time did.
-    cpu_moved = busy["summary"]["cpu_time_ms"] / alone["summary"]["cpu_time_ms"] - 1.0
-    wall_moved = latency["busy"] / latency["alone"] - 1.0
-    assert cpu_moved < 0.5 * wall_moved, (latency, cpu)
+    latency = statistics.median(busy["metrics"]["per_iter_time"][1:])
+    # The loaded child waited for its core (a spinner of its own session on each core leaves
+    # it half of one at most): its wall time is well above its CPU time, which is not the
+    # wall time...
+    assert latency > 1.3 * busy["summary"]["cpu_time_ms"] / 1e3, (latency, cpu)
+    # ...and which moved far less than that wait: within the +15 to 21% that refilling its
+    # caches after each switch costs (the quieter run's may hold some of it too).
+    assert busy["summary"]["cpu_time_ms"] < 1.35 * alone["summary"]["cpu_time_ms"], cpu
 
 @pytest.mark.runner_defaults  # the reference workload
 def test_several_timing_processes_and_the_reference_workload_reach_the_line(run_cli):
