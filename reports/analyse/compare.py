@@ -245,7 +245,7 @@ def _judge_by_device_busy(change: Change, threshold: float) -> None:
 def _judge_by_cpu_time(change: Change, threshold: float, decides: bool) -> None:
     """A contended CPU line's timing thread's CPU time per iteration, where both lines have
     it: the verdict where it `decides` (no side flagged, or unreliable changes counted),
-    else a note beside the flag's verdict (module docstring)."""
+    else a note before the flag's reasons (module docstring)."""
     base, new = change.base, change.new
     if not (base.cpu_time and new.cpu_time):
         return
@@ -255,8 +255,9 @@ def _judge_by_cpu_time(change: Change, threshold: float, decides: bool) -> None:
                                 "CPU time per iteration",
                                 "other processes took its cores' time, not its own work")
         return
+    # First: the console's note column shows a change's first 60 characters.
     note = f"contended: CPU time per iteration {change.cpu_ratio - 1.0:+.1%}"
-    change.reason = f"{change.reason}; {note}" if change.reason else note
+    change.reason = f"{note}; {change.reason}" if change.reason else note
 
 
 def _judge_by_steady_figure(change: Change, threshold: float, ratio: float, where: str,
