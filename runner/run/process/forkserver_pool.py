@@ -24,6 +24,11 @@ A template:
 - ends when the pool's folder is removed;
 - keeps its log (its import's failure, say) in DIR/NAME.log and its pid in DIR/NAME.pid.
 
+A template imports the libraries among the modules to preload; the project's own modules
+(a suite's builder, which imports its libraries lazily) are imported by each server forked
+from it, before its first child: the sweeps of the builtin, faults and TorchBench suites
+then fork from one template of their stack.
+
 Figures do not depend on it: a child of a pooled server is forked from the same preloaded
 modules as one of a server of its own. Run as `python -m runner.run.process.forkserver_pool
 DIR NAME IDLE_SECONDS MODULES`.
@@ -52,7 +57,7 @@ from typing import Any, Mapping, Optional, Sequence
 from core.files.cached_json import write_json_atomically
 from core.host.import_folders import plain_folders, shadowing, top_level_modules
 from runner.run.process.forkserver_server import (MAX_MESSAGE_BYTES, _preload, freeze_preloaded,
-                                                  serve_preloaded)
+                                                  send_message, serve_preloaded)
 from runner.run.process.guard import PROJECT_ROOT, TOKEN_VARIABLE
 
 #: A template unused this long ends.
@@ -185,6 +190,16 @@ def template_modules(pool: Path, name: str) -> Optional[list[str]]:
     return [str(module) for module in found] if isinstance(found, list) else None
 
 
+def split_project_modules(modules: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the libraries among `modules`, the project's own): a module is the project's where
+    its top-level package or module lies in the project's folder."""
+    def own(name: str) -> bool:
+        top = name.split(".", 1)[0]
+        return (PROJECT_ROOT / top).is_dir() or (PROJECT_ROOT / f"{top}.py").is_file()
+
+    return ([name for name in modules if not own(name)], [name for name in modules if own(name)])
+
+
 def pooled_server(pool: Path, modules: Sequence[str], environment: Mapping[str, str],
                   ) -> tuple[socket.socket, PooledProcess]:
     """Our end of a new server's socket (its ready message is the first to come) and its
@@ -195,6 +210,7 @@ def pooled_server(pool: Path, modules: Sequence[str], environment: Mapping[str, 
     modules it imported (a bisected commit's tree, say): the points of a bisection then
     fork from one template, and each server puts its runner's folders on its import path.
     A folder that does hold one (a checkout of torch) keys a template of its own."""
+    modules, own = split_project_modules(modules)
     # Before a template says what it imported: what this runner did (its own code) and
     # the modules to preload.
     key, name = _without_shadows(pool, modules, environment, top_level_modules(sys.modules))
@@ -203,7 +219,7 @@ def pooled_server(pool: Path, modules: Sequence[str], environment: Mapping[str, 
         key, name = _without_shadows(pool, modules, environment, imported)
     request = json.dumps({"op": "server", "runner": os.getpid(),
                           "cores": sorted(os.sched_getaffinity(0)),
-                          "environment": dict(environment)}).encode("utf-8")
+                          "environment": dict(environment), "modules": own}).encode("utf-8")
     for _ in range(3):  # a template that ended meanwhile (stale, idle) is started again
         connection = _connect(name) or _start_template(pool, name, modules, key)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -365,8 +381,16 @@ def _become_server(request: dict[str, Any], fd: int, template: int) -> None:
         def runner_alive() -> bool:
             return not select.select([runner], [], [], 0)[0]
 
-        code = serve_preloaded(socket.socket(fileno=fd), runner_alive,
-                               {"template": template})
+        sock = socket.socket(fileno=fd)
+        try:
+            for name in request.get("modules", []):
+                importlib.import_module(name)
+        except BaseException as error:  # told as a server of its own tells it (ForkServer)
+            send_message(sock, {"error": f"{type(error).__name__}: {error}"})
+            os._exit(1)
+        if request.get("modules"):
+            freeze_preloaded()
+        code = serve_preloaded(sock, runner_alive, {"template": template})
     except BaseException:
         traceback.print_exc()
     finally:

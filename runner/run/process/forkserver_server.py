@@ -126,7 +126,8 @@ def _state() -> dict[str, Any]:
     return state
 
 
-def _send_message(sock: socket.socket, message: dict[str, Any]) -> None:
+def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
+    """One message (JSON) to the runner at the other end of `sock`, if it is still there."""
     try:
         sock.send(json.dumps(message).encode("utf-8"))
     except OSError:
@@ -197,7 +198,7 @@ def serve(sock: socket.socket, modules: Sequence[str]) -> int:
     try:
         _preload(modules)
     except BaseException as error:
-        _send_message(sock, {"error": f"{type(error).__name__}: {error}"})
+        send_message(sock, {"error": f"{type(error).__name__}: {error}"})
         return 1
     freeze_preloaded()
     return serve_preloaded(sock, lambda: os.getppid() == parent)
@@ -224,7 +225,7 @@ def serve_preloaded(sock: socket.socket, runner_alive: Callable[[], bool],
     ready = _state()
     ready.update(extra_state or {})
     ready["ready"] = True
-    _send_message(sock, ready)
+    send_message(sock, ready)
     children: set[int] = set()
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ)
@@ -251,19 +252,19 @@ def serve_preloaded(sock: socket.socket, runner_alive: Callable[[], bool],
                     _kill_all(children)
                     return 0
                 if json.loads(data).get("op") == "status":
-                    _send_message(sock, _state())
+                    send_message(sock, _state())
                     continue
                 try:
                     pid = _start_child(spare, data, fds, closing)
                 except OSError as error:
-                    _send_message(sock, {"error": f"fork failed: {error.strerror or error}"})
+                    send_message(sock, {"error": f"fork failed: {error.strerror or error}"})
                     continue
                 finally:
                     spare = None  # handed the request, or gone
                     for fd in fds:
                         os.close(fd)
                 children.add(pid)
-                _send_message(sock, {"op": "forked", "pid": pid})
+                send_message(sock, {"op": "forked", "pid": pid})
                 # The next request's child, forked now, while this one sets itself up.
                 spare = _reap(sock, children, _next_spare(closing))
     finally:
@@ -389,7 +390,7 @@ def _reap(sock: socket.socket, children: set[int], spare: Optional[Spare]) -> Op
             spare = None
             continue
         children.discard(pid)
-        _send_message(sock, {"op": "exit", "pid": pid,
+        send_message(sock, {"op": "exit", "pid": pid,
                              "returncode": os.waitstatus_to_exitcode(status)})
 
 

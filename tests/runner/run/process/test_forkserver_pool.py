@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from runner.run.process.forkserver_client import ForkServer, ForkServers
+from runner.run.process.forkserver_client import ForkServer, ForkServerError, ForkServers
 from runner.run.process.forkserver_pool import template_name
 from tests.conftest import PROJECT_ROOT
 from tests.runner.run.process.test_forkserver import environment, probe_state, run_probe
@@ -95,6 +95,30 @@ def test_servers_of_one_key_are_forks_of_one_template_and_serve_the_runners_envi
         second.close()
     assert gone(first.pid) and gone(second.pid)
     assert not gone(template)  # the template outlives its servers
+
+
+def test_the_projects_modules_are_imported_by_each_server_and_leave_the_template_shared(
+        shared_pool, tmp_path):
+    # A suite's builder module is the project's: the sweeps of two suites (or of none) fork
+    # from one template, each server importing its own before its first child.
+    own = "core.files.bisect_log"
+    plain = ForkServer([], environment(), pool=shared_pool)
+    with_own = ForkServer([own], environment(), pool=shared_pool)
+    try:
+        assert with_own.info["template"] == plain.info["template"]
+        loaded = {}
+        for server in (plain, with_own):
+            code, output = run_probe(server, tmp_path, f"loaded={own}")
+            assert code == 0, output
+            loaded[server is with_own] = probe_state(output)["loaded"][own]
+        assert loaded == {False: False, True: True}
+    finally:
+        plain.close()
+        with_own.close()
+    before = templates(shared_pool)
+    with pytest.raises(ForkServerError, match="could not preload .*tests.fixtures.no_such_module"):
+        ForkServer(["tests.fixtures.no_such_module"], environment(), pool=shared_pool)
+    assert templates(shared_pool) == before
 
 
 def test_another_environment_gets_another_template(shared_pool):
