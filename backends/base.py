@@ -37,11 +37,10 @@ XLA_PROFILER = "xla_profiler"  # XLA's profiler writes an XPlane trace (Prepared
 #: SciPy's statistics, for the p-value of the paired speedup (0.8 to 1.3 CPU-s).
 TORCH_COMPILER_PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx",
                           "torch.utils.cpp_extension", "scipy.stats")
-#: What a fork server of plain PyTorch children imports (3 CPU-s less than the compiler's).
-TORCH_PRELOAD = ("torch",)
-#: A server of plain PyTorch training children: torch and dynamo's modules, not inductor's
-#: compiler (a training child imports dynamo; backends/stacks/eager.py).
-TORCH_TRAINING_PRELOAD = ("torch", "torch._dynamo")
+#: What a fork server of plain PyTorch children imports: torch and dynamo's modules, which
+#: every child loads before it counts its workload (child/worker.py), not inductor's
+#: compiler (2 CPU-s less than the compiler's).
+TORCH_PRELOAD = ("torch", "torch._dynamo")
 
 
 @dataclass(frozen=True)

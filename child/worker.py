@@ -82,6 +82,11 @@ def run_child(spec: ChildSpec, result: ChildResult, phases: Optional[Phases] = N
     (and `phases` with the seconds of each step)."""
     phases = phases or Phases()
     import torch
+    # Loaded in every child before it counts its workload and reads its settings: the count
+    # runs torch's decompositions, which import dynamo at their first call, and a child
+    # whose count was cached timed (and recorded its settings) without it. A forked child
+    # has it from its server (backends/base.py TORCH_PRELOAD).
+    import torch._dynamo  # noqa: F401
 
     import backends
     from backends.runtimes.precision import apply_numerics

@@ -6,7 +6,7 @@ from typing import Optional
 
 from backends.availability import native_accelerator_reason
 from backends.base import (TORCH_COMPILER_PRELOAD, TORCH_PRELOAD, TORCH_PROFILER,
-                           TORCH_TRAINING_PRELOAD, Capabilities, PreparedModel, Stack)
+                           Capabilities, PreparedModel, Stack)
 from core.config import ExperimentConfig, RunSettings
 from core.host.machine import HostCapabilities
 
@@ -14,15 +14,11 @@ from core.host.machine import HostCapabilities
 class EagerStack(Stack):
     name = "eager"
     shares_a_gpu = True
-    # An eager-only sweep's server imports torch alone, and torch._dynamo too where the sweep
-    # trains: every training child imports dynamo (torch's Optimizer does, and so does its
-    # zero_grad, marked not to be compiled), about 1 CPU-s per child here, while a server of
-    # evaluations only would pay 1.3 CPU-s for nothing. Beside dynamo experiments, eager
-    # children start from dynamo's server, so that the sweep starts one server instead of two
-    # (eager + aot_eager on the builtin mlp, eval and train: 16.6 s and CPU-s per sweep with
-    # two servers, 12.3 with one).
+    # Beside dynamo experiments, eager children start from dynamo's server, so that the sweep
+    # starts one server instead of two (eager + aot_eager on the builtin mlp, eval and train:
+    # 16.6 s and CPU-s per sweep with two servers, 12.3 with one).
     preload = TORCH_PRELOAD
-    shared_preloads = (TORCH_COMPILER_PRELOAD, TORCH_TRAINING_PRELOAD)
+    shared_preloads = (TORCH_COMPILER_PRELOAD,)
     capabilities = Capabilities(
         features=frozenset({TORCH_PROFILER}),
         synchronization="torch.cuda.synchronize() at the end of each run (CUDA); CPU work is synchronous",
@@ -31,9 +27,6 @@ class EagerStack(Stack):
 
     def handles(self, experiment: ExperimentConfig) -> bool:
         return experiment.xla is None and experiment.torch_xla2 is None and experiment.dynamo is None
-
-    def preload_for(self, experiment: ExperimentConfig) -> tuple[str, ...]:
-        return TORCH_TRAINING_PRELOAD if experiment.test == "train" else TORCH_PRELOAD
 
     def label(self, experiment: ExperimentConfig) -> str:
         return "eager"

@@ -18,7 +18,7 @@ class TorchaxStack(Stack):
 
     name = "torchax"
     #: torchax itself is left to the child: importing it changes torch for the process.
-    preload = ("torch", "jax")
+    preload = ("torch", "torch._dynamo", "jax")  # dynamo: as every child (child/worker.py)
     capabilities = Capabilities(
         features=frozenset({XLA_HLO_DUMP, LOWERED_IR, XLA_PROFILER}),
         ir_formats=("hlo", "stablehlo"),

@@ -84,7 +84,7 @@ def test_the_tolerance_names_the_matmul_precision_actually_used():
 def test_eager_and_dynamo_children_share_one_fork_server():
     """A sweep of eager and dynamo experiments starts one fork server, not two: eager's
     children start from dynamo's preload there, and neither stack adds to the children's
-    shared environment. An eager-only sweep's server imports torch alone."""
+    shared environment. An eager-only sweep's server imports torch and dynamo's modules."""
     from backends import get_stack
     from runner.run.process.forkserver_client import server_key
 
@@ -96,26 +96,24 @@ def test_eager_and_dynamo_children_share_one_fork_server():
                       {**environment, **eager.child_environment(experiment)}) \
         == server_key(dynamo.preload_in(both),
                       {**environment, **dynamo.child_environment(experiment)})
-    assert eager.preload_in({eager.preload}) == ("torch",)
+    assert eager.preload_in({eager.preload}) == ("torch", "torch._dynamo")
     assert dynamo.preload_in({dynamo.preload}) == dynamo.preload
 
 
-def test_an_eager_sweep_that_trains_preloads_dynamo_for_all_its_eager_children():
-    """Eager training children import torch._dynamo: where an eager-only sweep trains, its one
-    server imports it for them (and for its evaluations, which then share that server); a
-    sweep of evaluations only imports torch alone; beside dynamo, dynamo's server still wins."""
+def test_eager_children_start_from_torch_and_dynamo_or_beside_dynamo_from_its_server():
+    """Every child loads dynamo's modules before it counts its workload (child/worker.py): an
+    eager server imports them too, for evaluations and training alike; beside dynamo
+    experiments, dynamo's server (the compiler's too) serves the eager children."""
     from backends import get_stack
 
     eager, dynamo = get_stack("eager"), get_stack("dynamo")
     evaluation = ExperimentConfig("cpu", None, None, None, "eval")
     training = ExperimentConfig("cpu", None, None, None, "train")
-    assert eager.preload_for(evaluation) == ("torch",)
-    assert eager.preload_for(training) == ("torch", "torch._dynamo")
-    trains = {eager.preload_for(evaluation), eager.preload_for(training)}
-    assert eager.preload_in(trains) == ("torch", "torch._dynamo")
-    assert eager.preload_in({eager.preload_for(evaluation)}) == ("torch",)
+    assert eager.preload_for(evaluation) == eager.preload_for(training) == ("torch", "torch._dynamo")
+    alone = {eager.preload_for(evaluation)}
+    assert eager.preload_in(alone) == ("torch", "torch._dynamo")
     compiled = ExperimentConfig("cpu", None, "inductor", None, "train")
-    assert eager.preload_in(trains | {dynamo.preload_for(compiled)}) == dynamo.preload
+    assert eager.preload_in(alone | {dynamo.preload_for(compiled)}) == dynamo.preload
 
 
 def recorded_eval_graphs(precision: str) -> tuple[list, object]:

@@ -4,6 +4,7 @@ fails the line."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -115,3 +116,25 @@ def test_the_line_holds_the_iterations_autocast_grad_mode_and_compile_options(ru
     # The compile's own options, merged over inductor's global settings.
     assert settings["inductor.freezing"] is True
     assert settings["float32_matmul_precision"] == "high" and settings["num_threads"] == 1
+
+
+@pytest.mark.e2e
+def test_a_lines_settings_are_the_same_whether_its_workload_was_counted_or_cached(run_cli,
+                                                                                tmp_path):
+    # Counting the workload runs torch's decompositions, which import dynamo at their first
+    # call: a fresh interpreter (spawned) that counted, and one that found the count cached,
+    # time under the same settings (dynamo's, inductor's and functorch's among them).
+    seed = str(1000 + int.from_bytes(os.urandom(4), "big"))  # a count no other run made
+    lines = []
+    for name in ("counted", "cached"):
+        run = run_cli("--accelerator=cpu", "--xla=None", "--dynamo=None", "--test=eval",
+                      "-k", "^mlp$", "--repeat=1", "--warmup=1", f"--seed={seed}",
+                      "--start-method=spawn", output_dir=tmp_path / name)
+        assert run.returncode == 0, run.stderr
+        (line,) = run.lines()
+        lines.append(line)
+    assert [line["workload"]["cached"] for line in lines] == [False, True]
+    counted, cached = ({name: value for name, value in line["environment"]["torch_settings"].items()
+                        if name not in s.PLACEMENT_KEYS} for line in lines)
+    assert "dynamo.loaded" not in cached
+    assert counted == cached
