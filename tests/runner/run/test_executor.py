@@ -165,14 +165,15 @@ def test_a_childs_server_preloads_its_stack_then_its_suites_libraries():
     hf = PlannedExperiment(ModelConfig("huggingface", "BertForMaskedLM"), EAGER, "eager")
     timm = PlannedExperiment(ModelConfig("timm", "mobilenetv2_100"), inductor, "inductor")
     builtin = PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager")
-    assert server_preload(hf, frozenset({("torch",)})) == ("torch", "transformers.modeling_utils")
+    eager = get_stack("eager").preload
+    assert server_preload(hf, frozenset({eager})) == (*eager, "transformers.modeling_utils")
     # Beside a compiled experiment, eager's children start from the compiler's server, with
     # their suite's libraries after it; the suite adds nothing that is already there.
-    assert server_preload(hf, frozenset({("torch",), compiler})) == (
+    assert server_preload(hf, frozenset({eager, compiler})) == (
         *compiler, "transformers.modeling_utils")
     assert server_preload(timm, frozenset({compiler})) == (*compiler, "timm")
     # A builder suite's models come from its builder module, which the server imports too.
-    assert server_preload(builtin, frozenset({("torch",)})) == ("torch", "models.builders.builtin")
+    assert server_preload(builtin, frozenset({eager})) == (*eager, "models.builders.builtin")
     assert importlib.util.find_spec("models.builders.builtin") is not None
     # The suites' preloads name modules that exist here (a renamed one would stop the server).
     assert importlib.util.find_spec("transformers.modeling_utils") is not None
