@@ -15,7 +15,6 @@ import sys
 from typing import Any, Mapping, Optional, TextIO
 
 from tqdm import tqdm
-from tqdm.contrib.logging import logging_redirect_tqdm
 
 from core.figures import median_time
 
@@ -56,6 +55,10 @@ class Progress(contextlib.AbstractContextManager):
 
     def __enter__(self) -> "Progress":
         if self.bar is not None:
+            # Imported for a bar only: it brings tqdm.auto and asyncio, about 25 ms of the
+            # start of every run, most of which show no bar (a log, --no-progress).
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
             self._stack.enter_context(self.bar)
             self._stack.enter_context(logging_redirect_tqdm())
             # Python warnings go through logging, so they too are written above the bar.
