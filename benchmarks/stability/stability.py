@@ -29,7 +29,8 @@ compares it: the host's single-thread speed while each experiment was timed.
 `--load N` makes the second sweep's period slow on purpose: N busy processes (one Python
 loop each, on this process's cores) run during it, and are ended after it. The first
 sweep's lines should then not be flagged, and the second one's should (slow period,
-contention).
+contention). Lines with a CPU time per iteration (`--threads=1` on the CPU) get a table of
+it too: how far the wait for a core stays out of it (docs/timing.md).
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ def host_pulse_figure(line: dict[str, Any]) -> Optional[float]:
               for readings in processes_of(line.get("summary") or {}) for reading in readings
               if isinstance(reading.get("host_ms"), (int, float))]
     return statistics.median(pulses) if pulses else None
+
+
+def cpu_time_figure(line: dict[str, Any]) -> Optional[float]:
+    """The timing thread's CPU time per iteration, in seconds (`summary.cpu_time_ms`), or None
+    where the line has none (more than one compute thread, docs/timing.md)."""
+    milliseconds = (line.get("summary") or {}).get("cpu_time_ms")
+    return milliseconds / 1e3 if isinstance(milliseconds, (int, float)) else None
 
 
 def flags(line: dict[str, Any]) -> str:
@@ -200,6 +208,9 @@ def compare(first_path: Path, second_path: Path, within: float) -> int:
     if any(host_pulse_figure(line) is not None for line in first.values()):
         print_table(first, second, within, "the host pulse during their timed runs (the "
                     "host's single-thread speed while each was timed)", host_pulse_figure)
+    if any(cpu_time_figure(line) is not None for line in first.values()):
+        print_table(first, second, within, "the timing thread's CPU time per iteration",
+                    cpu_time_figure)
     return 0
 
 
@@ -245,6 +256,10 @@ def main_with(argv: list[str]) -> int:
         print_table(first, second, args.within,
                     f"--processes={used} (sweeps took {walls[count][0]:.0f} s and "
                     f"{walls[count][1]:.0f} s, {args.gap:.0f} s apart{load})")
+        if any(cpu_time_figure(line) is not None for line in first.values()):
+            print_table(first, second, args.within, "the timing thread's CPU time per "
+                        "iteration (what another process's use of the cores leaves out)",
+                        cpu_time_figure)
     return 0
 
 

@@ -32,11 +32,11 @@ On a contended CPU line (`summary.contended`, either side: other processes used 
 cores during its timed runs) the latency holds the time the child waited for its core, and
 the timing thread's CPU time per iteration (`summary.cpu_time_ms`: one compute thread that did
 the process's work, child/trust.py) does not, though sharing a core with another process
-raises it too (the child's caches refilled after each switch: up to 30% measured, against
-2.5x in the latency). Where both lines have it, a flagged line keeps its verdict (unreliable)
-with the CPU time's change in the note; where the flags are trusted (no side flagged: the
-bisection's --trust-flagged) or counted (`count_unreliable`), the CPU time decides the same way
-the busy time does.
+raises it too (1 to 34% beside a spinning process, against 2.0 to 2.7x in the latency; more
+beside processes that use memory: docs/timing.md). Where both lines have it, a flagged line
+keeps its verdict (unreliable) with the CPU time's change in the note; where the flags are
+trusted (no side flagged: the bisection's --trust-flagged) or counted (`count_unreliable`),
+the CPU time decides the same way the busy time does.
 """
 
 from __future__ import annotations

@@ -95,11 +95,14 @@ def test_a_loaded_machine_flags_the_line_as_unreliable(run_cli):
 
 def test_the_timing_threads_cpu_time_holds_on_a_loaded_machine(run_cli, tmp_path):
     """One compute thread: a process spinning on each core, pinned there, stretches an
-    iteration's wall time and moves its CPU time far less (the figure compare judges a
-    contended line by where flags are trusted). Each timed run lasts far longer than the
-    scheduler's slices (500 iterations of about 0.35 ms): a short one fits in a slice and is
-    seldom stretched. Run alone: the wall time 2.0 to 2.4x the quiet run's, the CPU time +15
-    to 21%."""
+    iteration's wall time and moves its CPU time less (the figure compare judges a contended
+    line by where flags are trusted). Each timed run lasts far longer than the scheduler's
+    slices (500 iterations of about 0.35 ms): a short one fits in a slice and is seldom
+    stretched. How far the CPU time moves is the host's, not the runner's: alone here, the
+    wall time 2.0 to 2.7x the quiet run's and the CPU time +1 to +34%; beside the suite's
+    other processes the quiet run's own CPU time is 35 to 55% above that, and the loaded one
+    moved 0.96 to 1.70x against the wall time's 1.47 to 2.53x (the figures:
+    docs/timing.md, "CPU time per iteration")."""
     steps = [*EAGER, "--dynamo=None", "--threads=1", "--repeat=5", "--iterations-per-run=500",
              "--no-paired-timing"]
     quiet = run_cli(*steps, output_dir=tmp_path / "quiet")
@@ -119,14 +122,17 @@ def test_the_timing_threads_cpu_time_holds_on_a_loaded_machine(run_cli, tmp_path
     assert busy["summary"]["contended"] is True, busy["summary"]["unreliable_reasons"]
     cpu = {name: line["summary"]["cpu_time"] for name, line in (("alone", alone), ("busy", busy))}
     assert all(found["timing_thread_share"] > 0.9 for found in cpu.values()), cpu
-    latency = statistics.median(busy["metrics"]["per_iter_time"][1:])
+    latency = {name: statistics.median(line["metrics"]["per_iter_time"][1:])
+               for name, line in (("alone", alone), ("busy", busy))}
     # The loaded child waited for its core (a spinner of its own session on each core leaves
     # it half of one at most): its wall time is well above its CPU time, which is not the
     # wall time...
-    assert latency > 1.3 * busy["summary"]["cpu_time_ms"] / 1e3, (latency, cpu)
-    # ...and which moved far less than that wait: within the +15 to 21% that refilling its
-    # caches after each switch costs (the quieter run's may hold some of it too).
-    assert busy["summary"]["cpu_time_ms"] < 1.35 * alone["summary"]["cpu_time_ms"], cpu
+    assert latency["busy"] > 1.3 * busy["summary"]["cpu_time_ms"] / 1e3, (latency, cpu)
+    # ...and which moved less than the wall time did: the wait stayed out of it.
+    moved = {name: busy_figure / alone_figure for name, busy_figure, alone_figure in (
+        ("cpu", busy["summary"]["cpu_time_ms"], alone["summary"]["cpu_time_ms"]),
+        ("latency", latency["busy"], latency["alone"]))}
+    assert moved["cpu"] < moved["latency"] - 0.2, (moved, cpu)
 
 @pytest.mark.runner_defaults  # the reference workload
 def test_several_timing_processes_and_the_reference_workload_reach_the_line(run_cli):

@@ -108,3 +108,26 @@ def test_compare_shows_the_host_pulse_during_the_timed_runs(tmp_path, capsys):
     row = next(text for text in host.splitlines() if text.startswith("mlp"))
     assert row.split()[3:6] == ["1", "1.8", "+80.0%"]  # ms, the medians over processes
     assert "0 of 1 experiments agree within 3%" in host
+
+
+def test_compare_shows_the_cpu_time_per_iteration_where_the_lines_have_it(tmp_path, capsys):
+    files = []
+    for name, milliseconds in (("a", 0.341), ("b", 0.355)):
+        path = results_file(tmp_path / f"{name}.jsonl", {"mlp": [0.0005]})
+        line = json.loads(path.read_text())
+        line["summary"]["cpu_time_ms"] = milliseconds
+        path.write_text(json.dumps(line) + "\n")
+        files.append(str(path))
+    assert stability.main_with(["--compare", *files]) == 0
+    out = capsys.readouterr().out
+    _, cpu = out.split("the timing thread's CPU time per iteration")
+    row = next(text for text in cpu.splitlines() if text.startswith("mlp"))
+    assert row.split()[3:6] == ["0.341", "0.355", "+4.1%"]
+    assert "0 of 1 experiments agree within 3%" in cpu
+
+
+def test_compare_leaves_the_cpu_time_out_where_no_line_has_it(tmp_path, capsys):
+    first = results_file(tmp_path / "a.jsonl", {"mlp": [0.010]})
+    second = results_file(tmp_path / "b.jsonl", {"mlp": [0.011]})
+    assert stability.main_with(["--compare", str(first), str(second)]) == 0
+    assert "CPU time per iteration" not in capsys.readouterr().out
