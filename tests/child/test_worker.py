@@ -113,18 +113,22 @@ def test_compile_workers_follow_the_childs_own_cores_and_none_where_caches_are_w
         monkeypatch):
     import torch._inductor.config as config
 
-    monkeypatch.setattr(config, "compile_threads", config.compile_threads)  # restored after
+    # Restored after by torch's own patch: pytest's monkeypatch.setattr restores an attribute
+    # that is not in the module's __dict__ by deleting it, which hides a torch config.
+    before = config.compile_threads
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)  # and so is this
-    # As a fork server's child: inductor was imported (and decided) before the child's pin.
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4, 5, 6})
-    config.compile_threads = 64
-    size_compile_workers(warm_caches=False)
-    assert config.compile_threads == 3
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(48)))
-    size_compile_workers(warm_caches=False)
-    assert config.compile_threads == 32  # inductor's own cap
-    size_compile_workers(warm_caches=True)
-    assert config.compile_threads == 1 and os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    with config.patch(compile_threads=before):
+        # As a fork server's child: inductor was imported (and decided) before the child's pin.
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {4, 5, 6})
+        config.compile_threads = 64
+        size_compile_workers(warm_caches=False)
+        assert config.compile_threads == 3
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(48)))
+        size_compile_workers(warm_caches=False)
+        assert config.compile_threads == 32  # inductor's own cap
+        size_compile_workers(warm_caches=True)
+        assert config.compile_threads == 1 and os.environ["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert config.compile_threads == before
 
 
 def test_inductors_precompiled_headers_move_under_the_hosts_temporary_folder(monkeypatch,
