@@ -103,8 +103,28 @@ def guarded_phase(item):
     return result
 
 
+#: How many threads torch computes with in the pytest workers' own tests. With a test per
+#: core and one more, torch's default of a thread per core had each worker's tests wait at
+#: barriers for a thread that another worker's test held off its core. tests/child,
+#: tests/backends and tests/verifier (325 tests, pytest -n 3 on 2 cores), A B A B: 126.7 and
+#: 127.2 s (244 and 234 CPU-s) at torch's default, 98.0 and 113.1 s (186 and 214 CPU-s) with
+#: one thread. Runners, their children and the reference harness are processes of their own
+#: and keep their threads (TEST_RUN_FLAGS, or their defaults); inductor's compile workers are
+#: left as they are (tests/backends/test_torch_device.py starts them).
+WORKER_TORCH_THREADS = 1
+
+
+def compute_in_the_workers_threads() -> None:
+    """WORKER_TORCH_THREADS for torch in this process, once a test (or the collection)
+    imported it; a test that changed it leaves the next one WORKER_TORCH_THREADS."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != WORKER_TORCH_THREADS:
+        torch.set_num_threads(WORKER_TORCH_THREADS)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
+    compute_in_the_workers_threads()
     return (yield from guarded_phase(item))
 
 
