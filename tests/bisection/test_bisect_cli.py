@@ -28,7 +28,9 @@ SWEEP = ["--suite-name", "torchbench", "--torchbench-dir={tree}", "-k", "launche
 EAGER = ["--dynamo", "None"]
 #: Every line on this shared host is flagged for contention: judge by the permutation test.
 #: With one thread (--threads=1) a contended line is judged by its timing thread's CPU time,
-#: which the suite's other processes on the same cores do not move (reports/analyse/compare.py).
+#: which holds no wait for a core; the suite's other processes still move it (35 to 55% for
+#: the builtin MLP, docs/timing.md), and each round's ends, measured beside its points,
+#: meet that (reports/analyse/compare.py, bisection/judge.py).
 JUDGING = ["--threshold", "10%", "--trust-flagged"]
 #: Where the ends differ by a failure or a verdict, a point is judged by that alone, whatever
 #: its figure (bisection/judge.py): a short timing without the reference workload will do.
