@@ -7,7 +7,8 @@ turned from PASS), a point is bad where it fails too and good where it runs, wha
 figure. Where they differ by the figure, an experiment is bad where it regressed against the
 good end and is neither better nor worse than the bad end; good where it is better than the
 bad end and neither worse nor better than the good end; anything else (a figure beyond both
-ends, half-way, or within the noise) is inconclusive. Only experiments whose ends differ
+ends, half-way, within the noise, or a CPU time the core's own speed moved with nothing to
+judge it by: compare's `core_moved`) is inconclusive. Only experiments whose ends differ
 that way are judged.
 """
 
@@ -18,7 +19,7 @@ from typing import Callable, Optional, Sequence
 
 from core.files.bisect_log import BAD, GOOD, INCONCLUSIVE
 from reports.analyse.compare import (DEFAULT_ALPHA, DEFAULT_THRESHOLD, FIXED, IMPROVED,
-                                     NEWLY_FAILING, REGRESSED, Change, compare)
+                                     NEWLY_FAILING, REGRESSED, UNRELIABLE, Change, compare)
 from reports.read.load import ConfigKey, Record
 
 POINT_FIELD = "point"
@@ -174,7 +175,14 @@ class Judge:
                 continue
             worse = to_good.verdict in (REGRESSED, NEWLY_FAILING)
             better = to_bad.verdict in (IMPROVED, FIXED)
-            if to_bad.verdict == REGRESSED or to_good.verdict == IMPROVED:
+            if any(c.core_moved and c.in_pulses_ratio is None and c.verdict == UNRELIABLE
+                   for c in (to_good, to_bad)):
+                # The core ran at another speed in the point's sweep than in an end's: its
+                # CPU time moved with it, and says nothing of the code.
+                verdicts.append(INCONCLUSIVE)
+                reasons.append(f"{name}: the core's speed moved: {_said(to_good)} against the "
+                               f"good end, {_said(to_bad)} against the bad end")
+            elif to_bad.verdict == REGRESSED or to_good.verdict == IMPROVED:
                 # Worse than both ends, or better than both: the host changed speed, or
                 # another change is in the range; either way not this bisection's answer.
                 verdicts.append(INCONCLUSIVE)

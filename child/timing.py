@@ -73,8 +73,11 @@ class TimingResult:
     enqueue_time: list[float] = field(default_factory=list)
     iteration_spans: list[float] = field(default_factory=list)
     iteration_enqueues: list[float] = field(default_factory=list)
-    #: The host pulse after each timed run of the stack, in ms (child/reference.py).
+    #: The host pulse after each timed run of the stack, in ms (child/reference.py), and the
+    #: timing thread's CPU time over it: what the core's own speed made of a fixed piece of
+    #: work at that moment, the waits for a core left out.
     host_pulses: list[float] = field(default_factory=list)
+    host_pulse_cpu: list[float] = field(default_factory=list)
     #: Per iteration, the runs discarded and run again because the pulse after them said the
     #: timing thread's core had slowed down (with a core picker only).
     redone_per_iter_time: list[float] = field(default_factory=list)
@@ -368,6 +371,7 @@ class RunOutcome:
     metrics: dict[str, Any]
     result: Any
     pulse_ms: Optional[float] = None
+    pulse_cpu_ms: Optional[float] = None
     #: The reference's run before it (paired timing), by the reference's clock.
     reference_clocked: Optional[float] = None
     #: What the timing thread met from before the reference's run to after the stack's.
@@ -398,7 +402,12 @@ def run_once(stack: Timed, reference: Optional[Timed], iterations: int, clock: s
     clocked = times.device if clock == CUDA_EVENTS_CLOCK else times.host
     metrics = stack.prepared.end_timed_run()
     window = host.end() if host is not None else None
-    return RunOutcome(times, clocked, metrics, result, pulse() if pulse is not None else None,
+    pulse_ms = pulse_cpu_ms = None
+    if pulse is not None:
+        cpu_start = time.thread_time()
+        pulse_ms = pulse()
+        pulse_cpu_ms = (time.thread_time() - cpu_start) * 1e3
+    return RunOutcome(times, clocked, metrics, result, pulse_ms, pulse_cpu_ms,
                       reference_clocked, window)
 
 
@@ -421,6 +430,8 @@ def record_run(timing: TimingResult, outcome: RunOutcome, iterations: int) -> No
         timing.run_metrics.setdefault(name, []).append(value)
     if outcome.pulse_ms is not None:
         timing.host_pulses.append(outcome.pulse_ms)
+    if outcome.pulse_cpu_ms is not None:
+        timing.host_pulse_cpu.append(outcome.pulse_cpu_ms)
     if outcome.host_window is not None:
         if timing.host_windows is None:
             timing.host_windows = empty_columns()

@@ -295,9 +295,14 @@ def judge(per_iter_times: Sequence[float], window: Optional[CpuWindow],
 
 
 def cpu_time_summary(thread_cpu: Sequence[float], process_cpu: Sequence[float],
-                     accelerator: str, threads: int) -> dict[str, Any]:
+                     accelerator: str, threads: int,
+                     pulse_cpu: Sequence[float] = ()) -> dict[str, Any]:
     """The line's `cpu_time` (the timing thread's and the process's CPU seconds per
-    iteration over the timed runs, medians in ms, and the thread's share) and `cpu_time_ms`:
+    iteration over the timed runs, medians in ms, the thread's share; with the host pulse
+    after each run, `pulse_ms`, the median of that thread's CPU milliseconds over the pulses,
+    the core's own speed while the model ran, which the CPU time follows, and `in_pulses`,
+    the median over runs of the run's CPU time per iteration over the pulse after it: a
+    figure the core's speed moves far less) and `cpu_time_ms`:
     the thread's figure where it did the work (on the CPU, one compute thread, at least
     `TIMING_THREAD_SHARE` of the process's CPU time), else None with the reason in
     `cpu_time.reason`. With more compute threads the timing thread's CPU time holds its spin
@@ -308,6 +313,10 @@ def cpu_time_summary(thread_cpu: Sequence[float], process_cpu: Sequence[float],
     found: dict[str, Any] = {"ms": statistics.median(thread_cpu) * 1e3,
                              "process_ms": statistics.median(process_cpu) * 1e3,
                              "timing_thread_share": share}
+    if pulse_cpu and len(pulse_cpu) == len(thread_cpu) and min(pulse_cpu) > 0:
+        found["pulse_ms"] = statistics.median(pulse_cpu)
+        found["in_pulses"] = statistics.median(
+            run * 1e3 / pulse for run, pulse in zip(thread_cpu, pulse_cpu))
     if accelerator != "cpu":
         found["reason"] = f"on {accelerator} the host thread's CPU time is not the work's"
     elif threads != 1:

@@ -275,7 +275,8 @@ def time_experiment(spec: ChildSpec, stack, bench, result: ChildResult,
     result.summary.update(timing_variation=verdict.variation, unreliable=verdict.unreliable,
                           unreliable_reasons=verdict.reasons, contended=verdict.contended)
     result.summary.update(cpu_time_summary(timing.thread_cpu_time, timing.process_cpu_time,
-                                           spec.experiment.accelerator, thread_count(spec)))
+                                           spec.experiment.accelerator, thread_count(spec),
+                                           timing.host_pulse_cpu))
     for reason in verdict.reasons:
         log.warning("unreliable timings: %s", reason)
     result.accelerator_model = prepared.accelerator_model()

@@ -160,6 +160,16 @@ MEASURES: tuple[Measure, ...] = (
             help="CPU: the timing thread's CPU time per iteration where that thread did the "
                  "process's work (the line holds ms): a figure other processes on its cores "
                  "do not move"),
+    Measure("cpu_pulse", ("summary.cpu_time.pulse_ms",), unit="s", positive=True, csv=None,
+            key=None, sql="{value} / 1e3",
+            help="CPU: the timing thread's CPU time over the host pulse after each timed run "
+                 "(a fixed piece of work; the line holds ms): the core's own speed, which the "
+                 "CPU time per iteration follows"),
+    Measure("cpu_in_pulses", ("summary.cpu_time.in_pulses",), unit="x", positive=True,
+            csv=None, key=None,
+            help="CPU: the timing thread's CPU time per iteration over its CPU time for the "
+                 "host pulse after the run (median over runs): the work in units of the "
+                 "core's own speed"),
     Measure("cpu_time_reason", ("summary.cpu_time.reason",), str, csv=None, key=None,
             help="why a line has no CPU time per iteration"),
     Measure("contended", ("summary.contended",), bool, csv=None, key=None,

@@ -36,7 +36,14 @@ raises it too (1 to 34% beside a spinning process, against 2.0 to 2.7x in the la
 beside processes that use memory: docs/timing.md). Where both lines have it, a flagged line
 keeps its verdict (unreliable) with the CPU time's change in the note; where the flags are
 trusted (no side flagged: the bisection's --trust-flagged) or counted (`count_unreliable`),
-the CPU time decides the same way the busy time does.
+the CPU time decides the same way the busy time does. The core's own speed moves the CPU time
+as much as the latency: on a shared host a core runs at times 1.5 to 2x slower for a second or
+more (another tenant's load on the physical core). The host pulse read after each timed run
+(child/reference.py) tells it: where both lines hold the timing thread's CPU time over it
+(`summary.cpu_time.pulse_ms`) and it moved beyond the threshold, the CPU time is judged in
+units of the pulse: each timed run's CPU time over the pulse's right after it
+(`summary.cpu_time.in_pulses`), where the CPU time decides; else the change is unreliable
+whatever the CPU time says (counted, with `count_unreliable`, by the CPU time).
 """
 
 from __future__ import annotations
@@ -79,6 +86,13 @@ class Change:
     busy_ratio: Optional[float] = None
     #: On a contended CPU line with the timing thread's CPU time on both sides: new over base.
     cpu_ratio: Optional[float] = None
+    #: There, the timing thread's CPU time over the host pulse (`summary.cpu_time.pulse_ms`),
+    #: new over base, where both lines have it; and whether it moved beyond the threshold:
+    #: the core itself ran at another speed, which moves the CPU time too.
+    pulse_ratio: Optional[float] = None
+    core_moved: bool = False
+    #: Where the core moved and both lines have it: the CPU time in pulses, new over base.
+    in_pulses_ratio: Optional[float] = None
 
     @property
     def change(self) -> Optional[float]:
@@ -224,7 +238,8 @@ def _judge(change: Change, threshold: float, alpha: float, count_unreliable: boo
     if base.host_bound or new.host_bound:
         _judge_by_device_busy(change, threshold)
     elif base.contended or new.contended:
-        _judge_by_cpu_time(change, threshold, decides=count_unreliable or not flagged)
+        _judge_by_cpu_time(change, threshold, decides=count_unreliable or not flagged,
+                           counted=count_unreliable)
 
 
 def _judge_by_device_busy(change: Change, threshold: float) -> None:
@@ -242,14 +257,35 @@ def _judge_by_device_busy(change: Change, threshold: float) -> None:
                             "the host's speed or its own work changed, not the device's")
 
 
-def _judge_by_cpu_time(change: Change, threshold: float, decides: bool) -> None:
+def _judge_by_cpu_time(change: Change, threshold: float, decides: bool,
+                       counted: bool = False) -> None:
     """A contended CPU line's timing thread's CPU time per iteration, where both lines have
     it: the verdict where it `decides` (no side flagged, or unreliable changes counted),
-    else a note before the flag's reasons (module docstring)."""
+    else a note before the flag's reasons; unreliable, unless `counted`, where the host
+    pulse's CPU time says the core itself changed speed (module docstring)."""
     base, new = change.base, change.new
     if not (base.cpu_time and new.cpu_time):
         return
     change.cpu_ratio = new.cpu_time / base.cpu_time
+    if base.cpu_pulse and new.cpu_pulse:
+        change.pulse_ratio = new.cpu_pulse / base.cpu_pulse
+        change.core_moved = abs(change.pulse_ratio - 1.0) > threshold
+    if change.core_moved and decides and base.cpu_in_pulses and new.cpu_in_pulses:
+        change.in_pulses_ratio = new.cpu_in_pulses / base.cpu_in_pulses
+        _judge_by_steady_figure(change, threshold, change.in_pulses_ratio,
+                                f"contended, the core's speed {change.pulse_ratio - 1.0:+.1%}",
+                                "CPU time over the host pulse's",
+                                "other processes took its cores' time, or slowed them, not "
+                                "its own work")
+        change.reason += f", CPU time per iteration {change.cpu_ratio - 1.0:+.1%}"
+        return
+    if change.core_moved and not counted:
+        note = (f"contended: CPU time per iteration {change.cpu_ratio - 1.0:+.1%} while the "
+                f"core's own speed moved: its host pulse {change.pulse_ratio - 1.0:+.1%}")
+        keep = change.reason if change.verdict == UNRELIABLE else ""
+        change.verdict = UNRELIABLE
+        change.reason = f"{note}; {keep}" if keep else note
+        return
     if decides:
         _judge_by_steady_figure(change, threshold, change.cpu_ratio, "contended",
                                 "CPU time per iteration",

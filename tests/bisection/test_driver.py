@@ -231,3 +231,27 @@ def test_a_contended_point_is_judged_by_its_timing_threads_cpu_time():
     # Without the CPU time (more than one compute thread) the wait decides: inconclusive.
     unknown = judge.judge([line("c12", 2.0e-3, None, True)], good, bad)
     assert unknown.verdict == "inconclusive", unknown.reason
+
+
+def test_a_point_timed_on_a_slower_core_is_judged_in_host_pulses():
+    """The core ran 1.7x slower through the point's sweep than through the ends' (another
+    tenant on the physical core): its CPU time per iteration moved as much as its latency,
+    and alone would call a good point bad. The host pulse read after each run moved with
+    it: the CPU time in pulses tells the point apart. Without that figure (lines written
+    before it) the point is inconclusive."""
+    def line(label, cpu, pulse, in_pulses=True):
+        times = [cpu * (1.0 + 0.01 * (i % 3 - 1)) for i in range(10)]
+        return dataclasses.replace(record(label, times), contended=True, unreliable=False,
+                                   cpu_time=cpu, cpu_pulse=pulse,
+                                   cpu_in_pulses=cpu / pulse if in_pulses else None)
+
+    good, bad = [line("c00", 1.0e-3, 0.5e-3)], [line("c23", 1.3e-3, 0.5e-3)]
+    judge = Judge(threshold=0.1, trust_flagged=True)
+    slow_good = judge.judge([line("c12", 1.7e-3, 0.85e-3)], good, bad)
+    assert slow_good.verdict == "good", slow_good.reason
+    assert "judged by its CPU time over the host pulse's -23.1%" in slow_good.reason
+    slow_bad = judge.judge([line("c13", 2.21e-3, 0.85e-3)], good, bad)
+    assert slow_bad.verdict == "bad", slow_bad.reason
+    unknown = judge.judge([line("c12", 1.7e-3, 0.85e-3, in_pulses=False)], good, bad)
+    assert unknown.verdict == "inconclusive", unknown.reason
+    assert "the core's speed moved" in unknown.reason

@@ -72,6 +72,23 @@ def test_the_timing_threads_cpu_time_stands_only_where_that_thread_did_the_work(
     assert cpu_time_summary([], [], "cpu", threads=1) == {}
 
 
+def test_the_cpu_time_is_read_in_host_pulses_run_by_run():
+    """Each run's CPU time per iteration over the pulse read right after it: a core that ran
+    twice as slow through the third run moved its CPU time and its pulse alike."""
+    thread = [0.002, 0.002, 0.004, 0.002]
+    found = cpu_time_summary(thread, thread, "cpu", threads=1, pulse_cpu=[0.5, 0.5, 1.0, 0.5])
+    assert found["cpu_time"]["pulse_ms"] == pytest.approx(0.5)
+    assert found["cpu_time"]["in_pulses"] == pytest.approx(4.0)
+    # The median of the runs' ratios, not the ratio of the medians (3 ms / 0.5 ms = 6).
+    mixed = cpu_time_summary([0.002, 0.004, 0.004], [0.002, 0.004, 0.004], "cpu", threads=1,
+                             pulse_cpu=[0.5, 1.0, 1.0])
+    assert mixed["cpu_time"]["in_pulses"] == pytest.approx(4.0)
+    # Without a pulse after every run (--no-reference-workload: none), no figure.
+    for pulses in ([], [0.5, 0.5]):
+        assert "in_pulses" not in cpu_time_summary(thread, thread, "cpu", threads=1,
+                                                   pulse_cpu=pulses)["cpu_time"]
+
+
 @pytest.mark.e2e
 def test_a_core_that_another_process_keeps_busy_is_flagged():
     core = sorted(os.sched_getaffinity(0))[0]

@@ -155,6 +155,12 @@ def test_several_timing_processes_and_the_reference_workload_reach_the_line(run_
                and each["after"] is None and each["during"]["host_ms"] > 0
                for each in references)
     assert "ratio" in summary["slow_period"] and "flagged" in summary["slow_period"]
+    # The timing thread's CPU time over each pulse: the core's own speed, and the iteration's
+    # CPU time in its units, run by run (the median of the runs' ratios, near the ratio of
+    # the medians).
+    cpu = summary["cpu_time"]
+    assert cpu["pulse_ms"] > 0 and cpu["in_pulses"] > 0, cpu
+    assert 0.5 < cpu["in_pulses"] * cpu["pulse_ms"] / cpu["ms"] < 2.0, cpu
 
 
 def child_torch_settings(run, name: str) -> dict:

@@ -119,9 +119,15 @@ def _cpu_time(results: Sequence[ChildResult]) -> dict[str, Any]:
         why = next((found for found, value in recorded if value is None), recorded[0][0])
         return {"cpu_time": why, "cpu_time_ms": None}
     middle = statistics.median(values)
-    return {"cpu_time": {**recorded[0][0], "ms": middle, "processes_ms": values,
-                         "spread": _relative_range(values)},
-            "cpu_time_ms": middle}
+    found = {**recorded[0][0], "ms": middle, "processes_ms": values,
+             "spread": _relative_range(values)}
+    for name in ("pulse_ms", "in_pulses"):
+        each = [_number(figure.get(name)) for figure, _ in recorded]
+        if all(value is not None for value in each):
+            found[name] = statistics.median(each)
+        else:
+            found.pop(name, None)
+    return {"cpu_time": found, "cpu_time_ms": middle}
 
 
 def combine(results: Sequence[ChildResult], asked: int) -> ChildResult:

@@ -173,6 +173,54 @@ def test_a_host_bound_line_is_gated_by_its_device_busy_time(write_results):
     assert next(c for c in result.changes if c.base.model == "mlp").verdict == REGRESSED
 
 
+def test_a_contended_cpu_line_on_a_core_that_changed_speed_is_judged_in_host_pulses(
+        write_results):
+    """On a shared host a core runs at times 1.7x slower (another tenant on the physical
+    core): the CPU time per iteration moves as much as the latency, and so does the host
+    pulse read after each run. Where the pulse moved beyond the threshold, the CPU time in
+    pulses decides; a line without it (written before it) leaves the change unreliable."""
+    def lines(scale, cpu_ms, pulse_ms, in_pulses=True):
+        made = _lines(_scaled({"mlp": scale}), stack="eager")
+        for line in made:
+            found = {"ms": cpu_ms, "pulse_ms": pulse_ms}
+            if in_pulses:
+                found["in_pulses"] = cpu_ms / pulse_ms
+            line["summary"].update(contended=True, unreliable=False, unreliable_reasons=[],
+                                   cpu_time_ms=cpu_ms, cpu_time=found)
+        return made
+
+    base = write_results(lines(1.0, 0.50, 0.25))
+
+    def verdict(new_lines, **options):
+        result = compare(load([base]).records, load([write_results(new_lines)]).records,
+                         **options)
+        return next(c for c in result.changes if c.base.model == "mlp"), result
+
+    # The same work on a slower core: its CPU time +70%, its pulse too; not a regression.
+    mlp, result = verdict(lines(1.7, 0.85, 0.425))
+    assert mlp.core_moved and mlp.pulse_ratio == pytest.approx(1.7)
+    assert mlp.verdict == UNRELIABLE and not result.regressions, mlp.reason
+    assert "judged" not in mlp.reason and "CPU time over the host pulse's +0.0%" in mlp.reason
+    # 30% more work on that slower core: a regression, judged in pulses.
+    mlp, result = verdict(lines(2.21, 1.105, 0.425))
+    assert mlp.verdict == REGRESSED and mlp in result.regressions
+    assert mlp.reason == ("contended, the core's speed +70.0%: judged by its CPU time over the "
+                          "host pulse's +30.0% (latency +121.0%), CPU time per iteration "
+                          "+121.0%")
+    # Without the figure in pulses the CPU time says nothing of the work: unreliable...
+    mlp, result = verdict(lines(1.7, 0.85, 0.425, in_pulses=False))
+    assert mlp.verdict == UNRELIABLE and not result.regressions
+    assert mlp.reason == ("contended: CPU time per iteration +70.0% while the core's own "
+                          "speed moved: its host pulse +70.0%")
+    # ...unless unreliable changes are counted.
+    mlp, _ = verdict(lines(1.7, 0.85, 0.425, in_pulses=False), count_unreliable=True)
+    assert mlp.verdict == REGRESSED
+    # A pulse within the threshold: the CPU time decides, as on any contended line.
+    mlp, _ = verdict(lines(1.3, 0.65, 0.26))
+    assert not mlp.core_moved and mlp.verdict == REGRESSED
+    assert mlp.reason.startswith("contended: judged by its CPU time per iteration +30.0%")
+
+
 def test_a_contended_cpu_line_is_gated_by_its_timing_threads_cpu_time(write_results):
     """Other processes on a child's cores stretch its latency, and far less the CPU time its
     one compute thread spends per iteration: where the flags are trusted (not set, as the

@@ -166,3 +166,21 @@ def test_the_cpu_time_is_the_median_of_the_processes_and_contention_of_any_count
     assert summary["cpu_time_ms"] is None and summary["cpu_time"]["reason"] == "2 compute threads"
     assert summary["contended"] is False
     assert "cpu_time" not in combine([timing_result([1.0]), timing_result([2.0])], 2).summary
+
+
+def test_the_cpu_time_in_host_pulses_is_the_median_of_the_processes_that_all_have_it():
+    def cpu(ms, pulse_ms=None):
+        found = {"ms": ms, "process_ms": ms, "timing_thread_share": 1.0}
+        if pulse_ms is not None:
+            found.update(pulse_ms=pulse_ms, in_pulses=ms / pulse_ms)
+        return {"cpu_time": found, "cpu_time_ms": ms}
+
+    # The second process ran on a core twice as slow: its CPU time doubled, its pulse too.
+    summary = combine([timing_result([1.0], **cpu(0.5, 0.25)),
+                       timing_result([2.0], **cpu(1.0, 0.5)),
+                       timing_result([1.0], **cpu(0.5, 0.25))], 3).summary
+    assert summary["cpu_time"]["pulse_ms"] == 0.25 and summary["cpu_time"]["in_pulses"] == 2.0
+    # One process without the pulses (the first's figure is not the line's): none.
+    summary = combine([timing_result([1.0], **cpu(0.5, 0.25)), timing_result([1.0], **cpu(0.5))],
+                      2).summary
+    assert "pulse_ms" not in summary["cpu_time"] and "in_pulses" not in summary["cpu_time"]
