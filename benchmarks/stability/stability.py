@@ -30,7 +30,8 @@ compares it: the host's single-thread speed while each experiment was timed.
 loop each, on this process's cores) run during it, and are ended after it. The first
 sweep's lines should then not be flagged, and the second one's should (slow period,
 contention). Lines with a CPU time per iteration (`--threads=1` on the CPU) get a table of
-it too: how far the wait for a core stays out of it (docs/timing.md).
+it too: how far the wait for a core stays out of it (docs/timing.md); and, with the
+reference workload's host pulses, one of it in pulses: how far the core's speed does.
 """
 
 from __future__ import annotations
@@ -91,6 +92,26 @@ def cpu_time_figure(line: dict[str, Any]) -> Optional[float]:
     return milliseconds / 1e3 if isinstance(milliseconds, (int, float)) else None
 
 
+def cpu_in_pulses_figure(line: dict[str, Any]) -> Optional[float]:
+    """The CPU time per iteration in host pulses (`summary.cpu_time.in_pulses`: each run's over
+    the pulse's after it), where the line has both: the core's own speed divided out."""
+    cpu = (line.get("summary") or {}).get("cpu_time")
+    if cpu_time_figure(line) is None or not isinstance(cpu, dict):
+        return None
+    value = cpu.get("in_pulses")
+    return value if isinstance(value, (int, float)) and value > 0 else None
+
+
+def print_cpu_tables(first: dict[tuple, dict], second: dict[tuple, dict], within: float) -> None:
+    """The CPU time per iteration's table, and its table in host pulses, where lines have them."""
+    if any(cpu_time_figure(line) is not None for line in first.values()):
+        print_table(first, second, within, "the timing thread's CPU time per iteration (what "
+                    "another process's use of the cores leaves out)", cpu_time_figure)
+    if any(cpu_in_pulses_figure(line) is not None for line in first.values()):
+        print_table(first, second, within, "that CPU time in host pulses (what the core's own "
+                    "speed leaves out)", cpu_in_pulses_figure, unit="pulses")
+
+
 def flags(line: dict[str, Any]) -> str:
     """What flagged the line, shortly: slow (with its ratio), contention, variation, host-bound."""
     summary = line.get("summary") or {}
@@ -138,9 +159,12 @@ def stop_load(burners: list[subprocess.Popen]) -> None:
 
 
 def print_table(first: dict[tuple, dict], second: dict[tuple, dict], within: float,
-                title: str, measure: Callable[[dict[str, Any]], Optional[float]] = median_time) -> None:
-    """Both sweeps' figures per experiment (`measure` of each line), their difference and
-    flags, then how many agree within `within`."""
+                title: str, measure: Callable[[dict[str, Any]], Optional[float]] = median_time,
+                unit: str = "ms") -> None:
+    """Both sweeps' figures per experiment (`measure` of each line: seconds, shown in ms, or
+    a figure of another `unit`, shown as it is), their difference and flags, then how many
+    agree within `within`."""
+    scale = 1e3 if unit == "ms" else 1.0
     rows, agreed, compared = [], 0, 0
     for experiment in sorted(set(first) & set(second)):
         a, b = measure(first[experiment]), measure(second[experiment])
@@ -151,10 +175,10 @@ def print_table(first: dict[tuple, dict], second: dict[tuple, dict], within: flo
         difference = b / a - 1.0
         compared += 1
         agreed += abs(difference) <= within
-        rows.append([*experiment[:3], f"{a * 1e3:.3f}", f"{b * 1e3:.3f}", f"{difference:+.1%}",
+        rows.append([*experiment[:3], f"{a * scale:.3f}", f"{b * scale:.3f}", f"{difference:+.1%}",
                      flags(first[experiment]), flags(second[experiment])])
     print(f"\n{title}")
-    print(tabulate(rows, headers=["model", "stack", "test", "first ms", "second ms",
+    print(tabulate(rows, headers=["model", "stack", "test", f"first {unit}", f"second {unit}",
                                   "difference", "first flagged", "second flagged"]))
     print(f"{agreed} of {compared} experiments agree within {within:.0%}")
 
@@ -208,9 +232,7 @@ def compare(first_path: Path, second_path: Path, within: float) -> int:
     if any(host_pulse_figure(line) is not None for line in first.values()):
         print_table(first, second, within, "the host pulse during their timed runs (the "
                     "host's single-thread speed while each was timed)", host_pulse_figure)
-    if any(cpu_time_figure(line) is not None for line in first.values()):
-        print_table(first, second, within, "the timing thread's CPU time per iteration",
-                    cpu_time_figure)
+    print_cpu_tables(first, second, within)
     return 0
 
 
@@ -256,10 +278,7 @@ def main_with(argv: list[str]) -> int:
         print_table(first, second, args.within,
                     f"--processes={used} (sweeps took {walls[count][0]:.0f} s and "
                     f"{walls[count][1]:.0f} s, {args.gap:.0f} s apart{load})")
-        if any(cpu_time_figure(line) is not None for line in first.values()):
-            print_table(first, second, args.within, "the timing thread's CPU time per "
-                        "iteration (what another process's use of the cores leaves out)",
-                        cpu_time_figure)
+        print_cpu_tables(first, second, args.within)
     return 0
 
 

@@ -124,6 +124,29 @@ def test_compare_shows_the_cpu_time_per_iteration_where_the_lines_have_it(tmp_pa
     row = next(text for text in cpu.splitlines() if text.startswith("mlp"))
     assert row.split()[3:6] == ["0.341", "0.355", "+4.1%"]
     assert "0 of 1 experiments agree within 3%" in cpu
+    assert "in host pulses" not in out  # the lines have no pulses
+
+
+def test_compare_shows_the_cpu_time_in_host_pulses_where_the_lines_have_it(tmp_path, capsys):
+    """The second sweep ran on a core 1.7x slower: its CPU time moved, in pulses it held."""
+    files = []
+    for name, milliseconds, pulse in (("a", 0.400, 0.25), ("b", 0.680, 0.425)):
+        path = results_file(tmp_path / f"{name}.jsonl", {"mlp": [0.0005]})
+        line = json.loads(path.read_text())
+        line["summary"]["cpu_time_ms"] = milliseconds
+        line["summary"]["cpu_time"] = {"ms": milliseconds, "pulse_ms": pulse,
+                                       "in_pulses": milliseconds / pulse}
+        path.write_text(json.dumps(line) + "\n")
+        files.append(str(path))
+    assert stability.main_with(["--compare", *files]) == 0
+    out = capsys.readouterr().out
+    before, pulses = out.split("that CPU time in host pulses")
+    _, cpu = before.split("the timing thread's CPU time per iteration")
+    row = next(text for text in cpu.splitlines() if text.startswith("mlp"))
+    assert row.split()[3:6] == ["0.4", "0.68", "+70.0%"]
+    row = next(text for text in pulses.splitlines() if text.startswith("mlp"))
+    assert row.split()[3:6] == ["1.6", "1.6", "+0.0%"]
+    assert "first pulses" in pulses and "1 of 1 experiments agree within 3%" in pulses
 
 
 def test_compare_leaves_the_cpu_time_out_where_no_line_has_it(tmp_path, capsys):

@@ -219,6 +219,10 @@ def test_a_contended_cpu_line_on_a_core_that_changed_speed_is_judged_in_host_pul
     mlp, _ = verdict(lines(1.3, 0.65, 0.26))
     assert not mlp.core_moved and mlp.verdict == REGRESSED
     assert mlp.reason.startswith("contended: judged by its CPU time per iteration +30.0%")
+    # A pulse that moved alone (its own noise: the CPU time held) is not the core's speed:
+    # in pulses the work would read +72%; the CPU time decides.
+    mlp, _ = verdict(lines(1.03, 0.515, 0.15))
+    assert not mlp.core_moved and mlp.verdict == UNCHANGED, mlp.reason
 
 
 def test_a_contended_cpu_line_is_gated_by_its_timing_threads_cpu_time(write_results):
