@@ -44,6 +44,12 @@ class Measurer(Protocol):
         be set up. `attempt` 0 is a point's first measurement; each later one measures it
         again, and its lines supersede the earlier ones."""
 
+    def measure_at_once(self, batch: Sequence[tuple[Point, Optional[int], int]]
+                        ) -> dict[str, str]:
+        """Measure each (point, processes, attempt) of `batch` at the same time, however
+        many points are measured at once otherwise: whatever the host does while they run,
+        it does to all of them. The reason for each that could not be set up."""
+
     def records(self) -> dict[str, list[Record]]:
         """Each point's latest records, by label."""
 
@@ -154,10 +160,13 @@ class Bisection:
                      f"judged, {len(self.measured)} measurement(s) done")
 
     # Measuring and judging.
+    def _todo(self, points: Sequence[Point], attempt: int) -> list[Point]:
+        return [p for p in points
+                if (p.label, attempt) not in self.measured and p.label not in self.setup_failed]
+
     def _measure(self, points: Sequence[Point], attempt: int,
                  processes: Optional[int] = None, beside: bool = False) -> None:
-        todo = [p for p in points
-                if (p.label, attempt) not in self.measured and p.label not in self.setup_failed]
+        todo = self._todo(points, attempt)
         if not todo:
             return
         if not beside:
@@ -167,7 +176,26 @@ class Bisection:
                  + ", ".join(p.label for p in todo)
                  + (f" with {processes} processes" if attempt and not beside else ""))
         failed = self.measurer.measure(todo, processes, attempt)
-        for point in todo:
+        self._record_measured([(point, processes, attempt) for point in todo], failed)
+
+    def _measure_at_once(self, points: Sequence[Point], attempt: int, ends_attempt: int) -> None:
+        """The round's points and both ends, all at the same time (`measure_at_once`)."""
+        good, bad = self.points[0], self.points[-1]
+        # The ends with the points' processes: as long a sweep, spread over the same time.
+        processes = self.settings.processes_for(attempt)
+        batch = [(end, processes, ends_attempt) for end in self._todo([good], ends_attempt)]
+        batch += [(point, processes, attempt) for point in self._todo(points, attempt)]
+        batch += [(end, processes, ends_attempt) for end in self._todo([bad], ends_attempt)]
+        if not batch:
+            return
+        self.say("measuring at once, the ends beside the round's points: "
+                 + ", ".join(point.label for point, _, _ in batch)
+                 + (f" with {processes} processes" if attempt else ""))
+        self._record_measured(batch, self.measurer.measure_at_once(batch))
+
+    def _record_measured(self, batch: Sequence[tuple[Point, Optional[int], int]],
+                         failed: dict[str, str]) -> None:
+        for point, processes, attempt in batch:
             if point.label in failed:
                 self.setup_failed[point.label] = failed[point.label]
                 self._write({"event": SETUP, "point": point.label, "reason": failed[point.label]})
@@ -254,9 +282,15 @@ class Bisection:
 
     def _measure_with_ends(self, points: Sequence[Point], attempt: int,
                            ends_attempt: Optional[int]) -> None:
-        """Measure the points; with `ends_attempt`, the good end just before them and the bad
-        end just after, as measurement `ends_attempt` of each, at the sweep's own processes."""
+        """Measure the points; with `ends_attempt`, the ends too, as measurement
+        `ends_attempt` of each, at the sweep's own processes: with --jobs over 1, the points
+        and both ends at the same time (sweeps measured side by side load the host for one
+        another); with one job, the good end just before the point and the bad end just
+        after."""
         good, bad = self.points[0], self.points[-1]
+        if ends_attempt is not None and self.settings.jobs > 1:
+            self._measure_at_once(points, attempt, ends_attempt)
+            return
         if ends_attempt is not None:
             self._measure([good], ends_attempt, self.settings.processes, beside=True)
         self._measure(points, attempt)
@@ -274,7 +308,9 @@ class Bisection:
         round_number = self.finished_rounds + 1
         points = [self.points[i] for i in chosen]
         ends_attempt = self.ends_beside.get(round_number)
-        if ends_attempt is None and self._ends_flagged():
+        if ends_attempt is None and (self._ends_flagged() or self.settings.jobs > 1):
+            # Points measured at once load the host for one another as the ends, measured
+            # before them, were not loaded: the ends are measured with them.
             ends_attempt = self._next_end_attempt()
         entry = {"event": ROUND, "round": round_number, "points": [p.label for p in points]}
         if ends_attempt is not None:

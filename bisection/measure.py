@@ -179,12 +179,21 @@ class RunnerMeasurer:
 
     def measure(self, points: Sequence[Point], processes: Optional[int],
                 attempt: int) -> dict[str, str]:
+        return self._measure_batch([(point, processes, attempt) for point in points],
+                                   max(1, self.jobs))
+
+    def measure_at_once(self, batch: Sequence[tuple[Point, Optional[int], int]]
+                        ) -> dict[str, str]:
+        return self._measure_batch(batch, max(1, len(batch)))
+
+    def _measure_batch(self, batch: Sequence[tuple[Point, Optional[int], int]],
+                       width: int) -> dict[str, str]:
         failed: dict[str, str] = {}
-        pool = ThreadPoolExecutor(max_workers=max(1, self.jobs), thread_name_prefix="bisect")
+        pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="bisect")
         try:
             futures = {point.label: pool.submit(self._measure_one, point, processes, attempt,
                                                 self.slot_of(index))
-                       for index, point in enumerate(points)}
+                       for index, (point, processes, attempt) in enumerate(batch)}
             for label, future in futures.items():
                 reason = future.result()
                 if reason is not None:

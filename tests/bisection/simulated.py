@@ -49,9 +49,16 @@ class SimulatedMeasurer:
         self.index = {p.label: i for i, p in enumerate(self.points)}
 
     def measure(self, points, processes, attempt):
-        self.batches.append([p.label for p in points])
+        return self._batch([(point, processes, attempt) for point in points])
+
+    def measure_at_once(self, batch):
+        return self._batch(batch)
+
+    def _batch(self, batch):
+        """One batch of sweeps run side by side: each (point, processes, attempt) measured."""
+        self.batches.append([point.label for point, _, _ in batch])
         failed = {}
-        for point in points:
+        for point, processes, attempt in batch:
             if point.label in self.setup_fails:
                 failed[point.label] = self.setup_fails[point.label]
                 continue

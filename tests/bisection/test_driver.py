@@ -36,7 +36,8 @@ def test_finds_the_slower_commit_within_the_bound(tmp_path, jobs):
     assert POINTS[outcome.answer.last_good].label == "c12"
     assert outcome.rounds <= math.ceil(math.log2(24)) + 2
     assert outcome.rounds <= rounds_bound(24, jobs)
-    assert all(len(batch) <= max(jobs, 2) for batch in measurer.batches)
+    # Several points at once are measured with both ends beside them, at the same time.
+    assert all(len(batch) <= (jobs + 2 if jobs > 1 else 2) for batch in measurer.batches)
     assert len(measurer.measured) == len(set(measurer.measured))
 
 
@@ -101,8 +102,8 @@ class Stop(SimulatedMeasurer):
         super().__init__(*args, **kwargs)
         self.stop_at = stop_at
 
-    def measure(self, points, processes, attempt):
-        failed = super().measure(points, processes, attempt)
+    def _batch(self, batch):
+        failed = super()._batch(batch)
         if len(self.batches) == self.stop_at:
             raise KeyboardInterrupt
         return failed
@@ -158,10 +159,10 @@ class DriftingHost(SimulatedMeasurer):
         super().__init__(*args, **kwargs)
         self.speeds = list(speeds)
 
-    def measure(self, points, processes, attempt):
+    def _batch(self, batch):
         speed = self.speeds[min(len(self.batches), len(self.speeds) - 1)]
         before = dict(self._records)
-        failed = super().measure(points, processes, attempt)
+        failed = super()._batch(batch)
         for label, records in self._records.items():
             if before.get(label) is not records:
                 self._records[label] = [dataclasses.replace(
@@ -178,7 +179,8 @@ DRIFT = (1.0, 1.0, 1.6, 1.6, 1.6, 1.15, 1.15, 1.15, 1.6, 1.6, 1.6, 1.0, 1.0, 1.0
 def test_a_drifting_host_is_met_by_ends_measured_beside_each_round(tmp_path, jobs):
     """Judged against ends measured before the drift, every point after it looked 1.6x slower
     than the good end and the search named a commit before the change. With flagged lines
-    the ends are measured again beside each round's points (one batch before, one after)."""
+    the ends are measured again beside each round's points (one job: a batch before, one
+    after; several: with them, in one batch)."""
     measurer = DriftingHost(POINTS, slower_from(FIRST_BAD), noise=0.01, speeds=DRIFT)
     outcome = bisect(tmp_path, measurer, jobs=jobs,
                      judge=Judge(threshold=0.1, trust_flagged=True))
@@ -255,3 +257,35 @@ def test_a_point_timed_on_a_slower_core_is_judged_in_host_pulses():
     unknown = judge.judge([line("c12", 1.7e-3, 0.85e-3, in_pulses=False)], good, bad)
     assert unknown.verdict == "inconclusive", unknown.reason
     assert "the core's speed moved" in unknown.reason
+
+
+class CrowdedHost(SimulatedMeasurer):
+    """A host whose sweeps slow one another: each line's times grow by `per_neighbour` for
+    every other sweep of its batch (a 2-core machine running three sweeps at once)."""
+
+    per_neighbour = 0.25
+
+    def _batch(self, batch):
+        before = dict(self._records)
+        failed = super()._batch(batch)
+        factor = 1.0 + self.per_neighbour * (len(batch) - 1)
+        for label, records in self._records.items():
+            if before.get(label) is not records:
+                self._records[label] = [dataclasses.replace(
+                    r, median_time=r.median_time * factor,
+                    per_iter_times=[t * factor for t in r.per_iter_times]) for r in records]
+        return failed
+
+
+def test_points_measured_at_once_are_judged_against_ends_measured_with_them(tmp_path):
+    """Three points at once on a host that two sweeps already fill: each point ran 1.5x slower
+    than alone, the ends, measured two at once, 1.25x. Judged against those ends every point
+    looks 20% slower than the good end, and within the noise of the bad end. Measured in one
+    batch with the round's points, the ends meet the same crowd."""
+    measurer = CrowdedHost(POINTS, slower_from(FIRST_BAD), noise=0.01)
+    outcome = bisect(tmp_path, measurer, jobs=3)
+    assert POINTS[outcome.answer.first_bad].label == "c13", outcome.reasons
+    assert outcome.answer.exact
+    rounds = measurer.batches[1:]
+    assert rounds and all(batch[0] == "c00" and batch[-1] == "c23" for batch in rounds)
+    assert len(measurer.measured) == len(set(measurer.measured))
