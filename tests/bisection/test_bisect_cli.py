@@ -22,9 +22,13 @@ pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SWEEP = ["--suite-name", "torchbench", "--torchbench-dir={tree}", "-k", "launches",
          "--accelerator", "cpu", "--xla", "None", "--torch-xla2", "None", "--test", "eval",
-         "--repeat", "10", "--warmup", "2", "--threads=1"]
-# The reference workload stays on (TEST_RUN_FLAGS turns it off): it is what tells compare, and
-# so the bisection, that the host itself slowed down between two points' sweeps.
+         "--repeat", "10", "--warmup", "2", "--iterations-per-run", "20", "--threads=1"]
+# 20 iterations a run: about half a second of timed runs a sweep, across many of the
+# scheduler's switches among the suite's processes; with one iteration a run (25 ms in all)
+# the figure was one moment of them, and the k-section named a wrong commit in 2 of 13 runs
+# beside a test suite (docs/bisect.md). The reference workload stays on (TEST_RUN_FLAGS turns
+# it off): it is what tells compare, and so the bisection, that the host itself slowed down
+# between two points' sweeps, and its pulses give the CPU time in pulses.
 EAGER = ["--dynamo", "None"]
 #: Every line on this shared host is flagged for contention: judge by the permutation test.
 #: With one thread (--threads=1) a contended line is judged by its timing thread's CPU time,
