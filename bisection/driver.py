@@ -106,6 +106,9 @@ class Bisection:
         self.records: dict[str, list[Record]] = {}
         #: The measurement (attempt) of the ends made beside each round's points, by round.
         self.ends_beside: dict[int, int] = {}
+        #: A verdict judged by the CPU time in host pulses, by point, until a measurement
+        #: again confirms it (`_settled`).
+        self.provisional: dict[str, str] = {}
 
     # The log.
     def _start_entry(self) -> dict:
@@ -147,6 +150,8 @@ class Bisection:
             elif entry["event"] == VERDICT and label in self.index:
                 verdict = entry.get("verdict")
                 self.outcome.reasons[label] = entry.get("reason", "")
+                if entry.get("provisional") in (GOOD, BAD):
+                    self.provisional[label] = entry["provisional"]
                 if verdict in (GOOD, BAD, SKIPPED):
                     self.outcome.verdicts[label] = verdict
                     if 0 < self.index[label] < len(self.points) - 1:
@@ -205,15 +210,17 @@ class Bisection:
                              "processes": processes})
 
     def _verdict(self, point: Point, judgement: Judgement, round_number: int,
-                 attempt: int) -> None:
+                 attempt: int, provisional: Optional[str] = None) -> None:
         self.outcome.judgements[point.label] = judgement
         self.outcome.reasons[point.label] = judgement.reason
         if judgement.verdict in (GOOD, BAD, SKIPPED):
             self.outcome.verdicts[point.label] = judgement.verdict
-        self._write({"event": VERDICT, "point": point.label, "round": round_number,
-                     "attempt": attempt, "verdict": judgement.verdict,
-                     "reason": judgement.reason,
-                     "figures": [f.as_json() for f in judgement.figures]})
+        entry = {"event": VERDICT, "point": point.label, "round": round_number,
+                 "attempt": attempt, "verdict": judgement.verdict, "reason": judgement.reason,
+                 "figures": [f.as_json() for f in judgement.figures]}
+        if provisional is not None:
+            self.provisional[point.label] = entry["provisional"] = provisional
+        self._write(entry)
         self.say(f"  {point.label}: {judgement.verdict} ({judgement.reason})")
 
     def _ends(self) -> bool:
@@ -291,11 +298,13 @@ class Bisection:
         if ends_attempt is not None and self.settings.jobs > 1:
             self._measure_at_once(points, attempt, ends_attempt)
             return
+        # The ends with the points' processes: as long a sweep, spread over as much time.
+        processes = self.settings.processes_for(attempt)
         if ends_attempt is not None:
-            self._measure([good], ends_attempt, self.settings.processes, beside=True)
+            self._measure([good], ends_attempt, processes, beside=True)
         self._measure(points, attempt)
         if ends_attempt is not None:
-            self._measure([bad], ends_attempt, self.settings.processes, beside=True)
+            self._measure([bad], ends_attempt, processes, beside=True)
 
     def _judge(self, point: Point) -> Judgement:
         if point.label in self.setup_failed:
@@ -326,7 +335,15 @@ class Bisection:
             self.records = self.measurer.records()
             still = []
             for point in pending:
-                judgement = self._judge(point)
+                judgement = self._settled(point, self._judge(point))
+                if judgement.verdict in (GOOD, BAD) and judgement.by_pulses and \
+                        point.label not in self.provisional and attempt < self.settings.remeasure:
+                    self._verdict(point, Judgement(
+                        INCONCLUSIVE, f"{judgement.verdict} in host pulses, to be confirmed by "
+                        f"a measurement again: {judgement.reason}", judgement.figures),
+                        round_number, attempt, provisional=judgement.verdict)
+                    still.append(point)
+                    continue
                 if judgement.verdict == INCONCLUSIVE and attempt < self.settings.remeasure:
                     self._verdict(point, judgement, round_number, attempt)
                     still.append(point)
@@ -341,6 +358,15 @@ class Bisection:
             if not pending:
                 break
         self.finished_rounds = round_number
+
+    def _settled(self, point: Point, judgement: Judgement) -> Judgement:
+        """A point judged in host pulses once before: the same verdict again stands; another
+        one, or none, leaves it inconclusive (the two measurements disagree)."""
+        earlier = self.provisional.get(point.label)
+        if earlier is None or judgement.verdict == earlier:
+            return judgement
+        return Judgement(INCONCLUSIVE, f"the measurements disagree: {earlier} in host pulses, "
+                         f"then {judgement.verdict} ({judgement.reason})", judgement.figures)
 
     def run(self) -> Outcome:
         """Bisect to the end (or to a KeyboardInterrupt: the log holds every step so far)."""

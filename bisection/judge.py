@@ -95,6 +95,10 @@ class Judgement:
     verdict: str
     reason: str
     figures: list[Figure] = field(default_factory=list)
+    #: The verdict rests on a CPU time read in host pulses (compare's `in_pulses_ratio`: the
+    #: core changed speed between the sweeps): under load that reading was off by up to 29%
+    #: (docs/bisect.md), so one measurement does not settle it.
+    by_pulses: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,7 @@ class Judge:
         against_bad = {c.base.key: c for c in compare(
             self._as_judged(bad), new, threshold=self.threshold, alpha=self.alpha).changes}
         verdicts, reasons = [], []
+        by_pulses = False
         for key in sorted(watched):
             to_good, to_bad = against_good.get(key), against_bad.get(key)
             if to_good is None or to_bad is None:
@@ -191,9 +196,11 @@ class Judge:
             elif worse and not better:
                 verdicts.append(BAD)
                 reasons.append(f"{name}: {_said(to_good)} against the good end")
+                by_pulses |= any(c.in_pulses_ratio is not None for c in (to_good, to_bad))
             elif better and not worse:
                 verdicts.append(GOOD)
                 reasons.append(f"{name}: {_said(to_bad)} against the bad end")
+                by_pulses |= any(c.in_pulses_ratio is not None for c in (to_good, to_bad))
             else:
                 verdicts.append(INCONCLUSIVE)
                 reasons.append(f"{name}: {_said(to_good)} against the good end, "
@@ -204,7 +211,8 @@ class Judge:
             verdict = GOOD
         else:
             verdict = INCONCLUSIVE
-        return Judgement(verdict, "; ".join(reasons), figures)
+        return Judgement(verdict, "; ".join(reasons), figures,
+                         by_pulses=by_pulses and verdict != INCONCLUSIVE)
 
 
 def _said(change: Change) -> str:

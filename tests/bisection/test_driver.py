@@ -289,3 +289,74 @@ def test_points_measured_at_once_are_judged_against_ends_measured_with_them(tmp_
     rounds = measurer.batches[1:]
     assert rounds and all(batch[0] == "c00" and batch[-1] == "c23" for batch in rounds)
     assert len(measurer.measured) == len(set(measurer.measured))
+
+
+class ContendedHost(SimulatedMeasurer):
+    """Every line contended (judged by its CPU time, flags trusted), with the host pulse's
+    CPU time; `slow` maps a point's measurement to (the core's slowdown, how much more its
+    CPU time grew than the pulse's), as a slower core and the processes beside it did."""
+
+    def __init__(self, *args, slow=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.slow = dict(slow or {})
+
+    def _batch(self, batch):
+        failed = super()._batch(batch)
+        for point, _, attempt in batch:
+            core, beside = self.slow.get((point.label, attempt), (1.0, 1.0))
+            records = []
+            for r in self._records.get(point.label, []):
+                cpu = r.median_time * core * beside if r.median_time else None
+                records.append(dataclasses.replace(
+                    r, contended=True, unreliable=False, cpu_time=cpu, cpu_pulse=0.5e-3 * core,
+                    cpu_in_pulses=cpu / (0.5e-3 * core) if cpu else None))
+            self._records[point.label] = records
+        return failed
+
+
+def test_a_verdict_in_host_pulses_stands_only_when_a_measurement_again_gives_it(tmp_path):
+    """c12's first measurement ran on a core 1.6x slower, and the processes beside it moved
+    its CPU time 30% more than its pulse: in pulses it read like the bad end. Measured again
+    it read as the good end: the two disagree, and c12 is skipped, not named. Verdicts of
+    lines on a core that kept its speed stand at once."""
+    measurer = ContendedHost(POINTS, slower_from(FIRST_BAD), noise=0.01,
+                             slow={("c12", 0): (1.6, 1.3)})
+    outcome = bisect(tmp_path, measurer, judge=Judge(threshold=0.1, trust_flagged=True))
+    assert outcome.verdicts["c12"] == "skipped", outcome.reasons["c12"]
+    assert "the measurements disagree: bad in host pulses, then good" in outcome.reasons["c12"]
+    answer = outcome.answer
+    assert POINTS[answer.first_bad].label == "c13" and [
+        POINTS[i].label for i in answer.skipped_between] == ["c12"]
+    provisional = [e["point"] for e in read_entries(tmp_path / "log.bisect.log")
+                   if e["event"] == VERDICT and "provisional" in e]
+    assert provisional == ["c12"]
+    once = [label for label, verdict in outcome.verdicts.items()
+            if verdict in ("good", "bad") and label not in ("c00", "c23")]
+    assert once and all((label, 1) not in measurer.measured for label in once)
+
+
+def test_a_provisional_verdict_survives_ctrl_c_and_resume(tmp_path):
+    """Stopped after a point's first measurement (a provisional verdict in the log), the
+    same command measures it again and holds it to the verdict it gave first."""
+    class Stopping(ContendedHost):
+        """Stopped in the third batch: the ends', c11's first (read like the bad end), then
+        c11's measurement again."""
+
+        def _batch(self, batch):
+            failed = super()._batch(batch)
+            if len(self.batches) == 3:
+                raise KeyboardInterrupt
+            return failed
+
+    stopping = Stopping(POINTS, slower_from(FIRST_BAD), noise=0.01,
+                        slow={("c11", 0): (1.6, 1.3)})
+    with pytest.raises(KeyboardInterrupt):
+        bisect(tmp_path, stopping, judge=Judge(threshold=0.1, trust_flagged=True))
+    entries = read_entries(tmp_path / "log.bisect.log")
+    assert any(e["event"] == VERDICT and e.get("provisional") == "bad" and e["point"] == "c11"
+               for e in entries)
+    resumed = ContendedHost(POINTS, slower_from(FIRST_BAD), noise=0.01)
+    resumed._records = dict(stopping._records)
+    outcome = bisect(tmp_path, resumed, judge=Judge(threshold=0.1, trust_flagged=True))
+    assert outcome.verdicts["c11"] == "skipped", outcome.reasons["c11"]
+    assert ("c11", 0) not in resumed.measured  # its first measurement is not made again
