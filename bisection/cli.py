@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from bisection.driver import Bisection, BisectError, Outcome, Settings
+from bisection.driver import POINT_PROCESSES, Bisection, BisectError, Outcome, Settings
 from bisection.judge import METRICS, Judge
 from bisection.measure import RunnerMeasurer
 from bisection.placement import point_slots
@@ -85,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     judging.add_argument("--remeasure", type=_count, default=1,
                          help="times an inconclusive point is measured again, each with twice "
                               "the processes, before it is skipped (default 1)")
-    judging.add_argument("--processes", type=_positive, default=None,
-                         help="timing processes of each point's sweep (default: the runner's)")
+    judging.add_argument("--processes", type=_positive, default=POINT_PROCESSES,
+                         help="timing processes of each point's sweep (default "
+                              f"{POINT_PROCESSES}, on the CPU too: one process's figure is "
+                              "one layout of the process and one speed of its core)")
     judging.add_argument("--trust-flagged", action="store_true",
                          help="judge lines flagged unreliable (contention, runs that vary) by "
                               "the permutation test alone, as on a shared machine where every "

@@ -10,6 +10,18 @@ bad end and neither worse nor better than the good end; anything else (a figure 
 ends, half-way, within the noise, or a CPU time the core's own speed moved with nothing to
 judge it by: compare's `core_moved`) is inconclusive. Only experiments whose ends differ
 that way are judged.
+
+On the CPU, where every line of an experiment (both ends and the point) holds the timing
+thread's CPU time in host pulses (`summary.cpu_time.in_pulses`: each timed run's CPU time
+over the CPU time of a fixed piece of work right after it), the latency metric is judged by
+that figure, by the threshold alone (one figure a line): a shared host's cores run at two
+speeds 1.5 to 2x apart and its processes differ besides, so that one process of a model read
+1.75 to 3.40 ms of CPU time per iteration and a process of the same model 30% slower 2.31 to
+4.51 ms, while in pulses they read 2.34 to 2.86 and 2.91 to 3.62 (docs/bisect.md). Neither
+the wait for a core nor the core's speed moves it, so the flags of contention and the
+machine's change of speed do not apply to it. Where the core ran at another speed in the
+point's sweep than in an end's (the pulse moved by over `CORE_SPEED_BOUND`), the verdict is
+provisional (`Judgement.by_pulses`).
 """
 
 from __future__ import annotations
@@ -18,8 +30,9 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence
 
 from core.files.bisect_log import BAD, GOOD, INCONCLUSIVE
-from reports.analyse.compare import (DEFAULT_ALPHA, DEFAULT_THRESHOLD, FIXED, IMPROVED,
-                                     NEWLY_FAILING, REGRESSED, UNRELIABLE, Change, compare)
+from reports.analyse.compare import (CORE_SPEED_BOUND, DEFAULT_ALPHA, DEFAULT_THRESHOLD,
+                                     FIXED, IMPROVED, NEWLY_FAILING, REGRESSED, UNRELIABLE,
+                                     Change, compare)
 from reports.read.load import ConfigKey, Record
 
 POINT_FIELD = "point"
@@ -111,14 +124,31 @@ class Judge:
     alpha: float = DEFAULT_ALPHA
     trust_flagged: bool = False
 
-    def _as_judged(self, records: Sequence[Record]) -> list[Record]:
+    def in_pulses(self, *sides: Sequence[Record]) -> frozenset:
+        """The experiments judged by their CPU time in host pulses (module docstring): with
+        the latency metric, those whose every line of every side has it."""
+        if self.metric.name != "latency":
+            return frozenset()
+        # cpu_time: the line's CPU time is its work's (the CPU, one compute thread); a
+        # CUDA line's launching thread has a CPU time in pulses too, but not the work's.
+        per_side = [{hash(experiment_of(r)): bool(r.cpu_in_pulses and r.cpu_time)
+                     for r in records} for records in sides]
+        keys = set.intersection(*(set(side) for side in per_side)) if per_side else set()
+        return frozenset(key for key in keys if all(side[key] for side in per_side))
+
+    def _as_judged(self, records: Sequence[Record], in_pulses: frozenset = frozenset()
+                   ) -> list[Record]:
         judged = []
         for record in records:
             key = hash(experiment_of(record))
             changes = {"key": key}
             if self.trust_flagged:
                 changes["unreliable"] = False
-            if record.passed:
+            if record.passed and key in in_pulses:
+                changes.update(median_time=record.cpu_in_pulses, per_iter_times=[],
+                               unreliable=False, contended=False, host_bound=False,
+                               slow_ratio=None, paired_speedup=None)
+            elif record.passed:
                 value = self.metric.value(record)
                 if value is None:
                     continue  # no figure: the experiment is missing at this point
@@ -139,7 +169,8 @@ class Judge:
 
     def differing(self, good: Sequence[Record], bad: Sequence[Record]) -> list[Change]:
         """The experiments whose bad end is worse than their good end."""
-        comparison = compare(self._as_judged(good), self._as_judged(bad),
+        pulsed = self.in_pulses(good, bad)
+        comparison = compare(self._as_judged(good, pulsed), self._as_judged(bad, pulsed),
                              threshold=self.threshold, alpha=self.alpha)
         return [c for c in comparison.changes if c.verdict in (REGRESSED, NEWLY_FAILING)]
 
@@ -152,11 +183,14 @@ class Judge:
         watched = {change.base.key: change.verdict for change in self.differing(good, bad)}
         if not watched:
             return Judgement(INCONCLUSIVE, "the ends do not differ", figures)
-        new = self._as_judged(point)
+        pulsed = self.in_pulses(point, good, bad)
+        new = self._as_judged(point, pulsed)
         against_good = {c.base.key: c for c in compare(
-            self._as_judged(good), new, threshold=self.threshold, alpha=self.alpha).changes}
+            self._as_judged(good, pulsed), new, threshold=self.threshold,
+            alpha=self.alpha).changes}
         against_bad = {c.base.key: c for c in compare(
-            self._as_judged(bad), new, threshold=self.threshold, alpha=self.alpha).changes}
+            self._as_judged(bad, pulsed), new, threshold=self.threshold,
+            alpha=self.alpha).changes}
         verdicts, reasons = [], []
         by_pulses = False
         for key in sorted(watched):
@@ -166,6 +200,7 @@ class Judge:
                 reasons.append("no line with a figure at this point")
                 continue
             name = experiment_label(to_good.new)
+            said = _said_in_pulses if key in pulsed else _said
             if watched[key] == NEWLY_FAILING:
                 if to_bad.verdict == FIXED:
                     verdicts.append(GOOD)
@@ -185,26 +220,26 @@ class Judge:
                 # The core ran at another speed in the point's sweep than in an end's: its
                 # CPU time moved with it, and says nothing of the code.
                 verdicts.append(INCONCLUSIVE)
-                reasons.append(f"{name}: the core's speed moved: {_said(to_good)} against the "
-                               f"good end, {_said(to_bad)} against the bad end")
+                reasons.append(f"{name}: the core's speed moved: {said(to_good)} against the "
+                               f"good end, {said(to_bad)} against the bad end")
             elif to_bad.verdict == REGRESSED or to_good.verdict == IMPROVED:
                 # Worse than both ends, or better than both: the host changed speed, or
                 # another change is in the range; either way not this bisection's answer.
                 verdicts.append(INCONCLUSIVE)
-                reasons.append(f"{name}: beyond both ends: {_said(to_good)} against the good "
-                               f"end, {_said(to_bad)} against the bad end")
+                reasons.append(f"{name}: beyond both ends: {said(to_good)} against the good "
+                               f"end, {said(to_bad)} against the bad end")
             elif worse and not better:
                 verdicts.append(BAD)
-                reasons.append(f"{name}: {_said(to_good)} against the good end")
-                by_pulses |= any(c.in_pulses_ratio is not None for c in (to_good, to_bad))
+                reasons.append(f"{name}: {said(to_good)} against the good end")
+                by_pulses |= self._core_moved(key, point, to_good, to_bad, pulsed)
             elif better and not worse:
                 verdicts.append(GOOD)
-                reasons.append(f"{name}: {_said(to_bad)} against the bad end")
-                by_pulses |= any(c.in_pulses_ratio is not None for c in (to_good, to_bad))
+                reasons.append(f"{name}: {said(to_bad)} against the bad end")
+                by_pulses |= self._core_moved(key, point, to_good, to_bad, pulsed)
             else:
                 verdicts.append(INCONCLUSIVE)
-                reasons.append(f"{name}: {_said(to_good)} against the good end, "
-                               f"{_said(to_bad)} against the bad end")
+                reasons.append(f"{name}: {said(to_good)} against the good end, "
+                               f"{said(to_bad)} against the bad end")
         if BAD in verdicts:
             verdict = BAD
         elif all(v == GOOD for v in verdicts):
@@ -213,6 +248,27 @@ class Judge:
             verdict = INCONCLUSIVE
         return Judgement(verdict, "; ".join(reasons), figures,
                          by_pulses=by_pulses and verdict != INCONCLUSIVE)
+
+    @staticmethod
+    def _core_moved(key: int, point: Sequence[Record], to_good: Change, to_bad: Change,
+                    pulsed: frozenset) -> bool:
+        """Whether a verdict rests on a CPU time in host pulses across a change of the core's
+        speed: compare's (a contended line), or this judge's (`in_pulses`) where the pulse of
+        the point's sweep and an end's differ by over CORE_SPEED_BOUND."""
+        if key not in pulsed:
+            return any(c.in_pulses_ratio is not None for c in (to_good, to_bad))
+        mine = next((r.cpu_pulse for r in point if hash(experiment_of(r)) == key), None)
+        theirs = [c.base.cpu_pulse for c in (to_good, to_bad)]
+        return any(not (mine and other) or abs(mine / other - 1.0) > CORE_SPEED_BOUND
+                   for other in theirs)
+
+
+def _said_in_pulses(change: Change) -> str:
+    """A change judged by the CPU time in host pulses: its verdict and how far it moved."""
+    text = change.verdict
+    if change.ratio is not None:
+        text += f" (CPU time in host pulses {change.ratio - 1.0:+.1%})"
+    return text
 
 
 def _said(change: Change) -> str:
