@@ -22,13 +22,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 SWEEP = ["--suite-name", "torchbench", "--torchbench-dir={tree}", "-k", "launches",
          "--accelerator", "cpu", "--xla", "None", "--torch-xla2", "None", "--test", "eval",
-         "--repeat", "10", "--warmup", "2", "--iterations-per-run", "20", "--threads=1"]
-# 20 iterations a run: about half a second of timed runs a sweep, across many of the
-# scheduler's switches among the suite's processes; with one iteration a run (25 ms in all)
-# the figure was one moment of them, and the k-section named a wrong commit in 2 of 13 runs
-# beside a test suite (docs/bisect.md). The reference workload stays on (TEST_RUN_FLAGS turns
-# it off): it is what tells compare, and so the bisection, that the host itself slowed down
-# between two points' sweeps, and its pulses give the CPU time in pulses.
+         "--repeat", "10", "--warmup", "2", "--iterations-per-run", "10", "--threads=1"]
+# 10 iterations a run, 10 runs: a quarter of a second of timed runs a process, each run's CPU
+# time read against the host pulse right after it. Beside a test suite, 20 a run spanned more
+# of the scheduler's switches among its processes (docs/bisect.md); these run alone (quiet).
+# The reference workload stays on (TEST_RUN_FLAGS turns it off): its pulses give the CPU
+# time in pulses, which judges these lines.
 EAGER = ["--dynamo", "None"]
 #: With one thread (--threads=1) each line holds its timing thread's CPU time in host pulses,
 #: which judges it (bisection/judge.py), whatever the flags of contention say; a line that
