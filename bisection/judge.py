@@ -21,11 +21,13 @@ speeds 1.5 to 2x apart and its processes differ besides, so that one process of 
 the wait for a core nor the core's speed moves it, so the flags of contention and the
 machine's change of speed do not apply to it. Where the core ran at another speed in the
 point's sweep than in an end's (the pulse moved by over `CORE_SPEED_BOUND`), the verdict is
-provisional (`Judgement.by_pulses`).
+provisional (`Judgement.by_pulses`); a point that lies within the middle third between the
+ends (`HALF_WAY`) is inconclusive.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence
 
@@ -36,6 +38,10 @@ from reports.analyse.compare import (CORE_SPEED_BOUND, DEFAULT_ALPHA, DEFAULT_TH
 from reports.read.load import ConfigKey, Record
 
 POINT_FIELD = "point"
+#: A point judged by its CPU time in host pulses is inconclusive between these fractions of
+#: the way from the good end to the bad one (`_way`): in-pulses figures of one code moved by
+#: up to 10% with the core's speed, and a bad commit read 42% of the way (docs/bisect.md).
+HALF_WAY = (1 / 3, 2 / 3)
 
 
 @dataclass(frozen=True)
@@ -228,6 +234,15 @@ class Judge:
                 verdicts.append(INCONCLUSIVE)
                 reasons.append(f"{name}: beyond both ends: {said(to_good)} against the good "
                                f"end, {said(to_bad)} against the bad end")
+            elif (worse or better) and key in pulsed and \
+                    HALF_WAY[0] <= _way(to_good, to_bad) <= HALF_WAY[1]:
+                # Judged by the threshold alone, a point can pass one end's test and fail the
+                # other's while lying near the middle of a narrow round: a verdict needs it
+                # nearer one end.
+                verdicts.append(INCONCLUSIVE)
+                reasons.append(f"{name}: half-way ({_way(to_good, to_bad):.0%} of the way from "
+                               f"the good end to the bad): {said(to_good)} against the good "
+                               f"end, {said(to_bad)} against the bad end")
             elif worse and not better:
                 verdicts.append(BAD)
                 reasons.append(f"{name}: {said(to_good)} against the good end")
@@ -261,6 +276,14 @@ class Judge:
         theirs = [c.base.cpu_pulse for c in (to_good, to_bad)]
         return any(not (mine and other) or abs(mine / other - 1.0) > CORE_SPEED_BOUND
                    for other in theirs)
+
+
+def _way(to_good: Change, to_bad: Change) -> float:
+    """Where the point lies between the ends, on a log scale: 0 at the good end, 1 at the bad
+    end (either way beyond them below 0 or above 1); 0.5 where the ends read alike."""
+    from_good, from_bad = math.log(to_good.ratio), math.log(to_bad.ratio)
+    span = from_good - from_bad
+    return from_good / span if span > 0 else 0.5
 
 
 def _said_in_pulses(change: Change) -> str:

@@ -288,6 +288,12 @@ def test_on_the_cpu_the_latency_is_judged_by_the_cpu_time_in_host_pulses():
     steady = judge.judge([line("c12", 2.35e-3, 0.8e-3, 2.50)], [line("c00", 2.3e-3, 0.8e-3, 2.44)],
                          [line("c23", 3.0e-3, 0.82e-3, 3.22)])
     assert steady.verdict == "good" and not steady.by_pulses, steady.reason
+    # A bad commit of a test run here, on a slow core: +8.8% against the good end, -11.0%
+    # against the bad: the threshold alone would call it good; it lies 42% of the way.
+    near = judge.judge([line("c17", 3.6e-3, 1.235e-3, 2.906)], [line("c00", 3.2e-3, 1.2e-3, 2.672)],
+                       [line("c23", 2.6e-3, 0.78e-3, 3.266)])
+    assert near.verdict == "inconclusive", near.reason
+    assert "half-way (42% of the way from the good end to the bad)" in near.reason
     # A line without the figure (an older line), or whose CPU time is not its work's (on
     # CUDA, or with several compute threads: no cpu_time): the latency.
     for point in (line("c13", 2.40e-3, 0.77e-3, None),
