@@ -9,6 +9,23 @@ one column per figure (`summary.host_windows`, one entry per timed run), and sum
 `summary.host_state`: shares of the runs in which something happened, totals, and the
 spread of the frequencies and clocks, so that what moves with the host pulse can be read off
 a line (docs/timing.md, "The host's state per timed run").
+
+**The line's figure in each of the host's two states** (`pulse_states`; the parent computes
+it for every line whose runs have pulses).
+
+After each timed run the child reads the host pulse (child/reference.py: a fixed Python loop
+on the timing thread, about 0.6 ms on a lent H200 host's fast state and 1.0 to 1.3 ms on its
+slow one). A run whose pulse is at most `fast_bound_ms` counts in the fast state, the others
+in the slow one. Each state's figure is made as the line's is: the median over processes of
+each process's median, over the processes with at least `MIN_STATE_RUNS` runs in that state.
+The line's headline figure stays the median over all runs (as PyTorch's harness times them,
+in whatever state the host was); `summary.pulse_states` keeps both states' figures beside it,
+with their shares of the runs.
+
+The bound is `FAST_BOUND_OVER_LOW` times the host's low pulse: the 10th percentile of this
+host's recent per-process pulses (runner/run/record/slow_periods.py keeps them) or of the
+line's own runs' pulses, whichever is lower. With the line's alone, a line timed wholly in a
+slow period would call its best slow runs fast; the host's history knows its fast state.
 """
 
 from __future__ import annotations
@@ -117,3 +134,94 @@ def join_processes(per_process: Sequence[Optional[Mapping[str, Sequence[Any]]]],
             joined[name].extend(values + [None] * (runs - len(values)))
         joined[PROCESS_COLUMN].extend([number] * runs)
     return joined
+
+
+# ---- the line's figure in each of the host's states -----------------------------------------
+#: The fast state's bound over the host's low pulse.
+FAST_BOUND_OVER_LOW = 1.25
+#: A process's runs in one state count toward that state's figure from this many on.
+MIN_STATE_RUNS = 3
+
+
+def low_pulse(pulses: Sequence[float]) -> Optional[float]:
+    """The 10th percentile of `pulses` (their least, with fewer than 10); None without any."""
+    values = sorted(value for value in pulses if _a_time(value))
+    if not values:
+        return None
+    return values[0] if len(values) < 10 else statistics.quantiles(values, n=10)[0]
+
+
+def _a_time(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e12
+
+
+def _pulses_of(summary: Mapping[str, Any]) -> Optional[list[list[Any]]]:
+    references = summary.get("reference_processes")
+    if not isinstance(references, list):
+        references = [summary.get("reference")]
+    found = []
+    for reference in references:
+        during = reference.get("during") if isinstance(reference, dict) else None
+        pulses = during.get("pulses_ms") if isinstance(during, dict) else None
+        if not isinstance(pulses, list):
+            return None
+        found.append(pulses)
+    return found
+
+
+def timed_runs(metrics: Mapping[str, Any],
+               summary: Mapping[str, Any]) -> list[tuple[int, float, float]]:
+    """(process, seconds per iteration, pulse ms) of each timed run, where every process's
+    runs have one pulse each; none otherwise (a line without pulses, or one whose counts do
+    not match)."""
+    times = metrics.get("per_iter_time")
+    lead = summary.get("cold_start_entries", 0)
+    pulses = _pulses_of(summary)
+    if not isinstance(times, list) or not isinstance(lead, int) or pulses is None:
+        return []
+    times = times[lead:]
+    owners = metrics.get("process")
+    owners = owners[lead:] if isinstance(owners, list) else [1] * len(times)
+    if len(owners) != len(times):
+        return []
+    runs = []
+    for index, each in enumerate(pulses, 1):
+        mine = [time for owner, time in zip(owners, times) if owner == index]
+        if len(mine) != len(each):
+            return []
+        runs += [(index, time, pulse) for time, pulse in zip(mine, each)
+                 if _a_time(time) and _a_time(pulse)]
+    return runs
+
+
+def _state_figure(runs: Sequence[tuple[int, float, float]]) -> tuple[Optional[float], int]:
+    medians = []
+    for process in sorted({run[0] for run in runs}):
+        times = [time for owner, time, _ in runs if owner == process]
+        if len(times) >= MIN_STATE_RUNS:
+            medians.append(statistics.median(times))
+    return (statistics.median(medians) if medians else None), len(medians)
+
+
+def pulse_states(metrics: Mapping[str, Any], summary: Mapping[str, Any],
+                 host_low_ms: Optional[float] = None,
+                 fast_bound_ms: Optional[float] = None) -> Optional[dict[str, Any]]:
+    """`summary.pulse_states` of a line (see the module's doc), or with `fast_bound_ms`
+    against that bound; None for a line without a pulse after each timed run."""
+    runs = timed_runs(metrics, summary)
+    if not runs:
+        return None
+    if fast_bound_ms is not None:
+        bound, source = fast_bound_ms, "given"
+    else:
+        line_low = low_pulse([run[2] for run in runs])
+        lows = [low for low in (host_low_ms, line_low) if low is not None and _a_time(low)]
+        low = min(lows)
+        bound, source = FAST_BOUND_OVER_LOW * low, ("host" if low == host_low_ms else "line")
+    states: dict[str, Any] = {"fast_bound_ms": bound, "low_from": source, "runs": len(runs)}
+    for name, chosen in (("fast", [r for r in runs if r[2] <= bound]),
+                         ("slow", [r for r in runs if r[2] > bound])):
+        figure, processes = _state_figure(chosen)
+        states[name] = {"median_per_iter_time": figure, "runs": len(chosen),
+                        "share": len(chosen) / len(runs), "processes": processes}
+    return states

@@ -460,7 +460,8 @@ class ExperimentExecutor:
         """Judge the line against the reference workload's history (slow periods); the
         history's trouble is a warning in the line, never the line's loss."""
         try:
-            return self.references.judge_summary(line.summary, line.accelerator_model)
+            return self.references.judge_summary(line.summary, line.accelerator_model,
+                                                 line.metrics)
         except Exception as error:  # a side file's trouble must not cost a measured line
             log.warning("the line was not judged for slow periods: %s: %s",
                         type(error).__name__, error)

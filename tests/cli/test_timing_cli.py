@@ -161,6 +161,23 @@ def test_several_timing_processes_and_the_reference_workload_reach_the_line(run_
     cpu = summary["cpu_time"]
     assert cpu["pulse_ms"] > 0 and cpu["in_pulses"] > 0, cpu
     assert 0.5 < cpu["in_pulses"] * cpu["pulse_ms"] / cpu["ms"] < 2.0, cpu
+    # Each run's pulse sorts it into the host's fast or slow state; both states' figures
+    # are of these six runs, against a bound above the lowest pulse.
+    states = summary["pulse_states"]
+    pulses = [pulse for each in references for pulse in each["during"]["pulses_ms"]]
+    assert states["runs"] == 6 and states["fast_bound_ms"] >= min(pulses), states
+    assert states["fast"]["runs"] + states["slow"]["runs"] == 6
+    assert states["fast"]["runs"] == sum(pulse <= states["fast_bound_ms"] for pulse in pulses)
+    assert abs(states["fast"]["share"] + states["slow"]["share"] - 1.0) < 1e-9
+    # A state's figure counts a process with three runs in it (here: all of its runs).
+    timed, bound = metrics["per_iter_time"][1:], states["fast_bound_ms"]
+    for state, runs in (("fast", [time for time, pulse in zip(timed, pulses) if pulse <= bound]),
+                        ("slow", [time for time, pulse in zip(timed, pulses) if pulse > bound])):
+        figure = states[state]["median_per_iter_time"]
+        assert (figure is None) == (states[state]["processes"] == 0), states
+        assert figure is None or min(runs) <= figure <= max(runs), states
+    if states["fast"]["runs"] == 6:
+        assert states["fast"]["median_per_iter_time"] == summary["processes"]["median"]
 
 
 def child_torch_settings(run, name: str) -> dict:

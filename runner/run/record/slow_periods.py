@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from core.host.machine import cache_root
+from core.host.host_state import low_pulse, pulse_states
 from core.files.cached_json import write_json_atomically
 from core.files.side_files import ShapeError, a_list, a_number, an_object, read_side_file
 
@@ -158,6 +159,14 @@ def usual_figures(data: Mapping[str, Any], now: Optional[float] = None) -> dict[
     return usual
 
 
+def host_low_pulse(data: Mapping[str, Any], now: Optional[float] = None) -> Optional[float]:
+    """The host's low pulse (core/host/pulse_states.py): the 10th percentile of its recent
+    per-process pulses, None with fewer than MIN_HISTORY of them."""
+    now = time.time() if now is None else now
+    values = [value for stamp, value in data.get("host_ms", []) if _recent(stamp, now)]
+    return low_pulse(values) if len(values) >= MIN_HISTORY else None
+
+
 def _recent(stamp: float, now: float) -> bool:
     return -FUTURE_SLACK_SECONDS <= now - stamp < MAX_AGE_SECONDS
 
@@ -229,11 +238,14 @@ class ReferenceHistory:
         except OSError as error:
             log.debug("the reference readings were not kept: %s", error)
 
-    def judge_summary(self, summary: dict[str, Any], accelerator_model: Optional[str]) -> list[str]:
+    def judge_summary(self, summary: dict[str, Any], accelerator_model: Optional[str],
+                      metrics: Optional[Mapping[str, Any]] = None) -> list[str]:
         """Judge a line's summary against this host's usual figures, record the verdict
         (`summary.slow_period`, and the unreliable flag with its reason), then keep its
-        readings. Returns the warnings of a history that did not fit (set aside), for the
-        line's notes."""
+        readings. With the line's `metrics`, also its figure in each of the host's states
+        (`summary.pulse_states`, against the host's low pulse before this line's joined).
+        Returns the warnings of a history that did not fit (set aside), for the line's
+        notes."""
         processes = processes_of(summary)
         readings = [reading for each in processes for reading in each]
         if not readings:
@@ -245,8 +257,12 @@ class ReferenceHistory:
         with self._lock:  # one read of the history: judged by it, then kept in it
             data, warning = self._read(path)
             verdict = judge(processes, usual_figures(data))
+            host_low = host_low_pulse(data)
             self._keep(path, data, readings)
         summary["slow_period"] = verdict.to_dict()
+        states = pulse_states(metrics, summary, host_low) if metrics is not None else None
+        if states is not None:
+            summary["pulse_states"] = states
         if verdict.flagged:
             summary["unreliable"] = True
             summary["unreliable_reasons"] = [*(summary.get("unreliable_reasons") or []),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks.fidelity import device_busy_check
 from benchmarks.fidelity.settings_parity import Case
 from benchmarks.stability import host_states
@@ -58,3 +60,40 @@ def test_host_states_reads_results_files(tmp_path, capsys):
     results.write_text(json.dumps(line("mobilevit_s", 2.611, 9.5)) + "\n")
     assert host_states.main([str(results)]) == 0
     assert "| mobilevit_s | eval | 2 | 4.10 |" in capsys.readouterr().out
+
+
+def per_run_line():
+    """Two processes of six runs: process 1 fast but for its last two runs, process 2 slow
+    but for its first three; each run's time follows its pulse."""
+    pulses = [[0.6, 0.6, 0.62, 0.61, 1.1, 1.2], [0.6, 0.61, 0.6, 1.1, 1.15, 1.2]]
+    times = [[0.004, 0.0041, 0.0042, 0.0040, 0.007, 0.008], [0.0043, 0.0044, 0.0045, 0.0070, 0.0072, 0.0074]]
+    return {"model": {"model_name": "mobilevit_s"}, "status": "ok",
+            "experiment": {"test": "eval"},
+            "metrics": {"per_iter_time": [9.0, *times[0], *times[1]], "process": [1] + [1] * 6 + [2] * 6},
+            "summary": {"cold_start_entries": 1,
+                        "reference_processes": [{"during": {"pulses_ms": p}} for p in pulses]}}
+
+
+def test_by_pulse_gives_each_lines_figure_over_all_runs_and_in_each_state(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps(per_run_line()) + "\n")
+    assert host_states.main([str(results), "--by-pulse", "--fast-bound", "0.8"]) == 0
+    out = capsys.readouterr().out
+    # All runs: the processes' medians 4.15 and 5.75 ms; fast: 4.05 and 4.40 (7 of 12 runs);
+    # slow: only process 2 has three slow runs (7.20 ms).
+    assert "fast state: a pulse of at most 0.800 ms" in out
+    row = next(text for text in out.splitlines() if text.startswith("| mobilevit_s"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[:3] == ["mobilevit_s", "eval", "12"] and float(cells[3]) > 0.9
+    assert cells[4:] == ["4.95", "4.22", "58%", "7.20", "2/1"]
+    # Without a bound: 1.25 times the pulses' 10th percentile (0.6 ms here).
+    assert host_states.fast_bound_of([per_run_line()]) == 1.25 * 0.6
+
+
+def test_by_pulse_refuses_a_bound_that_is_no_time(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps(per_run_line()) + "\n")
+    with pytest.raises(SystemExit) as stop:
+        host_states.main([str(results), "--by-pulse", "--fast-bound", "-1"])
+    assert stop.value.code == 2
+    assert "--fast-bound must be a number of milliseconds above 0, not -1.0" in capsys.readouterr().err
