@@ -144,7 +144,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         except FileNotFoundError:
             parser.error(f"no such results file, nor a run of a kept table: {path}")
     if options.fast_bound is not None and not options.fast_bound > 0:
-        parser.error(f"--fast-bound must be a number of milliseconds above 0, not {options.fast_bound}")
+        parser.error("--fast-bound must be a number of milliseconds above 0, "
+                     f"not {options.fast_bound}")
     lines = [line for line in found if line.get("status") == "ok"]
     if not options.by_pulse:
         _print_table(HEADER, [row for line in lines for row in process_rows(line)])

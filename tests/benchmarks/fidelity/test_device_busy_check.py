@@ -66,10 +66,12 @@ def per_run_line():
     """Two processes of six runs: process 1 fast but for its last two runs, process 2 slow
     but for its first three; each run's time follows its pulse."""
     pulses = [[0.6, 0.6, 0.62, 0.61, 1.1, 1.2], [0.6, 0.61, 0.6, 1.1, 1.15, 1.2]]
-    times = [[0.004, 0.0041, 0.0042, 0.0040, 0.007, 0.008], [0.0043, 0.0044, 0.0045, 0.0070, 0.0072, 0.0074]]
+    times = [[0.004, 0.0041, 0.0042, 0.0040, 0.007, 0.008],
+             [0.0043, 0.0044, 0.0045, 0.0070, 0.0072, 0.0074]]
     return {"model": {"model_name": "mobilevit_s"}, "status": "ok",
             "experiment": {"test": "eval"},
-            "metrics": {"per_iter_time": [9.0, *times[0], *times[1]], "process": [1] + [1] * 6 + [2] * 6},
+            "metrics": {"per_iter_time": [9.0, *times[0], *times[1]],
+                        "process": [1] * 7 + [2] * 6},
             "summary": {"cold_start_entries": 1,
                         "reference_processes": [{"during": {"pulses_ms": p}} for p in pulses]}}
 

@@ -38,14 +38,28 @@ def all_gone(pids, grace=15.0) -> bool:
     return True
 
 
-def runner_with_own_tmp(tmp_path, *args):
-    environment = cli_environment()
-    environment["TMPDIR"] = str(tmp_path / "tmp")
-    (tmp_path / "tmp").mkdir()
-    output = tmp_path / "output"
-    process = subprocess.Popen(cli_command(output, *args), env=environment, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return process, output
+@pytest.fixture
+def runner_with_own_tmp(tmp_path):
+    """Starts a runner whose TMPDIR is the test's own; a runner the test left running (it
+    failed before the runner ended) is killed, with what it started, at the test's end, so
+    that it does not run on beside the rest of the suite."""
+    started = []
+
+    def start(*args):
+        environment = cli_environment()
+        environment["TMPDIR"] = str(tmp_path / "tmp")
+        (tmp_path / "tmp").mkdir()
+        output = tmp_path / "output"
+        process = subprocess.Popen(cli_command(output, *args), env=environment, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        started.append(process)
+        return process, output
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()  # its guard then ends the experiments' processes
+            process.communicate(timeout=60)
 
 
 def hang_pids(output, runner, timeout=120):
@@ -66,8 +80,9 @@ def scratch_roots(tmp_path):
     return [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith(PREFIX)]
 
 
-def test_sigkill_of_the_runner_kills_the_grandchildren_and_removes_its_scratch(tmp_path):
-    runner, output = runner_with_own_tmp(tmp_path, "--suite-name=faults", "-k", "^hang$", *EAGER)
+def test_sigkill_of_the_runner_kills_the_grandchildren_and_removes_its_scratch(
+        tmp_path, runner_with_own_tmp):
+    runner, output = runner_with_own_tmp("--suite-name=faults", "-k", "^hang$", *EAGER)
     workers, grandchild = hang_pids(output, runner)
     assert scratch_roots(tmp_path)
     runner.kill()
@@ -79,8 +94,8 @@ def test_sigkill_of_the_runner_kills_the_grandchildren_and_removes_its_scratch(t
     assert scratch_roots(tmp_path) == []
 
 
-def test_sigterm_behaves_like_ctrl_c_and_exits_143(tmp_path):
-    runner, output = runner_with_own_tmp(tmp_path, "--suite-name=faults", "-k", "^(raises|hang)$",
+def test_sigterm_behaves_like_ctrl_c_and_exits_143(tmp_path, runner_with_own_tmp):
+    runner, output = runner_with_own_tmp("--suite-name=faults", "-k", "^(raises|hang)$",
                                          *EAGER)
     workers, grandchild = hang_pids(output, runner)
     runner.send_signal(signal.SIGTERM)
@@ -97,8 +112,8 @@ def test_sigterm_behaves_like_ctrl_c_and_exits_143(tmp_path):
     assert not (output / "results.jsonl.claims").exists()
 
 
-def test_ctrl_c_during_the_host_probe_exits_130_without_a_traceback(tmp_path):
-    runner, _ = runner_with_own_tmp(tmp_path, *EAGER, "-k", "^mlp$", "--no-probe-cache")
+def test_ctrl_c_during_the_host_probe_exits_130_without_a_traceback(runner_with_own_tmp):
+    runner, _ = runner_with_own_tmp(*EAGER, "-k", "^mlp$", "--no-probe-cache")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         children = psutil.Process(runner.pid).children()
