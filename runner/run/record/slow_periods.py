@@ -13,7 +13,8 @@ slows both, while one reading caught by a moment's noise does not count. The hos
 median. The line's ratio is the median of its processes' ratios (its figure is their median
 too). A line is flagged
 (`summary.slow_period.flagged`, and `summary.unreliable` with the reason) when its ratio is
-above `SLOW_BOUND`; the ratio is recorded either way. Every reading joins the history after the line is judged, so
+above `SLOW_BOUND`, or (CUDA) when `SLOW_SHARE_BOUND` of its timed runs or more followed a
+slow host pulse (`summary.slow_period.slow_share`); the ratio is recorded either way. Every reading joins the history after the line is judged, so
 the usual figure follows a lasting change of the machine within `HISTORY / 2` experiments,
 while a slow period shorter than that stands out.
 """
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 from core.host.machine import cache_root
-from core.host.host_state import low_pulse, pulse_states
+from core.host.host_state import FAST_BOUND_OVER_LOW, low_pulse, pulse_states
 from core.files.cached_json import write_json_atomically
 from core.files.side_files import ShapeError, a_list, a_number, an_object, read_side_file
 
@@ -40,6 +41,14 @@ log = logging.getLogger(__name__)
 
 #: A reading this many times the usual figure flags the line.
 SLOW_BOUND = 1.3
+#: A line whose timed runs followed a slow host pulse this often, against the fast state the
+#: host's history knows (core/host/host_state.py: `pulse_states`), is flagged too: it was
+#: timed in a slow period of the machine, whatever the usual (median) pulse has drifted to.
+SLOW_SHARE_BOUND = 0.75
+#: ...on CUDA, where the host's launching sets a host-bound line's pace and its states were
+#: measured (docs/timing.md). On the CPU a loaded machine's pulses read slow with the timed
+#: work's contention, which the contention flags and the CPU time judge there.
+SLOW_SHARE_DEVICE = "cuda"
 #: Readings kept per figure, and the fewest that make a usual figure.
 HISTORY = 50
 MIN_HISTORY = 3
@@ -260,11 +269,21 @@ class ReferenceHistory:
             host_low = host_low_pulse(data)
             self._keep(path, data, readings)
         summary["slow_period"] = verdict.to_dict()
+        reasons = [verdict.reason] if verdict.flagged else []
         states = pulse_states(metrics, summary, host_low) if metrics is not None else None
         if states is not None:
             summary["pulse_states"] = states
-        if verdict.flagged:
+            slow_share = states["slow"]["share"]
+            if (device.startswith(SLOW_SHARE_DEVICE) and states["low_from"] == "host"
+                    and slow_share >= SLOW_SHARE_BOUND):
+                reasons.append(
+                    f"slow period: {slow_share:.0%} of the timed runs followed a slow host "
+                    f"pulse (over {states['fast_bound_ms']:.3g} ms, {FAST_BOUND_OVER_LOW}x this "
+                    f"host's low pulse; bound {SLOW_SHARE_BOUND:.0%})")
+                summary["slow_period"].update(flagged=True, slow_share=slow_share,
+                                              reason="; ".join(reasons))
+        if reasons:
             summary["unreliable"] = True
             summary["unreliable_reasons"] = [*(summary.get("unreliable_reasons") or []),
-                                             verdict.reason]
+                                             *reasons]
         return [warning] if warning else []

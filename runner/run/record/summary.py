@@ -116,6 +116,7 @@ def short_reason(reason: str) -> str:
         (r"^contention through shared physical cores\D*(\d+%)", "SMT siblings busy {}"),
         (r"^contention: other processes used (\d+%)", "contention {}"),
         (r"^slow period: .*? ran ([\d.]+x)", "slow period {}"),
+        (r"^slow period: (\d+%) of the timed runs", "slow period, {} of runs slow"),
     )
     for pattern, shown in patterns:
         match = re.search(pattern, text)

@@ -164,6 +164,63 @@ def test_the_host_pulse_during_the_timed_runs_flags_a_process_its_readings_aroun
     assert quiet["slow_period"]["ratio"] == pytest.approx(1.1)
 
 
+def pulsed_line(pulses_per_process: list[list[float]], device: str = "cuda") -> tuple[dict, dict]:
+    """(metrics, summary) of a line whose processes read these pulses after their runs, each
+    run as slow as its pulse."""
+    times = [pulse / 100 for pulses in pulses_per_process for pulse in pulses]
+    owners = [index for index, pulses in enumerate(pulses_per_process, 1) for _ in pulses]
+    metrics = {"per_iter_time": [1.0, *times], "process": [1, *owners]}
+    references = [{"before": {**reading(4.0, 0.2), "device": device}, "after": None,
+                   "during": {"host_ms": sorted(p)[len(p) // 2], "pulses_ms": p, "device": device}}
+                  for p in pulses_per_process]
+    return metrics, {"cold_start_entries": 1, "reference_processes": references}
+
+
+def test_a_line_timed_mostly_after_slow_pulses_is_flagged_against_the_hosts_fast_state(
+        tmp_path):
+    history = ReferenceHistory(tmp_path)
+    # The host's history knows a fast state (0.6 ms), though its median pulse drifted slow.
+    history.add("cuda", "H200", [{**reading(4.0, 0.2), "host_ms": ms}
+                                 for ms in (0.6, 0.62, 1.1, 1.1, 1.2, 1.1, 1.15)])
+    assert history.usual("cuda", "H200")["host_ms"] == pytest.approx(1.1)
+    metrics, slow = pulsed_line([[1.1, 1.2, 0.6, 1.1], [1.1, 1.2, 1.15, 1.1]])
+    history.judge_summary(slow, "H200", metrics)
+    verdict = slow["slow_period"]
+    # By the median pulse (about 1.1 against 1.1) nothing was slow...
+    assert verdict["ratio"] < SLOW_BOUND
+    # ...but 7 of its 8 runs followed a pulse over 1.25 x 0.6 ms.
+    assert slow["pulse_states"]["low_from"] == "host"
+    assert verdict["flagged"] and verdict["slow_share"] == pytest.approx(7 / 8)
+    assert slow["unreliable"] and "88% of the timed runs followed a slow host pulse" in \
+        slow["unreliable_reasons"][0]
+    assert slow_ratio({"summary": slow}) is not None  # --remeasure-slow measures it again
+    # Half fast: not flagged.
+    metrics, mixed = pulsed_line([[1.1, 0.6, 0.6, 1.1], [0.6, 1.2, 0.61, 1.1]])
+    history.judge_summary(mixed, "H200", metrics)
+    assert mixed["slow_period"]["flagged"] is False and "slow_share" not in mixed["slow_period"]
+    assert mixed["pulse_states"]["slow"]["share"] == 0.5
+    # On the CPU the pulses also read the timed work's contention: the states are kept,
+    # nothing is flagged by them.
+    history.add("cpu", "EPYC", [{**reading(4.0, 0.2), "host_ms": ms}
+                                for ms in (0.6, 0.62, 1.1, 1.1, 1.2, 1.1, 1.15)])
+    metrics, cpu_line = pulsed_line([[1.1, 1.2, 0.6, 1.1], [1.1, 1.2, 1.15, 1.1]], device="cpu")
+    history.judge_summary(cpu_line, "EPYC", metrics)
+    assert cpu_line["pulse_states"]["slow"]["share"] == pytest.approx(7 / 8)
+    assert cpu_line["pulse_states"]["low_from"] == "host"
+    assert cpu_line["slow_period"]["flagged"] is False and "slow_share" not in cpu_line["slow_period"]
+
+
+def test_without_the_hosts_fast_state_a_slow_share_flags_nothing(tmp_path):
+    # A fresh host: the bound comes from the line's own pulses, which cannot tell a line
+    # timed wholly in a slow period.
+    history = ReferenceHistory(tmp_path)
+    metrics, slow = pulsed_line([[1.0, 1.3, 1.4, 1.5], [1.6, 1.7, 1.8, 1.9]])
+    history.judge_summary(slow, "H200", metrics)
+    assert slow["pulse_states"]["low_from"] == "line"
+    assert slow["pulse_states"]["slow"]["share"] == pytest.approx(7 / 8)
+    assert slow["slow_period"]["flagged"] is False
+
+
 def planned(name: str = "mlp") -> PlannedExperiment:
     model = ModelConfig("builtin", name)
     experiment = ExperimentConfig(accelerator="cpu", xla=None, dynamo=None, torch_xla2=None,

@@ -102,6 +102,8 @@ def test_unreliable_lines_say_so_in_short_and_are_counted(tmp_path):
 
 @pytest.mark.parametrize("reason, short", [
     ("process 2: " + SLOW, "slow period 1.50x"),
+    ("slow period: 88% of the timed runs followed a slow host pulse (over 0.775 ms, 1.25x this "
+     "host's low pulse; bound 75%)", "slow period, 88% of runs slow"),
     ("contention through shared physical cores: other processes kept 40% of the 2 SMT "
      "sibling(s) of this child's cores busy during the timed runs (bound 10%)",
      "SMT siblings busy 40%"),
