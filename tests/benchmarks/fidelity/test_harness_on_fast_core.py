@@ -124,10 +124,12 @@ def test_each_timed_run_starts_on_one_core_of_the_set(fake_harness, tmp_path):
         assert count == 1 and cores[0] in every_core
     assert len(ran["at_start"]) == 1  # its warm-up (and compile) on the start's pick
     assert ran["name"] == "timed"  # the harness still sees its own function's name
-    # How many picks depends on the host's pulses (a loaded host reads slow ones): the rule
-    # is tested with given pulses above.
-    assert re.search(rf"3 timed runs, [2-4] picks of the fastest of {len(every_core)} cores",
-                     completed.stderr), completed.stderr
+    # How many picks depends on the host's pulses (a loaded host reads slow ones; the rule
+    # is tested with given pulses above): one at the start, one at the first timed run, and
+    # one after each of the 3 runs whose pulse read slow (under a loaded suite, all 3).
+    found = re.search(rf"3 timed runs, (\d+) picks of the fastest of {len(every_core)} cores",
+                      completed.stderr)
+    assert found and 2 <= int(found.group(1)) <= 2 + 3, completed.stderr
 
 
 @pytest.mark.e2e
