@@ -45,6 +45,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from core.host.host_state import PULSE_LOOPS, host_pulse
+
 LAUNCHES = 2000
 PRODUCTS = 16
 REPEATS = 3
@@ -52,8 +54,6 @@ REPEATS = 3
 REFERENCE_SHARE = 0.1
 #: The matrix product's size per device type (and its dtype): a fraction of a millisecond.
 KERNEL_SIZES = {"cpu": (256, "float32"), "cuda": (4096, "float16")}
-#: The host pulse's additions: about a millisecond on a current server core.
-PULSE_LOOPS = 20000
 #: Pulses per core when picking the timing thread's core (the best of them counts: the
 #: first after a move pays for cold caches).
 PICK_ROUNDS = 2
@@ -129,16 +129,6 @@ def _measure(torch, device, sync, size: int, dtype: str, repeats: int,
     return {"launch_us": launch * 1e6, "kernel_ms": product * 1e3, "device": device.type,
             "kernel": f"mm {size}x{size} {dtype}", "launches": LAUNCHES, "products": PRODUCTS,
             "tries": repeats, "try_s": launch * LAUNCHES + product * PRODUCTS}
-
-
-def host_pulse(loops: int = PULSE_LOOPS) -> float:
-    """Milliseconds the main thread takes for `loops` fixed Python additions: the host's
-    single-thread speed at this moment, whatever the device."""
-    start = time.perf_counter()
-    total = 0
-    for step in range(loops):
-        total += step
-    return (time.perf_counter() - start) * 1e3
 
 
 def pulse_reading(pulses: list[float], around: Optional[dict[str, Any]],

@@ -222,6 +222,14 @@ class RunSettings:
         "re-measure an experiment whose line is flagged as measured in a slow period, later in "
         "the sweep, up to N times; the line kept is the first not flagged, else the least slow "
         "(default 0: never)", minimum=0, metavar="N")
+    #: Before measuring a slow line again, wait up to this many seconds for the host pulse to
+    #: read fast (runner/run/fast_state.py) (--slow-wait).
+    slow_wait: int = _knob(
+        120, "--slow-wait",
+        "with --remeasure-slow, wait up to this many seconds for the host to read fast (its "
+        "pulse within the line's fast bound, 3 reads in a row a second apart) before measuring "
+        "a slow line again; 0: measure it again at once (default 120)", minimum=0,
+        metavar="SECONDS")
     #: On CUDA, the timing thread's core for the timed runs: "any" (wherever the scheduler
     #: puts it, as PyTorch's harness runs) or "fastest" (the core of the child's set where
     #: the host pulse ran fastest: child/reference.py) (--timing-core).

@@ -186,7 +186,7 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
         run_plan(plan, suite, dispatcher, claims, report,
                  show_progress=output.progress, no_skip=what.no_skip,
                  durations=expected_durations(known.lines),
-                 remeasure_slow=settings.remeasure_slow)
+                 remeasure_slow=settings.remeasure_slow, slow_wait_s=settings.slow_wait)
     except KeyboardInterrupt as stop:
         print(f"\n{signals.describe(stop)}: {len(report.lines)} experiment(s) finished and "
               f"recorded in {results_path}; run the same command again to resume",

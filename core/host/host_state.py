@@ -31,6 +31,7 @@ slow period would call its best slow runs fast; the host's history knows its fas
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Any, Mapping, Optional, Sequence
 
 #: The columns of `summary.host_windows`, one entry per timed run (None where unread).
@@ -137,6 +138,21 @@ def join_processes(per_process: Sequence[Optional[Mapping[str, Sequence[Any]]]],
 
 
 # ---- the line's figure in each of the host's states -----------------------------------------
+#: The host pulse's additions: about a millisecond on a current server core.
+PULSE_LOOPS = 20000
+
+
+def host_pulse(loops: int = PULSE_LOOPS) -> float:
+    """Milliseconds this thread takes for `loops` fixed Python additions: the host's
+    single-thread speed at this moment, whatever the device (the child reads it after each
+    timed run: child/reference.py; the runner before measuring a slow line again)."""
+    start = time.perf_counter()
+    total = 0
+    for step in range(loops):
+        total += step
+    return (time.perf_counter() - start) * 1e3
+
+
 #: The fast state's bound over the host's low pulse.
 FAST_BOUND_OVER_LOW = 1.25
 #: A process's runs in one state count toward that state's figure from this many on.

@@ -12,14 +12,16 @@ from __future__ import annotations
 import logging
 import math
 import statistics
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from core.schema import Status, error_headline, stack_label_of
 from models.base import Suite
 from runner.run.record.claims import Claims, ClaimStatus, claim_key_of
 from runner.run.dispatch.local import Dispatcher
+from runner.run.record.slow_periods import READ_INTERVAL_S, FastStateWait, fast_bound_of
 from runner.run.record.lines import strict_line
 from runner.run.record.progress import Progress
 from runner.plan.matrix import Plan, PlannedExperiment
@@ -50,6 +52,7 @@ def run_plan(
     no_skip: bool = False,
     durations: Optional[Mapping[str, float]] = None,
     remeasure_slow: int = 0,
+    slow_wait_s: float = 0.0,
 ) -> SweepReport:
     """Run every planned experiment no other runner records, up to the dispatcher's capacity
     at a time, appending each line as soon as it exists.
@@ -62,19 +65,23 @@ def run_plan(
 
     With `remeasure_slow`, an experiment whose line says it was measured in a slow period
     (`summary.slow_period.flagged`) goes to the end of the queue, its claim kept, and runs
-    again, up to that many times (`Remeasures`).
+    again, up to that many times (`Remeasures`), once the host reads fast or after
+    `slow_wait_s` seconds (runner/run/record/slow_periods.py: `FastStateWait`).
     """
     pending = longest_first(plan.experiments, durations or {})
     in_flight: dict[Future, PlannedExperiment] = {}
-    remeasures = Remeasures(remeasure_slow)
+    remeasures = Remeasures(remeasure_slow, slow_wait_s)
     waiting_told = False
     with claims, Progress(len(pending), enabled=show_progress) as progress:
         try:
             while pending or in_flight:
-                busy = []
+                busy, waiting = [], []
                 while pending and len(in_flight) < dispatcher.capacity:
                     planned = pending.pop(0)
                     if remeasures.holds(planned):  # claimed already: measured again
+                        if not remeasures.ready(planned):  # the host is not fast yet
+                            waiting.append(planned)
+                            continue
                         in_flight[dispatcher.submit(planned)] = planned
                         continue
                     status, _ = claims.claim(planned.fingerprint, key_of(planned))
@@ -91,8 +98,11 @@ def run_plan(
                     progress.finished(describe(planned), report.lines[-1]
                                       if len(report.lines) > written else None)
                 dispatcher.set_backlog(len(pending))
+                if waiting and not in_flight:
+                    time.sleep(remeasures.seconds_to_next_read())
                 if in_flight:
-                    done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                    done, _ = wait(in_flight, return_when=FIRST_COMPLETED,
+                                   timeout=remeasures.seconds_to_next_read() if waiting else None)
                     for future in done:
                         planned = in_flight.pop(future)
                         line = remeasures.line_to_record(planned, future.result())
@@ -107,9 +117,9 @@ def run_plan(
                     log.info("%d experiment(s) are being run by other runners; waiting for "
                              "them", len(busy))
                     waiting_told = True
-                if busy and not pending and not in_flight:
+                if busy and not pending and not in_flight and not waiting:
                     claims.wait()
-                pending = busy + pending
+                pending = busy + pending + waiting
         except BaseException:
             dispatcher.cancel()
             raise
@@ -184,16 +194,42 @@ class Remeasures:
     """Experiments measured again because their line was flagged as slow (--remeasure-slow).
 
     The flagged line is held (its claim kept) while the experiment waits at the end of the
-    queue. The line recorded is the first one not flagged, else, once the attempts are
-    spent, the least slow; it lists every earlier attempt's ratio
-    (`summary.slow_period.earlier_ratios`)."""
+    queue, and, with `wait_s`, until the host reads fast (`FastStateWait`, for a line that
+    carries its fast bound). The line recorded is the first one not flagged, else, once the
+    attempts are spent, the least slow; it lists every earlier attempt's ratio
+    (`summary.slow_period.earlier_ratios`) and what each wait before an attempt found
+    (`summary.slow_period.fast_state_waits`)."""
 
-    def __init__(self, attempts: int) -> None:
+    def __init__(self, attempts: int, wait_s: float = 0.0,
+                 new_wait: Optional[Callable[[float, float], FastStateWait]] = None) -> None:
         self.attempts = attempts
+        self.wait_s = wait_s
+        self.new_wait = new_wait or FastStateWait
         self._held: dict[str, tuple[PlannedExperiment, list[dict[str, Any]]]] = {}
+        self._waits: dict[str, FastStateWait] = {}
+        self._waited: dict[str, list[dict[str, Any]]] = {}
 
     def holds(self, planned: PlannedExperiment) -> bool:
         return planned.fingerprint in self._held
+
+    def ready(self, planned: PlannedExperiment) -> bool:
+        """Whether a held experiment may be submitted again now (its wait, if any, is over)."""
+        waiting = self._waits.get(planned.fingerprint)
+        if waiting is None:
+            return True
+        if not waiting.ready():
+            return False
+        record = self._waits.pop(planned.fingerprint).record()
+        self._waited.setdefault(planned.fingerprint, []).append(record)
+        log.info("%s: %s after %.0f s; measuring it again", describe(planned),
+                 "the host reads fast" if record["reached"] else "the host did not read fast",
+                 record["waited_s"])
+        return True
+
+    def seconds_to_next_read(self) -> float:
+        """Until the next read of the host pulse of any wait (READ_INTERVAL_S without one)."""
+        return min((each.seconds_to_next_read() for each in self._waits.values()),
+                   default=READ_INTERVAL_S)
 
     def line_to_record(self, planned: PlannedExperiment,
                        line: dict[str, Any]) -> Optional[dict[str, Any]]:
@@ -202,6 +238,9 @@ class Remeasures:
         ratio = slow_ratio(line)
         if ratio is not None and len(earlier) < self.attempts:
             self._held[planned.fingerprint] = (planned, [*earlier, line])
+            bound = fast_bound_of(line)
+            if self.wait_s > 0 and bound is not None:
+                self._waits[planned.fingerprint] = self.new_wait(bound, self.wait_s)
             log.info("%s was measured in a slow period (%.2fx); it will be measured again",
                      describe(planned), ratio)
             return None
@@ -213,9 +252,13 @@ class Remeasures:
         slow; with the earlier attempts' ratios."""
         attempts = [*self._held.pop(planned.fingerprint, (planned, []))[1], *([line] if line else [])]
         chosen = min(attempts, key=lambda each: slow_ratio(each) or 0.0)
-        if len(attempts) > 1:
+        waits = self._waited.pop(planned.fingerprint, [])
+        self._waits.pop(planned.fingerprint, None)
+        if len(attempts) > 1 or waits:
             verdict = chosen.setdefault("summary", {}).setdefault("slow_period", {})
             verdict["earlier_ratios"] = [slow_ratio(each) for each in attempts if each is not chosen]
+            if waits:
+                verdict["fast_state_waits"] = waits
         return chosen
 
     def held_lines(self, running: Iterable[PlannedExperiment]

@@ -54,14 +54,21 @@ def test_a_wrong_shaped_history_costs_no_line_and_remeasured_lines_keep_their_ow
     assert history.with_name(history.name + ".unreadable").exists()
     assert set(json.loads(history.read_text())) >= {"launch_us"}  # rebuilt
     # Defect 3: a usual figure far below any reading flags every attempt; the line kept
-    # is the least slow one's, and its files are that attempt's own.
+    # is the least slow one's, and its files are that attempt's own. Before each attempt
+    # the runner waited for a fast state that a host pulse of 1e-9 ms never reaches.
     now = time.time()
     history.write_text(json.dumps({name: [[now, 1e-9]] * 10
                                    for name in ("launch_us", "kernel_ms", "host_ms")}))
-    again = run_cli(*MLP, "--threads=1", "--remeasure-slow=2", output_dir=tmp_path / "third")
+    again = run_cli(*MLP, "--threads=1", "--remeasure-slow=2", "--slow-wait=2",
+                    output_dir=tmp_path / "third")
     assert again.returncode == 0, again.stderr
     [line] = again.lines()
-    assert len(line["summary"]["slow_period"]["earlier_ratios"]) == 2
+    verdict = line["summary"]["slow_period"]
+    assert len(verdict["earlier_ratios"]) == 2
+    assert [(wait["reached"], wait["limit_s"]) for wait in verdict["fast_state_waits"]] == [
+        (False, 2)] * 2
+    assert all(wait["waited_s"] >= 2 and wait["reads"] >= 2 and wait["last_pulse_ms"] > 0
+               for wait in verdict["fast_state_waits"])
     folder = again.output_dir / line["artifacts"]["time"]
     result = json.loads((folder / "result.json").read_text())
     assert result["metrics"]["per_iter_time"] == line["metrics"]["per_iter_time"]

@@ -17,6 +17,14 @@ above `SLOW_BOUND`, or (CUDA) when `SLOW_SHARE_BOUND` of its timed runs or more 
 slow host pulse (`summary.slow_period.slow_share`); the ratio is recorded either way. Every reading joins the history after the line is judged, so
 the usual figure follows a lasting change of the machine within `HISTORY / 2` experiments,
 while a slow period shorter than that stands out.
+
+**Waiting for the fast state** (`FastStateWait`, with --remeasure-slow). On the lent GPU
+hosts a slow period of the whole machine lasted one to two minutes, long enough to cover an
+attempt made at once too. So before measuring a flagged line again the runner reads the host
+pulse itself (the child's fixed Python loop) about once a second, and submits the experiment
+once `FAST_READS` reads in a row are within the line's fast bound
+(`summary.pulse_states.fast_bound_ms`), or once --slow-wait seconds have passed; the next
+line kept says what each wait found (`summary.slow_period.fast_state_waits`).
 """
 
 from __future__ import annotations
@@ -30,10 +38,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from core.host.machine import cache_root
-from core.host.host_state import FAST_BOUND_OVER_LOW, low_pulse, pulse_states
+from core.host.host_state import FAST_BOUND_OVER_LOW, host_pulse, low_pulse, pulse_states
 from core.files.cached_json import write_json_atomically
 from core.files.side_files import ShapeError, a_list, a_number, an_object, read_side_file
 
@@ -287,3 +295,65 @@ class ReferenceHistory:
             summary["unreliable_reasons"] = [*(summary.get("unreliable_reasons") or []),
                                              *reasons]
         return [warning] if warning else []
+
+
+#: Seconds between two reads of the host pulse.
+READ_INTERVAL_S = 1.0
+#: Pulses a read takes; the least counts (a pulse cut by a moment's preemption reads long).
+PULSES_PER_READ = 5
+#: Reads in a row within the fast bound that make the host fast.
+FAST_READS = 3
+
+
+def fast_bound_of(line: Mapping[str, Any]) -> Optional[float]:
+    """The fast state's bound (ms) the line was judged by, None where it has none."""
+    states = (line.get("summary") or {}).get("pulse_states")
+    bound = states.get("fast_bound_ms") if isinstance(states, dict) else None
+    if isinstance(bound, (int, float)) and not isinstance(bound, bool) and 0 < bound < 1e12:
+        return float(bound)
+    return None
+
+
+@dataclass
+class FastStateWait:
+    """One experiment's wait for the fast state: `ready()` reads the pulse when a read is due
+    and says whether to submit now. `pulse` and `clock` are the host's unless a test gives its
+    own."""
+
+    bound_ms: float
+    limit_s: float
+    pulse: Callable[[], float] = host_pulse
+    clock: Callable[[], float] = time.monotonic
+    started: float = field(default=-1.0)
+    reads: int = 0
+    fast_in_a_row: int = 0
+    last_ms: Optional[float] = None
+    _next_read: float = field(default=-1.0, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.started < 0:
+            self.started = self.clock()
+        self._next_read = self.started
+
+    def reached(self) -> bool:
+        return self.fast_in_a_row >= FAST_READS
+
+    def ready(self) -> bool:
+        """Whether to submit now: the host read fast FAST_READS times in a row, or the wait
+        is spent. Reads the pulse when a read is due (at most once per READ_INTERVAL_S)."""
+        now = self.clock()
+        if not self.reached() and now >= self._next_read:
+            self.last_ms = min(self.pulse() for _ in range(PULSES_PER_READ))
+            self.reads += 1
+            self.fast_in_a_row = self.fast_in_a_row + 1 if self.last_ms <= self.bound_ms else 0
+            self._next_read = now + READ_INTERVAL_S
+        return self.reached() or now - self.started >= self.limit_s
+
+    def seconds_to_next_read(self) -> float:
+        return max(0.0, self._next_read - self.clock())
+
+    def record(self) -> dict[str, Any]:
+        """What the wait found, for the next attempt's line."""
+        return {"waited_s": round(self.clock() - self.started, 3), "reached": self.reached(),
+                "reads": self.reads, "last_pulse_ms": self.last_ms,
+                "fast_bound_ms": self.bound_ms, "limit_s": self.limit_s}

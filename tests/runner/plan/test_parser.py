@@ -64,7 +64,7 @@ def test_every_setting_with_a_flag_is_set_by_it():
     settings = run_settings(_parse("--repeat=4", "--iterations-per-run=2", "--warmup=0",
                                    "--randomize-input", "--verify-iterations=3", "--threads=2",
                                    "--no-paired-timing", "--pure-wall-time",
-                                   "--no-reference-workload", "--remeasure-slow=1",
+                                   "--no-reference-workload", "--remeasure-slow=1", "--slow-wait=7",
                                    "--timing-core=any", "--verify", "--no-device-busy",
                                    "--compile-cache=/caches"))
     assert {spec.name for spec, _ in knobs()} == {
@@ -72,7 +72,7 @@ def test_every_setting_with_a_flag_is_set_by_it():
     assert dataclasses.replace(settings, observe={}) == RunSettings(
         repeat=4, iterations_per_run=2, warmup=0, randomize_input=True, verify=True,
         verify_iterations=3, threads=2, paired=False, pure_wall_time=True,
-        reference_workload=False, remeasure_slow=1, timing_core="any", device_busy=False,
+        reference_workload=False, remeasure_slow=1, slow_wait=7, timing_core="any", device_busy=False,
         compile_cache="/caches")
 
 

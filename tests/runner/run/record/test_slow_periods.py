@@ -1,13 +1,18 @@
 """Slow periods (runner/run/record/slow_periods.py, runner/run/sweep.py's Remeasures), with fake
-reference readings: no process is started."""
+reference readings, and the wait for the fast state with a fake pulse and clock: no process is
+started."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 
 from core.config import ExperimentConfig, ModelConfig
 from runner.plan.matrix import PlannedExperiment
-from runner.run.record.slow_periods import MIN_HISTORY, SLOW_BOUND, ReferenceHistory, judge, readings_of
+from runner.run.record.slow_periods import (FAST_READS, MIN_HISTORY, PULSES_PER_READ, READ_INTERVAL_S,
+                                            SLOW_BOUND, FastStateWait, ReferenceHistory,
+                                            fast_bound_of, judge, readings_of)
 from runner.run.sweep import Remeasures, slow_ratio
 
 USUAL = {"launch_us": 4.0, "kernel_ms": 0.2}
@@ -322,3 +327,110 @@ def test_the_sweep_measures_a_slow_experiment_again_after_the_others(tmp_path):
     assert [l["model"]["model_name"] for l in lines] == ["cnn", "mlp"]
     assert lines[1]["summary"]["slow_period"] == {"ratio": 1.0, "flagged": False,
                                                   "earlier_ratios": [2.0]}
+
+
+class FakeHost:
+    """A clock that moves only when told, and a pulse that reads the next scripted value
+    (each read takes PULSES_PER_READ pulses: the scripted value is their least)."""
+
+    def __init__(self, pulses: list[float]) -> None:
+        self.now = 100.0
+        self.pulses = list(pulses)
+        self.taken = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def pulse(self) -> float:
+        self.taken += 1
+        value = self.pulses[0]
+        if self.taken % PULSES_PER_READ == 0:
+            self.pulses.pop(0)
+        return value
+
+    def wait(self, bound_ms: float, limit_s: float) -> FastStateWait:
+        return FastStateWait(bound_ms, limit_s, pulse=self.pulse, clock=self.clock)
+
+
+def test_the_host_is_fast_after_reads_in_a_row_within_the_bound_and_a_slow_one_starts_over():
+    host = FakeHost([0.5, 0.5, 1.4, 0.6, 0.5, 0.6])
+    waiting = host.wait(0.75, 60)
+    answers = []
+    for _ in range(6):
+        answers.append(waiting.ready())
+        assert waiting.ready() is answers[-1]  # no second read before the interval has passed
+        host.now += READ_INTERVAL_S
+    assert FAST_READS == 3 and answers == [False, False, False, False, False, True]
+    assert host.taken == 6 * PULSES_PER_READ
+    record = waiting.record()
+    assert record["reached"] and record["reads"] == 6 and record["last_pulse_ms"] == 0.6
+    assert record["waited_s"] == pytest.approx(6 * READ_INTERVAL_S)
+
+
+def test_a_host_that_stays_slow_is_measured_again_once_the_wait_is_spent():
+    host = FakeHost([2.0] * 20)
+    waiting = host.wait(0.75, 5)
+    while not waiting.ready():
+        host.now += waiting.seconds_to_next_read() or READ_INTERVAL_S
+    record = waiting.record()
+    assert not record["reached"] and record["waited_s"] == pytest.approx(5.0)
+    assert record["reads"] == 6 and record["fast_bound_ms"] == 0.75 and record["limit_s"] == 5
+
+
+@pytest.mark.parametrize("states, bound", [
+    ({"fast_bound_ms": 0.8}, 0.8), ({"fast_bound_ms": 0}, None), ({"fast_bound_ms": True}, None),
+    ({"fast_bound_ms": "1"}, None), ({}, None), (None, None), ("x", None)])
+def test_the_bound_is_the_lines_own_fast_bound_where_it_is_a_time(states, bound):
+    assert fast_bound_of({"summary": {"pulse_states": states}}) == bound
+
+
+def slow_line(bound: float | None = 0.75) -> dict:
+    summary = {"slow_period": {"ratio": 1.6, "flagged": True}}
+    if bound is not None:
+        summary["pulse_states"] = {"fast_bound_ms": bound}
+    return {"summary": summary}
+
+
+def test_the_sweep_submits_a_slow_experiment_again_only_once_the_host_reads_fast(
+        tmp_path, monkeypatch):
+    from core.config import RunSettings
+    from core.files.results_file import ResultsFile, read_results
+    from runner.plan.matrix import Plan
+    from runner.run import sweep
+    from runner.run.record.claims import Claims, RunnerIdentity
+
+    host = FakeHost([1.5, 1.4, 0.6, 0.7, 0.6])
+    sleeps = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        host.now += max(seconds, 0.01)
+
+    monkeypatch.setattr(sweep, "FastStateWait",
+                        functools.partial(FastStateWait, pulse=host.pulse, clock=host.clock))
+    monkeypatch.setattr(sweep.time, "sleep", sleep)
+    dispatcher = FakeDispatcher({"mlp": [slow_line(), line(1.0)]})
+    results = ResultsFile(tmp_path / "results.jsonl")
+    claims = Claims(results, RunSettings(), RunnerIdentity.of_this_process("run"))
+    sweep.run_plan(Plan(experiments=[planned("mlp")]), NoSkips(), dispatcher, claims,
+                   sweep.SweepReport(), show_progress=False, remeasure_slow=1, slow_wait_s=60)
+    assert dispatcher.submitted == ["mlp", "mlp"]
+    assert sum(sleeps) == pytest.approx(4 * READ_INTERVAL_S)  # 5 reads, a second apart
+    [kept] = read_results(results.path).lines
+    [wait] = kept["summary"]["slow_period"]["fast_state_waits"]
+    assert wait["reached"] and wait["reads"] == 5 and wait["last_pulse_ms"] == 0.6
+    assert kept["summary"]["slow_period"]["earlier_ratios"] == [1.6]
+
+
+def test_without_a_wait_or_a_bound_the_slow_experiment_is_submitted_again_at_once():
+    from runner.run.sweep import Remeasures
+
+    host = FakeHost([5.0] * 10)
+    for wait_s, flagged in ((0.0, slow_line()), (60.0, slow_line(bound=None))):
+        remeasures = Remeasures(1, wait_s, new_wait=host.wait)
+        experiment = planned()
+        assert remeasures.line_to_record(experiment, flagged) is None
+        assert remeasures.ready(experiment) and host.taken == 0
+    held = Remeasures(1, 60.0, new_wait=host.wait)
+    held.line_to_record(planned(), slow_line())
+    assert not held.ready(planned()) and host.taken == PULSES_PER_READ
