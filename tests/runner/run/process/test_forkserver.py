@@ -186,13 +186,13 @@ def test_an_xla_family_server_holds_no_xla_client_or_device(stack_name, library,
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("test", ["eval", "train"])
 @pytest.mark.parametrize("xla", [None, "PJRT"])
-def test_a_cpu_child_imports_none_of_the_projects_modules_itself(tmp_path, xla, test):
+def test_a_cpu_child_imports_none_of_the_projects_modules_itself(tmp_path, xla):
     """Every module of the project an eager or PJRT child on the CPU needs is in its server
     already (PROJECT_MODULES, the stack's and the suite's preloads): importing one in each
     child cost it 5 to 25 ms on a loaded 2-core machine, and more where bytecode is not
-    cached."""
+    cached. An inference and a training child of one server (the preload and the
+    environment are the stack's, whatever the test)."""
     import dataclasses
 
     import backends
@@ -200,24 +200,33 @@ def test_a_cpu_child_imports_none_of_the_projects_modules_itself(tmp_path, xla, 
     from core.config import ExperimentConfig, ModelConfig, RunSettings
     from core.contract import RESULT_FILE, SPEC_FILE, ChildResult, ChildSpec, Role, read_message, write_message
 
-    planned = ExperimentConfig("cpu", xla, None, None, test)
-    planned = dataclasses.replace(planned, stack=backends.stack_for(planned).name)
-    stack = backends.get_stack(planned.stack)
-    preload = (*stack.preload_for(planned), *models.suite_preload("builtin"))
-    write_message(tmp_path / SPEC_FILE, ChildSpec(
-        ModelConfig("builtin", "mlp"), planned, RunSettings(repeat=1, warmup=1), Role.TIME,
-        str(tmp_path)))
-    variables = environment(**stack.child_environment(planned))
-    preloaded = ForkServer(preload, variables)
+    experiments = {}
+    for test in ("eval", "train"):
+        planned = ExperimentConfig("cpu", xla, None, None, test)
+        experiments[test] = dataclasses.replace(planned, stack=backends.stack_for(planned).name)
+    stack = backends.get_stack(experiments["eval"].stack)
+    assert {backends.stack_for(each).name for each in experiments.values()} == {stack.name}
+    preloads = {(*stack.preload_for(each), *models.suite_preload("builtin"))
+                for each in experiments.values()}
+    variables = {json.dumps(environment(**stack.child_environment(each)), sort_keys=True)
+                 for each in experiments.values()}
+    assert len(preloads) == len(variables) == 1
+    preloaded = ForkServer(preloads.pop(), json.loads(variables.pop()))
     try:
-        child = preloaded.start(CHILDREN, ["worker_imports", str(tmp_path)], variables,
-                                str(tmp_path))
-        output = child.stdout.read().decode()
-        assert child.wait(timeout=120) == 0, output
+        for test, planned in experiments.items():
+            folder = tmp_path / test
+            folder.mkdir()
+            write_message(folder / SPEC_FILE, ChildSpec(
+                ModelConfig("builtin", "mlp"), planned, RunSettings(repeat=1, warmup=1),
+                Role.TIME, str(folder)))
+            child = preloaded.start(CHILDREN, ["worker_imports", str(folder)],
+                                    environment(**stack.child_environment(planned)), str(folder))
+            output = child.stdout.read().decode()
+            assert child.wait(timeout=120) == 0, output
+            assert read_message(folder / RESULT_FILE, ChildResult).status.value == "ok", test
+            assert probe_state(output) == {"imported": []}, test
     finally:
         preloaded.close()
-    assert read_message(tmp_path / RESULT_FILE, ChildResult).status.value == "ok"
-    assert probe_state(output) == {"imported": []}
 
 
 @pytest.mark.e2e
