@@ -308,6 +308,21 @@ def cli_environment() -> dict[str, str]:
             if name not in PER_TEST_VARIABLES}
 
 
+@contextlib.contextmanager
+def as_the_tests_runners():
+    """For a test that runs the executor in its own process: os.environ as the runners the
+    tests start have it (cli_environment), and the test run's server pool (None where the
+    run asked for none). Its children then fork from the pool's templates, as the runners'
+    do, instead of importing torch each (spawn: seconds of a core per child)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in PER_TEST_VARIABLES:
+            patch.delenv(name, raising=False)
+        for name, value in TEST_RUN_VARIABLES.items():
+            patch.setenv(name, os.environ.get(name, value))
+        pool = os.environ.get(SERVER_POOL_VARIABLE)
+        yield None if pool in (None, "", "None") else Path(pool)
+
+
 def words_printed_by(code: str, env: dict[str, str] | None = None,
                      timeout: float = 300) -> list[str]:
     """Run `code` in a fresh interpreter at the repository's root (for what a process that

@@ -12,6 +12,7 @@ from runner.plan.matrix import PlannedExperiment
 from runner.plan.slots import Slot
 from runner.run.dispatch.local import GpuTurns, LocalDispatcher, SlotPool
 from runner.run.executor import ExecutorOptions, ExperimentExecutor, SweepInfo
+from tests.conftest import as_the_tests_runners
 
 EAGER = ExperimentConfig("cpu", None, None, None, "eval", stack="eager")
 
@@ -142,8 +143,15 @@ def shared_gpu_lines(tmp_path_factory):
     """A fault that runs out of GPU memory and one that fails otherwise, each on one of two
     slots sharing GPU 0, and the same GPU fault on a slot of its own, in real children."""
     output = tmp_path_factory.mktemp("dispatch")
-    executor = ExperimentExecutor(ExecutorOptions(output_dir=output, timeout_seconds=120),
-                                  RunSettings(repeat=1, warmup=1), SweepInfo(run_id="sweep-1"))
+    with as_the_tests_runners() as pool:
+        executor = ExperimentExecutor(
+            ExecutorOptions(output_dir=output, timeout_seconds=120, start_method="forkserver",
+                            server_pool=pool),
+            RunSettings(repeat=1, warmup=1), SweepInfo(run_id="sweep-1"))
+        return _shared_gpu_lines(executor)
+
+
+def _shared_gpu_lines(executor: ExperimentExecutor) -> dict:
     cores = tuple(sorted(os.sched_getaffinity(0)))
     planned = {name: PlannedExperiment(ModelConfig("faults", name), EAGER, "eager")
                for name in ("gpu_oom", "raises")}
@@ -187,22 +195,24 @@ def test_at_the_sweeps_end_an_idle_slot_of_the_gpu_runs_a_later_process(tmp_path
     experiment, whose slots never share a GPU in a sweep, stands in for a CUDA one)."""
     from core.contract import SPEC_FILE, ChildSpec, read_message
 
-    executor = ExperimentExecutor(ExecutorOptions(output_dir=tmp_path, timeout_seconds=120,
-                                                  start_method="forkserver"),
-                                  RunSettings(repeat=2, warmup=1), SweepInfo(run_id="sweep-1"))
     cores = sorted(os.sched_getaffinity(0))
     slots = [Slot(index, (cores[index % len(cores)],), "0", shares_device=True)
              for index in range(2)]
     experiment = dataclasses.replace(EAGER, processes=3)
-    dispatcher = LocalDispatcher(executor, slots)
-    try:
-        future = dispatcher.submit(PlannedExperiment(ModelConfig("builtin", "mlp"), experiment,
-                                                     "eager"))
-        dispatcher.set_backlog(0)
-        line = future.result(timeout=300)
-        dispatcher.close()
-    finally:
-        executor.close()
+    with as_the_tests_runners() as pool:
+        executor = ExperimentExecutor(
+            ExecutorOptions(output_dir=tmp_path, timeout_seconds=120, start_method="forkserver",
+                            server_pool=pool),
+            RunSettings(repeat=2, warmup=1), SweepInfo(run_id="sweep-1"))
+        dispatcher = LocalDispatcher(executor, slots)
+        try:
+            future = dispatcher.submit(PlannedExperiment(ModelConfig("builtin", "mlp"),
+                                                         experiment, "eager"))
+            dispatcher.set_backlog(0)
+            line = future.result(timeout=300)
+            dispatcher.close()
+        finally:
+            executor.close()
     assert line["status"] == "ok", line["metrics"].get("error")
     processes = line["summary"]["processes"]
     assert processes["count"] == 3 and len(processes["medians"]) == 3
