@@ -61,7 +61,9 @@ class TwoNodes:
 
 
 @contextlib.contextmanager
-def started_two_nodes() -> Iterator[TwoNodes]:
+def started_head() -> Iterator[Any]:
+    """A `Cluster` of its head alone, with the loopback environment (which the nodes added
+    to it later inherit) until it ends."""
     base = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     with pytest.MonkeyPatch.context() as patch:
         for name, value in LOOPBACK_ENVIRONMENT.items():
@@ -73,27 +75,31 @@ def started_two_nodes() -> Iterator[TwoNodes]:
         cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 1, "node_ip_address": LOOPBACK_IP, "include_dashboard": False})
         try:
-            worker = cluster.add_node(num_cpus=1, node_ip_address=LOOPBACK_IP)
-            yield TwoNodes(cluster, cluster.head_node, worker)
+            yield cluster
         finally:
             ray.shutdown()
             cluster.shutdown()
             shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture
-def two_nodes() -> Iterator[TwoNodes]:
-    """A cluster of the test's own: for the tests that lose a node."""
-    with started_two_nodes() as nodes:
-        yield nodes
-
-
 @pytest.fixture(scope="module")
-def whole_two_nodes() -> Iterator[TwoNodes]:
-    """One cluster for the module's tests that leave both nodes as they found them (each
-    ends with no task of its own left on the cluster): starting a cluster cost 6 to 10 s."""
-    with started_two_nodes() as nodes:
-        yield nodes
+def head_of_module() -> Iterator[Any]:
+    """One head for the module's tests: starting one cost 6 to 10 s (a worker node, 2)."""
+    with started_head() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def two_nodes(head_of_module) -> TwoNodes:
+    """The module's head and a worker node, both alive: the worker the last test left, or a
+    new one where that test lost it (each test ends with no task of its own left on the
+    cluster)."""
+    cluster = head_of_module
+    if not cluster.worker_nodes:
+        cluster.add_node(num_cpus=1, node_ip_address=LOOPBACK_IP)
+        cluster.wait_for_nodes()  # the lost node is no longer counted alive
+    (worker,) = cluster.worker_nodes
+    return TwoNodes(cluster, cluster.head_node, worker)
 
 
 def listening_sockets() -> list[tuple[str, str, int]]:
@@ -286,9 +292,7 @@ def test_an_address_where_nothing_answers_is_a_usage_error(run_cli, tmp_path, mo
 
 @pytest.mark.e2e
 @needs_ray
-def test_a_sweep_on_the_cluster_records_each_experiment_once_and_resumes(whole_two_nodes,
-                                                                         tmp_path):
-    two_nodes = whole_two_nodes
+def test_a_sweep_on_the_cluster_records_each_experiment_once_and_resumes(two_nodes, tmp_path):
     output = tmp_path / "output"
     args = ["--executor=ray", f"--ray-address={two_nodes.address}", *TWO_EXPERIMENTS]
     first = run_to_end(output, *args)
@@ -318,6 +322,32 @@ def test_a_sweep_on_the_cluster_records_each_experiment_once_and_resumes(whole_t
     too_big = run_to_end(output, *args, "--ray-cpus-per-task=4")
     assert too_big.returncode == 2, too_big.stderr
     assert "asks for 4 CPU(s) and no node of the Ray cluster has that many" in too_big.stderr
+
+
+@pytest.mark.e2e
+@needs_ray
+def test_stopping_the_sweep_cancels_its_tasks_and_kills_their_whole_process_tree(
+        two_nodes, tmp_path):
+    output = tmp_path / "output"
+    sweep = start_cli(output, "--executor=ray", f"--ray-address={two_nodes.address}",
+                      "--suite-name=faults", "-k", "^hang$", *EAGER_CPU)
+    raylets = [raylet_pid(two_nodes.head), raylet_pid(two_nodes.worker)]
+    deadline = time.monotonic() + 180
+    started: list[psutil.Process] = []
+    # Until the hang model's child has started its grandchild (a sleep of an hour).
+    while not any("time.sleep(3600)" in command_of(process) for process in started):
+        assert sweep.poll() is None and time.monotonic() < deadline, "the hang model never ran"
+        time.sleep(0.2)
+        started = [process for pid in raylets for process in runner_processes_under(pid)]
+    sweep.send_signal(signal.SIGTERM)
+    run = finish(sweep, output, timeout=120)
+    assert run.returncode == 128 + signal.SIGTERM, run.stderr
+    assert "terminated (SIGTERM): 0 experiment(s) finished" in run.stderr
+    gone, alive = psutil.wait_procs(started, timeout=10)
+    for process in alive:
+        process.kill()
+    assert not alive, [process.cmdline() for process in alive]
+    assert not run.results_path.exists() or run.lines() == []
 
 
 @pytest.mark.e2e
@@ -367,34 +397,6 @@ def test_with_retries_a_lost_experiment_runs_again_on_the_remaining_node(two_nod
         # Both ran on the head in the end: the lost one again, once the head was free.
         assert line["environment"]["ray_node_id"] == two_nodes.head.node_id
     assert len({line["fingerprint"] for line in lines}) == 2
-
-
-@pytest.mark.e2e
-@needs_ray
-def test_stopping_the_sweep_cancels_its_tasks_and_kills_their_whole_process_tree(
-        whole_two_nodes, tmp_path):
-    two_nodes = whole_two_nodes
-    output = tmp_path / "output"
-    sweep = start_cli(output, "--executor=ray", f"--ray-address={two_nodes.address}",
-                      "--suite-name=faults", "-k", "^hang$", *EAGER_CPU)
-    raylets = [raylet_pid(two_nodes.head), raylet_pid(two_nodes.worker)]
-    deadline = time.monotonic() + 180
-    started: list[psutil.Process] = []
-    # Until the hang model's child has started its grandchild (a sleep of an hour).
-    while not any("time.sleep(3600)" in command_of(process) for process in started):
-        assert sweep.poll() is None and time.monotonic() < deadline, "the hang model never ran"
-        time.sleep(0.2)
-        started = [process for pid in raylets for process in runner_processes_under(pid)]
-    sweep.send_signal(signal.SIGTERM)
-    run = finish(sweep, output, timeout=120)
-    assert run.returncode == 128 + signal.SIGTERM, run.stderr
-    assert "terminated (SIGTERM): 0 experiment(s) finished" in run.stderr
-    gone, alive = psutil.wait_procs(started, timeout=10)
-    for process in alive:
-        process.kill()
-    assert not alive, [process.cmdline() for process in alive]
-    assert not run.results_path.exists() or run.lines() == []
-
 
 
 @pytest.mark.e2e
