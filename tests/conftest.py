@@ -212,7 +212,7 @@ def pytest_configure(config) -> None:
         os.environ.setdefault(name, value)
     # Every process of the test run (the workers, the runners and their children, the
     # harness the fidelity tests run) waits at an OpenMP barrier by spinning only briefly.
-    for name, value in CONTENDED_HOST_VARIABLES.items():
+    for name, value in {**CONTENDED_HOST_VARIABLES, **FAST_XLA_COMPILE_VARIABLES}.items():
         os.environ.setdefault(name, value)
 
 
@@ -299,6 +299,13 @@ LIBRARY_SET_VARIABLES = {"RAY_CLIENT_MODE": "0", "SE_OFFLINE": "true"}
 #: spin of 10,000, and 3.6 and 3.7 CPU-s with the machine to themselves. Threads, kernels
 #: and results are the same.
 CONTENDED_HOST_VARIABLES = {"GOMP_SPINCOUNT": "10000"}
+#: XLA's CPU backend (torch_xla's PJRT and JAX's, for torchax) at optimization level 0, in
+#: every process of the test run that does not give XLA_FLAGS of its own (an experiment's
+#: --xla-flags replace them): the same programs, built without LLVM's optimizing passes. The
+#: tests check what runs, what is verified and what is recorded, not the speed of XLA's code.
+#: Serially, a PJRT training sweep of two builtin models took 35 to 65 CPU-s at the default
+#: level and 8 to 26 at level 0 (warm caches and server pool; the same lines, verified alike).
+FAST_XLA_COMPILE_VARIABLES = {"XLA_FLAGS": "--xla_backend_optimization_level=0"}
 
 
 def cli_environment() -> dict[str, str]:
