@@ -113,6 +113,9 @@ class Bisection:
         self.records: dict[str, list[Record]] = {}
         #: The measurement (attempt) of the ends made beside each round's points, by round.
         self.ends_beside: dict[int, int] = {}
+        #: A point read beyond both ends: the host moved since they were measured, so from
+        #: then on every round measures them beside its points.
+        self.ends_stale = False
         #: A verdict judged by the CPU time in host pulses, by point, until a measurement
         #: again confirms it (`_settled`).
         self.provisional: dict[str, str] = {}
@@ -156,6 +159,7 @@ class Bisection:
                     self.ends_beside[int(entry["round"])] = int(entry["ends_attempt"])
             elif entry["event"] == VERDICT and label in self.index:
                 verdict = entry.get("verdict")
+                self.ends_stale |= bool(entry.get("beyond_ends"))
                 self.outcome.reasons[label] = entry.get("reason", "")
                 if entry.get("provisional") in (GOOD, BAD):
                     self.provisional[label] = entry["provisional"]
@@ -225,6 +229,8 @@ class Bisection:
         entry = {"event": VERDICT, "point": point.label, "round": round_number,
                  "attempt": attempt, "verdict": judgement.verdict, "reason": judgement.reason,
                  "figures": [f.as_json() for f in judgement.figures]}
+        if judgement.beyond_ends:
+            entry["beyond_ends"] = self.ends_stale = True
         if provisional is not None:
             self.provisional[point.label] = entry["provisional"] = provisional
         self._write(entry)
@@ -324,9 +330,11 @@ class Bisection:
         round_number = self.finished_rounds + 1
         points = [self.points[i] for i in chosen]
         ends_attempt = self.ends_beside.get(round_number)
-        if ends_attempt is None and (self._ends_flagged() or self.settings.jobs > 1):
+        if ends_attempt is None and (self._ends_flagged() or self.settings.jobs > 1
+                                     or self.ends_stale):
             # Points measured at once load the host for one another as the ends, measured
-            # before them, were not loaded: the ends are measured with them.
+            # before them, were not loaded: the ends are measured with them. So are they
+            # once a point read beyond both ends.
             ends_attempt = self._next_end_attempt()
         entry = {"event": ROUND, "round": round_number, "points": [p.label for p in points]}
         if ends_attempt is not None:
@@ -337,7 +345,13 @@ class Bisection:
         pending = points
         attempt = 0
         while pending:
-            if attempt and ends_attempt is not None:
+            if attempt and ends_attempt is None and self.ends_stale:
+                # The round's first measurement read beyond both ends: its points are
+                # measured again beside the ends from now on (logged for a resume).
+                ends_attempt = self._next_end_attempt()
+                self.ends_beside[round_number] = ends_attempt
+                self._write({**entry, "ends_attempt": ends_attempt})
+            elif attempt and ends_attempt is not None:
                 ends_attempt = self._next_end_attempt()
             self._measure_with_ends(pending, attempt, ends_attempt)
             self.records = self.measurer.records()

@@ -118,6 +118,9 @@ class Judgement:
     #: core changed speed between the sweeps): under load that reading was off by up to 29%
     #: (docs/bisect.md), so one measurement does not settle it.
     by_pulses: bool = False
+    #: Some experiment read beyond both ends (slower than the bad end, or faster than the
+    #: good end): the ends' figures no longer stand for the host the point met.
+    beyond_ends: bool = False
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,7 @@ class Judge:
             self._as_judged(bad, pulsed), new, threshold=self.threshold,
             alpha=self.alpha).changes}
         verdicts, reasons = [], []
-        by_pulses = False
+        by_pulses = beyond_ends = False
         for key in sorted(watched):
             to_good, to_bad = against_good.get(key), against_bad.get(key)
             if to_good is None or to_bad is None:
@@ -232,6 +235,7 @@ class Judge:
                 # Worse than both ends, or better than both: the host changed speed, or
                 # another change is in the range; either way not this bisection's answer.
                 verdicts.append(INCONCLUSIVE)
+                beyond_ends = True
                 reasons.append(f"{name}: beyond both ends: {said(to_good)} against the good "
                                f"end, {said(to_bad)} against the bad end")
             elif (worse or better) and key in pulsed and \
@@ -262,7 +266,7 @@ class Judge:
         else:
             verdict = INCONCLUSIVE
         return Judgement(verdict, "; ".join(reasons), figures,
-                         by_pulses=by_pulses and verdict != INCONCLUSIVE)
+                         by_pulses=by_pulses and verdict != INCONCLUSIVE, beyond_ends=beyond_ends)
 
     @staticmethod
     def _core_moved(key: int, point: Sequence[Record], to_good: Change, to_bad: Change,

@@ -197,18 +197,77 @@ def test_a_drifting_host_is_met_by_ends_measured_beside_each_round(tmp_path, job
     assert len(measurer.measured) == len(set(measurer.measured))
 
 
-def test_without_flags_the_ends_are_measured_once_and_drift_misleads(tmp_path):
-    """The same drift on lines that are not flagged: the ends are not measured again (a
-    quiet host pays nothing more), and the answer is off, which is what the flag guards."""
-    measurer = DriftingHost(POINTS, slower_from(FIRST_BAD), noise=0.01, speeds=DRIFT)
-    measurer_records = measurer.records
+def unflagged(measurer):
+    """The measurer's lines, none flagged unreliable (a host whose drift no flag caught)."""
+    records = measurer.records
     measurer.records = lambda: {label: [dataclasses.replace(r, unreliable=False) for r in rs]
-                                for label, rs in measurer_records().items()}
-    outcome = bisect(tmp_path, measurer, judge=Judge(threshold=0.1, trust_flagged=True))
+                                for label, rs in records().items()}
+    return measurer
+
+
+def test_a_quiet_host_measures_the_ends_once(tmp_path):
+    """Lines not flagged and no point beyond both ends: the ends are measured once, and the
+    rounds measure their points alone."""
+    measurer = SimulatedMeasurer(POINTS, slower_from(FIRST_BAD), noise=0.01)
+    outcome = bisect(tmp_path, measurer)
+    assert POINTS[outcome.answer.first_bad].label == "c13"
     rounds = [e for e in read_entries(tmp_path / "log.bisect.log") if e["event"] == ROUND]
     assert not any("ends_attempt" in e for e in rounds)
     assert [label for label, _ in measurer.measured].count("c00") == 1
-    assert outcome.answer is None or POINTS[outcome.answer.first_bad].label != "c13"
+
+
+def test_without_flags_a_drift_is_met_once_a_point_reads_beyond_both_ends(tmp_path):
+    """The same drift on lines that are not flagged: the first point measured after the host
+    slowed down reads slower than the bad end too; from then on the ends are measured beside
+    each round's points, and the answer is c13. Judged against the ends of the start, the
+    search named a commit before the change."""
+    measurer = unflagged(DriftingHost(POINTS, slower_from(FIRST_BAD), noise=0.01, speeds=DRIFT))
+    outcome = bisect(tmp_path, measurer, judge=Judge(threshold=0.1, trust_flagged=True))
+    assert outcome.answer is not None, outcome.problem
+    assert POINTS[outcome.answer.first_bad].label == "c13", outcome.reasons
+    entries = read_entries(tmp_path / "log.bisect.log")
+    assert any(e.get("beyond_ends") for e in entries if e["event"] == VERDICT)
+    rounds = [e for e in entries if e["event"] == ROUND]
+    assert "ends_attempt" in rounds[-1]
+    assert len(measurer.measured) == len(set(measurer.measured))
+
+
+def test_ends_measured_in_a_slow_period_are_measured_again_beside_the_points(tmp_path):
+    """Both ends measured while the host ran 1.35x slow (a slow period, or a bisection
+    resumed minutes later on a faster host), every point after them on the fast host: the
+    points read faster than the good end, and the first bad commit faster than the bad end
+    by 26%, which judged it good and named the bad end itself (seen in a quiet bisection of
+    the suite). Once a point reads beyond both ends, the ends are measured beside it."""
+    measurer = unflagged(DriftingHost(POINTS, slower_from(FIRST_BAD), noise=0.01,
+                                      speeds=(1.35, 1.0)))
+    outcome = bisect(tmp_path, measurer, judge=Judge(threshold=0.1, trust_flagged=True))
+    assert outcome.answer is not None, outcome.problem
+    assert POINTS[outcome.answer.first_bad].label == "c13", outcome.reasons
+    assert POINTS[outcome.answer.last_good].label == "c12", outcome.reasons
+
+
+def test_ends_found_stale_stay_measured_beside_the_points_after_a_resume(tmp_path):
+    """The verdict that read beyond both ends is in the log: a bisection resumed after
+    Ctrl-C goes on measuring the ends beside its points."""
+
+    class StopDrifting(DriftingHost):
+        def _batch(self, batch):
+            failed = super()._batch(batch)
+            if len(self.batches) == 3:  # the ends, a point beyond them, the good end again
+                raise KeyboardInterrupt
+            return failed
+
+    first = unflagged(StopDrifting(POINTS, slower_from(FIRST_BAD), noise=0.01,
+                                   speeds=(1.35, 1.0)))
+    with pytest.raises(KeyboardInterrupt):
+        bisect(tmp_path, first, judge=Judge(threshold=0.1, trust_flagged=True))
+    second = unflagged(SimulatedMeasurer(POINTS, slower_from(FIRST_BAD), noise=0.01))
+    second._records = dict(first._records)
+    outcome = bisect(tmp_path, second, judge=Judge(threshold=0.1, trust_flagged=True))
+    assert POINTS[outcome.answer.first_bad].label == "c13", outcome.reasons
+    rounds = [e for e in read_entries(tmp_path / "log.bisect.log") if e["event"] == ROUND]
+    assert all("ends_attempt" in e for e in rounds[2:])
+    assert ("c00", 0) not in second.measured
 
 
 def test_a_contended_point_is_judged_by_its_timing_threads_cpu_time():
