@@ -9,6 +9,7 @@ import functools
 import pytest
 
 from core.config import ExperimentConfig, ModelConfig
+from core.figures import median_time
 from runner.plan.matrix import PlannedExperiment
 from runner.run.record.slow_periods import (FAST_READS, MIN_HISTORY, PULSES_PER_READ, READ_INTERVAL_S,
                                             SLOW_BOUND, FastStateWait, ReferenceHistory,
@@ -213,6 +214,25 @@ def test_a_line_timed_mostly_after_slow_pulses_is_flagged_against_the_hosts_fast
     assert cpu_line["pulse_states"]["slow"]["share"] == pytest.approx(7 / 8)
     assert cpu_line["pulse_states"]["low_from"] == "host"
     assert cpu_line["slow_period"]["flagged"] is False and "slow_share" not in cpu_line["slow_period"]
+
+
+def test_a_line_the_card_sets_is_not_flagged_by_the_hosts_slow_pulses(tmp_path):
+    """The same slow pulses, on a line whose card was busy for most of each iteration: the
+    host's speed does not move its figure, so it is not flagged (nor measured again); busy
+    for less than 85%, it is."""
+    history = ReferenceHistory(tmp_path)
+    history.add("cuda", "H200", [{**reading(4.0, 0.2), "host_ms": ms}
+                                 for ms in (0.6, 0.62, 1.1, 1.1, 1.2, 1.1, 1.15)])
+    flagged = {}
+    for busy_share in (0.92, 0.45):
+        metrics, line = pulsed_line([[1.1, 1.2, 0.6, 1.1], [1.1, 1.2, 1.15, 1.1]])
+        latency_ms = median_time({"summary": line, "metrics": metrics}) * 1e3
+        line["device_busy"] = {"ms": busy_share * latency_ms}
+        history.judge_summary(line, "H200", metrics)
+        assert line["slow_period"]["host_share"] == pytest.approx(1 - busy_share)
+        assert line["pulse_states"]["slow"]["share"] == pytest.approx(7 / 8)
+        flagged[busy_share] = line["slow_period"]["flagged"]
+    assert flagged == {0.92: False, 0.45: True}
 
 
 def test_without_the_hosts_fast_state_a_slow_share_flags_nothing(tmp_path):
