@@ -16,16 +16,28 @@ enqueue, is how long the device's work outlasted the host's queuing:
 An iteration is host-bound when its enqueue time is at least `HOST_BOUND_RATIO` of its
 device span (its lead under 10% of the span). A line is flagged (`summary.host_bound`) when
 more than `LINE_BOUND` of its timed iterations are.
+
+The span cannot see host work that the device waits for after it reached the first event:
+with CUDA graphs the host checks guards and prepares the replay while the device, already
+past the event, sits idle, and that idle time counts as the device's. So a line is also
+host-bound when the card was busy (its kernels' time per iteration, `device_busy_ms`) for
+less than 1 - `HOST_SHARE_BOUND` of its time per iteration: `host_share`, the host's part,
+which the host's speed moves (`summary.host_bound_by` says which rule flagged it).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, MutableMapping, Optional, Sequence
 
 #: Enqueue time over device span at which an iteration counts as host-bound.
 HOST_BOUND_RATIO = 0.9
 #: The share of host-bound iterations beyond which a line is flagged.
 LINE_BOUND = 0.5
+#: The host's share of an iteration from which a line is host-bound too. On an H200,
+#: mobilevit_s at batch 2 with CUDA graphs (the card busy 0.58 ms of 1.05 to 1.63: a share of
+#: 45 to 64%, no iteration host-bound by its span) moved 18% between two invocations with the
+#: host's pulse; vit_base_patch16_siglip_256 at batch 128 (a share of 7 to 10%) moved 0.6%.
+HOST_SHARE_BOUND = 0.2
 
 
 def is_host_bound(device_span: float, enqueue: float, ratio: float = HOST_BOUND_RATIO) -> bool:
@@ -56,3 +68,25 @@ def host_bound_counts(flagged: int, judged: int, ratio: float = HOST_BOUND_RATIO
         "host_bound_ratio": ratio,
         "host_bound_line_bound": line_bound,
     }
+
+
+def host_share(device_busy_ms: Any, latency_s: Optional[float]) -> Optional[float]:
+    """The share of an iteration the card was not busy: 1 - its busy time over the time per
+    iteration (None without both)."""
+    if not isinstance(device_busy_ms, (int, float)) or device_busy_ms <= 0 or not latency_s:
+        return None
+    return max(0.0, 1.0 - device_busy_ms / (latency_s * 1e3))
+
+
+def judge_host_share(summary: MutableMapping[str, Any], latency_s: Optional[float]) -> None:
+    """Record the line's `host_share` and flag it host-bound where the share reaches
+    `HOST_SHARE_BOUND` (`host_bound_by`: "iterations" or "host share")."""
+    share = host_share(summary.get("device_busy_ms"), latency_s)
+    if share is None:
+        return
+    summary["host_share"] = share
+    if summary.get("host_bound"):
+        summary["host_bound_by"] = "iterations"
+    elif share >= HOST_SHARE_BOUND:
+        summary["host_bound"] = True
+        summary["host_bound_by"] = "host share"

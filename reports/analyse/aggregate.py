@@ -22,6 +22,7 @@ from typing import Optional
 from reports.errors import ReportError
 from reports.read.record import ConfigKey, Record
 from reports.stats import geomean
+from core.host.host_bound import HOST_SHARE_BOUND, LINE_BOUND
 from core.schema import VERIFICATION_NOT_RUN, Status, VerificationCode, error_headline
 
 DEFAULT_BASELINE = "eager"
@@ -155,8 +156,14 @@ def _warnings(row: Row) -> list[str]:
     if record.tflops is not None and record.peak_fraction is None and record.peak_note:
         found.append(record.peak_note)
     if record.host_bound:
-        share = f"{record.host_bound_fraction:.0%} of" if record.host_bound_fraction is not None else "most"
-        found.append(f"host-bound: {share} the timed iterations had the device waiting for the host")
+        fraction = record.host_bound_fraction
+        if fraction is not None and fraction <= LINE_BOUND:  # flagged by the host's share
+            found.append("host-bound: the card was busy for under "
+                         f"{1 - HOST_SHARE_BOUND:.0%} of each iteration; the host's part is "
+                         "the rest")
+        else:
+            share = f"{fraction:.0%} of" if fraction is not None else "most"
+            found.append(f"host-bound: {share} the timed iterations had the device waiting for the host")
     if row.compression_ratio is not None and row.compression_ratio < COMPRESSION_WARNING:
         found.append(f"memory compression {row.compression_ratio:.2f} < {COMPRESSION_WARNING}")
     return found

@@ -30,6 +30,8 @@ import models
 from core.config import RunSettings
 from core.contract import RESULT_FILE, SPEC_FILE, ChildError, ChildResult, ChildSpec, Role, write_message
 from core.fields import processes_for
+from core.figures import median_time
+from core.host.host_bound import judge_host_share
 from core.schema import ResultLine, Status, Verdict
 from core.phases import DIGITS
 from runner.plan.matrix import PlannedExperiment
@@ -441,6 +443,8 @@ class ExperimentExecutor:
         line.artifacts = {artifact_key(Role.TIME, process): self._relative(each.folder)
                           for process, each in enumerate(outcomes, 1)}
         if line.status is Status.OK:
+            judge_host_share(line.summary, median_time({"summary": line.summary,
+                                                        "metrics": line.metrics}))
             line.notes.extend(self._judge(line))
         if self.settings.verify:
             # The timing is measured: whatever stops the verification (the sweep stopped, its

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
 from core.figures import median_time
+from core.host.host_bound import host_share
 from core.host.machine import cache_root
 from core.host.host_state import FAST_BOUND_OVER_LOW, host_pulse, low_pulse, pulse_states
 from core.files.cached_json import write_json_atomically
@@ -58,12 +59,10 @@ SLOW_SHARE_BOUND = 0.75
 #: measured (docs/timing.md). On the CPU a loaded machine's pulses read slow with the timed
 #: work's contention, which the contention flags and the CPU time judge there.
 SLOW_SHARE_DEVICE = "cuda"
-#: ...and only where the host holds at least this share of an iteration (the time beyond the
-#: card's busy time, `host_share`): a slow host cannot move a figure the card sets. On an
-#: H200, vit_base_patch16_siglip_256 at batch 128 (the card busy 92% of each iteration) read
-#: -0.6% apart in two invocations whose host pulses read 1.16 and 0.67 ms; mobilevit_s at
-#: batch 2 (busy 45%) read 18% apart, its pulses 0.72 and 0.60 ms.
-SLOW_SHARE_HOST_SHARE = 0.15
+#: ...and only on a host-bound line (core/host/host_bound.py: by its iterations, or by the
+#: host's share of them): a slow host cannot move a figure the card sets. On an H200,
+#: vit_base_patch16_siglip_256 at batch 128 (the card busy 92% of each iteration) read 0.6%
+#: apart in two invocations whose host pulses read 1.16 and 0.67 ms.
 #: Readings kept per figure, and the fewest that make a usual figure.
 HISTORY = 50
 MIN_HISTORY = 3
@@ -289,12 +288,11 @@ class ReferenceHistory:
         if states is not None:
             summary["pulse_states"] = states
             slow_share = states["slow"]["share"]
-            share = host_share(summary, metrics)
-            if share is not None:
-                summary["slow_period"]["host_share"] = share
+            share = host_share(summary.get("device_busy_ms"),
+                               median_time({"summary": summary, "metrics": metrics or {}}))
             if (device.startswith(SLOW_SHARE_DEVICE) and states["low_from"] == "host"
                     and slow_share >= SLOW_SHARE_BOUND
-                    and (share is None or share >= SLOW_SHARE_HOST_SHARE)):
+                    and (share is None or summary.get("host_bound"))):
                 reasons.append(
                     f"slow period: {slow_share:.0%} of the timed runs followed a slow host "
                     f"pulse (over {states['fast_bound_ms']:.3g} ms, {FAST_BOUND_OVER_LOW}x this "
@@ -306,18 +304,6 @@ class ReferenceHistory:
             summary["unreliable_reasons"] = [*(summary.get("unreliable_reasons") or []),
                                              *reasons]
         return [warning] if warning else []
-
-
-def host_share(summary: Mapping[str, Any], metrics: Optional[Mapping[str, Any]]
-               ) -> Optional[float]:
-    """The share of an iteration the card was not busy (1 - its busy time over the line's
-    time per iteration): the host's part, which the host's speed moves; None without the
-    card's busy time."""
-    busy = (summary.get("device_busy") or {}).get("ms")
-    latency = median_time({"summary": summary, "metrics": metrics or {}})
-    if not isinstance(busy, (int, float)) or busy <= 0 or not latency:
-        return None
-    return max(0.0, 1.0 - busy / (latency * 1e3))
 
 
 #: Seconds between two reads of the host pulse.

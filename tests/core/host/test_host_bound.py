@@ -9,7 +9,8 @@ import pytest
 from backends.base import DeviceTimer, PreparedModel
 from core.config import RunSettings
 from models.base import BenchmarkModel, ModelInputs
-from core.host.host_bound import HOST_BOUND_RATIO, LINE_BOUND, host_bound_summary, is_host_bound
+from core.host.host_bound import (HOST_BOUND_RATIO, HOST_SHARE_BOUND, LINE_BOUND, host_bound_summary,
+                                  is_host_bound, judge_host_share)
 from child.timing import HOST_CLOCK, measure
 
 
@@ -105,3 +106,22 @@ def test_no_device_timer_no_device_figures():
 
     timing = measure(HostOnly(host=0.001, device=0.0), bench(), RunSettings(repeat=2, warmup=1))
     assert "device_time" not in timing.metrics() and "host_bound" not in timing.summary()
+
+
+def test_a_line_whose_card_idles_for_a_share_of_each_iteration_is_host_bound_too():
+    """mobilevit_s bs2 with CUDA graphs on an H200: no iteration host-bound by its span, the
+    card busy 0.58 ms of 1.05; vit_base_patch16_siglip_256 bs128: busy 14.51 ms of 15.65."""
+    graphs = {"host_bound": False, "host_bound_fraction": 0.0, "device_busy_ms": 0.58}
+    judge_host_share(graphs, 1.05e-3)
+    assert graphs["host_share"] == pytest.approx(1 - 0.58 / 1.05)
+    assert graphs["host_bound"] and graphs["host_bound_by"] == "host share"
+    card = {"host_bound": False, "host_bound_fraction": 0.0, "device_busy_ms": 14.51}
+    judge_host_share(card, 15.65e-3)
+    assert card["host_share"] < HOST_SHARE_BOUND
+    assert card["host_bound"] is False and "host_bound_by" not in card
+    launches = {"host_bound": True, "host_bound_fraction": 1.0, "device_busy_ms": 1.9}
+    judge_host_share(launches, 4.8e-3)
+    assert launches["host_bound"] and launches["host_bound_by"] == "iterations"
+    unknown = {"host_bound": False, "device_busy_ms": None}
+    judge_host_share(unknown, 1e-3)
+    assert unknown == {"host_bound": False, "device_busy_ms": None}

@@ -43,6 +43,18 @@ def test_host_bound_and_slow_lines_are_shown_as_contention_is(write_results):
     assert payload["builtin/cnn"]["slow"] == 1.7
 
 
+def test_a_line_host_bound_by_the_hosts_share_says_so(write_results):
+    """Flagged by the host's share of its iterations (none host-bound by its span): the
+    warning names the card's busy share, not a fraction of iterations."""
+    lines = [_line("mlp", host_bound=True, host_bound_fraction=0.0, host_share=0.45,
+                   host_bound_by="host share")]
+    report = build_report(_records(write_results, lines), None)
+    warnings = report.rows[0].warnings
+    assert "host-bound: the card was busy for under 80% of each iteration; the host's part is " \
+        "the rest" in warnings
+    assert not any("of the timed iterations" in w for w in warnings)
+
+
 def test_percent_of_peak_in_the_record_the_table_the_csv_and_the_dashboard(write_results):
     lines = [_line("mlp", "NVIDIA H100 80GB HBM3", throughput={
                  "tflops": 500.0, "fraction_of_peak": 0.505, "peak_tflops": 989.4}),

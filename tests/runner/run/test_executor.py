@@ -227,6 +227,24 @@ def test_a_history_that_cannot_be_judged_is_a_note_in_the_line(tmp_path, monkeyp
     assert line.notes == ["not judged for slow periods: RuntimeError: an unexpected shape"]
 
 
+class MeasuredOnACard(MeasuredThenTrouble):
+    """The same measured child, whose card was busy 45 ms of its 100 ms iterations."""
+
+    def time_processes(self, planned, count, slot=None, attempt=1, lender=None):
+        outcome, outcomes = super().time_processes(planned, count, slot, attempt, lender)
+        outcome.result.summary.update(device_busy_ms=45.0, host_bound=False,
+                                      host_bound_fraction=0.0)
+        return outcome, outcomes
+
+
+def test_a_line_whose_card_idles_for_half_of_each_iteration_is_host_bound(tmp_path):
+    executor = MeasuredOnACard(tmp_path, RunSettings(), OSError())
+    executor.references.folder = tmp_path / "reference"
+    line = executor.run(PlannedExperiment(ModelConfig("builtin", "mlp"), EAGER, "eager"))
+    assert line.summary["host_share"] == pytest.approx(0.55)
+    assert line.summary["host_bound"] and line.summary["host_bound_by"] == "host share"
+
+
 def test_children_and_fork_servers_keep_temporary_files_in_the_scratch_root(tmp_path):
     # torch makes a temporary folder at import; a fork server killed with its runner left
     # it in TMPDIR. In the scratch root, the guard (or the next runner) removes it.

@@ -10,6 +10,7 @@ import pytest
 
 from core.config import ExperimentConfig, ModelConfig
 from core.figures import median_time
+from core.host.host_bound import judge_host_share
 from runner.plan.matrix import PlannedExperiment
 from runner.run.record.slow_periods import (FAST_READS, MIN_HISTORY, PULSES_PER_READ, READ_INTERVAL_S,
                                             SLOW_BOUND, FastStateWait, ReferenceHistory,
@@ -219,17 +220,18 @@ def test_a_line_timed_mostly_after_slow_pulses_is_flagged_against_the_hosts_fast
 def test_a_line_the_card_sets_is_not_flagged_by_the_hosts_slow_pulses(tmp_path):
     """The same slow pulses, on a line whose card was busy for most of each iteration: the
     host's speed does not move its figure, so it is not flagged (nor measured again); busy
-    for less than 85%, it is."""
+    for under 80% (host-bound by the host's share, as the runner judges it first), it is."""
     history = ReferenceHistory(tmp_path)
     history.add("cuda", "H200", [{**reading(4.0, 0.2), "host_ms": ms}
                                  for ms in (0.6, 0.62, 1.1, 1.1, 1.2, 1.1, 1.15)])
     flagged = {}
     for busy_share in (0.92, 0.45):
         metrics, line = pulsed_line([[1.1, 1.2, 0.6, 1.1], [1.1, 1.2, 1.15, 1.1]])
-        latency_ms = median_time({"summary": line, "metrics": metrics}) * 1e3
-        line["device_busy"] = {"ms": busy_share * latency_ms}
+        latency = median_time({"summary": line, "metrics": metrics})
+        line["device_busy_ms"] = busy_share * latency * 1e3
+        judge_host_share(line, latency)
         history.judge_summary(line, "H200", metrics)
-        assert line["slow_period"]["host_share"] == pytest.approx(1 - busy_share)
+        assert line["host_share"] == pytest.approx(1 - busy_share)
         assert line["pulse_states"]["slow"]["share"] == pytest.approx(7 / 8)
         flagged[busy_share] = line["slow_period"]["flagged"]
     assert flagged == {0.92: False, 0.45: True}
