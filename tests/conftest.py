@@ -292,13 +292,13 @@ LIBRARY_SET_VARIABLES = {"RAY_CLIENT_MODE": "0", "SE_OFFLINE": "true"}
 #: How the test run's processes wait, on a host where they outnumber the cores (a test per
 #: core and one more): a thread of torch's OpenMP pool (GNU libgomp) that reaches a barrier
 #: first spins up to GOMP_SPINCOUNT times (300,000 by default) before it sleeps, while the
-#: thread it waits for is off its core, held by another test's process. A process with
-#: torch's default two threads (the pytest workers' own tests, the harness in the fidelity
-#: tests, a runner given its defaults) spent most of its CPU so: on this 2-core machine,
-#: 20,000 steps of an 8-layer 64-wide MLP took 61 CPU-s beside two busy loops, 4.1 with a
-#: spin of 10,000, and 3.6 and 3.7 CPU-s with the machine to themselves. Threads, kernels
-#: and results are the same.
-CONTENDED_HOST_VARIABLES = {"GOMP_SPINCOUNT": "10000"}
+#: thread it waits for is off its core, held by another test's process. Here no thread
+#: spins: it sleeps at once (the passive policy, libgomp's spin count 0). PyTorch's harness
+#: training mobilenetv2_100 at batch 1 on the CPU (torch's two threads, to its first timed
+#: call, benchmarks/fidelity/harness_settings.py) took 43 CPU-s alone at a spin of 10,000
+#: and 25 with one thread; beside two busy loops 77 CPU-s at 10,000, 29 with no spin, 21 with
+#: one thread. Threads, kernels and results are the same.
+CONTENDED_HOST_VARIABLES = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"}
 #: XLA's CPU backend (torch_xla's PJRT and JAX's, for torchax) at optimization level 0, in
 #: every process of the test run that does not give XLA_FLAGS of its own (an experiment's
 #: --xla-flags replace them): the same programs, built without LLVM's optimizing passes. The
