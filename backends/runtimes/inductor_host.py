@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import sys
 from typing import Callable, Iterator, Mapping, Optional
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,31 @@ def settle_isa_checks(encoded: Optional[str]) -> bool:
         log.info("inductor's vector-ISA checks not settled: %s", error)
         return False
     return True
+
+
+#: Inductor's own variable for the checks' first step (its config reads it at import).
+VEC_ISA_OK_VARIABLE = "TORCHINDUCTOR_VEC_ISA_OK"
+#: The variables through which the probe hands its outcomes to the children: a template of
+#: the server pool imports inductor without them, and each server forked from it applies
+#: its runner's (`apply_probe_outcomes`), so that a sweep given them (one that compiles on
+#: the CPU) and one given none (an eager sweep, a CUDA one) fork from one template.
+PROBE_OUTCOME_VARIABLES = frozenset({VEC_ISA_OK_VARIABLE, ISA_CHECKS_VARIABLE})
+#: A fork server that imported it forks compiling children.
+COMPILER_MODULE = "torch._inductor.compile_fx"
+
+
+def apply_probe_outcomes(environment: Mapping[str, str]) -> None:
+    """In a server forked from a template that imported inductor without the probe's
+    outcomes: take them from `environment` as a process started under it would have (the
+    vector-ISA flag read into inductor's config, and, in a compiling server, the checks
+    answered)."""
+    config = sys.modules.get("torch._inductor.config")
+    if config is None:
+        return
+    value = environment.get(VEC_ISA_OK_VARIABLE)
+    config.cpp.vec_isa_ok = True if value == "1" else False if value == "0" else None
+    if COMPILER_MODULE in sys.modules:
+        settle_isa_checks(environment.get(ISA_CHECKS_VARIABLE))
 
 
 def prepare_compiling_server(environment: Mapping[str, str]) -> None:

@@ -13,10 +13,13 @@ ends with its runner, and the guard kills its group.
 A template:
 - listens on an abstract Unix socket named after its key (the pool folder, the
   interpreter, the project, the modules, the environment less the per-child and
-  per-runner variables, and what its children inherit: resource limits, umask, priority,
-  control group), and answers only processes of its own user;
+  per-runner variables and the probe's outcomes for inductor, and what its children
+  inherit: resource limits, umask, priority, control group), and answers only processes
+  of its own user;
 - gives each forked server the runner's environment and cores, so that its children see
-  the runner's TMPDIR and guard token, not the template's;
+  the runner's TMPDIR and guard token, not the template's, and the probe's outcomes the
+  runner was given (an eager sweep has none, a compiling one has them: both fork from one
+  template);
 - ends when unused for IDLE_SECONDS; when MAX_TEMPLATES others were used since it was
   (a runner that starts a template ends the least recently used); and when a file of a
   module it loaded has changed since it loaded it (the asking runner then starts a fresh
@@ -54,6 +57,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+from backends.runtimes.inductor_host import PROBE_OUTCOME_VARIABLES, apply_probe_outcomes
 from core.files.cached_json import write_json_atomically
 from core.host.import_folders import plain_folders, shadowing, top_level_modules
 from runner.run.process.forkserver_server import (MAX_MESSAGE_BYTES, _preload, freeze_preloaded,
@@ -79,6 +83,9 @@ PER_RUNNER_VARIABLES = frozenset({"TMPDIR", TOKEN_VARIABLE})
 NOT_READ_AT_IMPORT = frozenset({f"{name}_proxy" for name in ("http", "https", "no", "all")}
                                | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "NO", "ALL")})
 NOT_READ_AT_IMPORT_PREFIXES = ("RAY_", "PYTEST_")
+#: Read at import, but applied again by each forked server from its runner's environment
+#: (backends/runtimes/inductor_host.py): the probe's outcomes for inductor.
+APPLIED_BY_EACH_SERVER = PROBE_OUTCOME_VARIABLES
 #: How long a runner waits for a template it started to listen (it does so before it
 #: imports anything heavy), and for a template's answer (its import included).
 LISTEN_TIMEOUT_SECONDS = 30.0
@@ -95,6 +102,7 @@ def template_environment(environment: Mapping[str, str]) -> dict[str, str]:
     variables and those no preloaded library reads at import."""
     return {name: value for name, value in environment.items()
             if name not in PER_RUNNER_VARIABLES and name not in NOT_READ_AT_IMPORT
+            and name not in APPLIED_BY_EACH_SERVER
             and not name.startswith(NOT_READ_AT_IMPORT_PREFIXES)}
 
 
@@ -370,6 +378,7 @@ def _become_server(request: dict[str, Any], fd: int, template: int) -> None:
         os.environ.clear()
         os.environ.update(request["environment"])
         adopt_import_path(template_path, import_path(os.environ))
+        apply_probe_outcomes(os.environ)
         tempfile.tempdir = None  # the runner's TMPDIR, not the template's
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, request["cores"])  # the runner's cores, as a spawned child

@@ -44,8 +44,6 @@ PROJECT_MODULES = ("child.worker", "core.packages", "child.timing",
 #: them: torch._dynamo's tabulates the compile times (dump_compile_times, whose INFO line is
 #: dropped at our log levels) with `tabulate`, 10 to 17 ms a child on a loaded 2-core machine.
 EXIT_IMPORTS = {"torch._dynamo.utils": ("tabulate",)}
-#: A server that imported it forks compiling children (backends/runtimes/inductor_host.py).
-COMPILER_MODULE = "torch._inductor.compile_fx"
 MAX_MESSAGE_BYTES = 1 << 20
 PARENT_CHECK_SECONDS = 2.0
 #: torch.cuda.is_available() through NVML while a server imports: inductor asks it at import
@@ -63,7 +61,7 @@ def _preload(modules: Sequence[str]) -> None:
             importlib.import_module(name)
         import backends
         import models
-        from backends.runtimes.inductor_host import prepare_compiling_server
+        from backends.runtimes.inductor_host import COMPILER_MODULE, prepare_compiling_server
         from core.packages import installed_packages
         from observers import all_observers
 

@@ -16,8 +16,9 @@ import psutil
 import pytest
 
 from runner.run.process.forkserver_client import ForkServer, ForkServerError, ForkServers
+from backends.runtimes.inductor_host import COMPILER_MODULE, PROBE_OUTCOME_VARIABLES
 from runner.run.process.forkserver_pool import template_name
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, probe_as_runners_key_it
 from tests.runner.run.process.test_forkserver import environment, probe_state, run_probe
 
 pytestmark = pytest.mark.e2e
@@ -135,6 +136,28 @@ def test_another_environment_gets_another_template(shared_pool):
         assert templates(shared_pool) == before
         servers.server_for([], environment(FORK_PROBE="another"))
         assert len(templates(shared_pool)) == len(before) + 1
+    finally:
+        servers.close()
+
+
+def test_the_probes_outcomes_reach_each_server_of_one_compiling_template(shared_pool, tmp_path):
+    # A compiling sweep's runner is given the probe's outcomes for inductor, an eager or a
+    # CUDA sweep's none: both fork from one template, and each server holds its runner's.
+    outcomes = probe_as_runners_key_it().child_environment
+    if set(outcomes) != PROBE_OUTCOME_VARIABLES:
+        pytest.skip("this host's vector-ISA checks did not all pass: the probe gives none")
+    servers = ForkServers(pool=shared_pool)
+    try:
+        given = servers.server_for([COMPILER_MODULE], environment(**outcomes))
+        plain = servers.server_for([COMPILER_MODULE], environment())
+        assert given.pid != plain.pid and given.info["template"] == plain.info["template"]
+        seen = {}
+        for name, server, variables in (("given", given, outcomes), ("plain", plain, {})):
+            code, output = run_probe(server, tmp_path, "isa", **variables)
+            assert code == 0, output
+            state = probe_state(output)
+            seen[name] = (state["vec_isa_ok"], state["isa_checks_answered"])
+        assert seen == {"given": (True, True), "plain": (None, False)}
     finally:
         servers.close()
 
