@@ -12,7 +12,7 @@ import torch
 
 from benchmarks.fidelity import harness_settings, settings_parity as parity
 from child.settings import settings_snapshot
-from tests.conftest import cli_environment
+from tests.conftest import cli_environment, probe_as_runners_key_it
 
 REFERENCE = parity.DEFAULT_REFERENCE
 
@@ -86,6 +86,9 @@ def test_on_the_cpu_both_tools_time_under_the_same_settings_but_explained_ones(t
     # added), whose fork servers they then share.
     offline = parity.tool_environment().items() - os.environ.items()
     monkeypatch.setattr(parity, "tool_environment", lambda: {**cli_environment(), **dict(offline)})
+    # The probe's answer with inductor's checks, as a compiling sweep of the test run leaves
+    # it (ours' children then take its outcomes, eager ones too): the same every run.
+    given = probe_as_runners_key_it().child_environment.get("TORCHINDUCTOR_VEC_ISA_OK")
     keep = tmp_path / "keep"
     code = parity.main(["--device", "cpu", "--backend", "eager", "--keep", str(keep),
                         "--case", "huggingface DistilBertForMaskedLM 1 fp32 default eval",
@@ -96,6 +99,7 @@ def test_on_the_cpu_both_tools_time_under_the_same_settings_but_explained_ones(t
     # The harness's snapshot was taken inside it: its own dynamo setting, its grad mode for
     # the test and its autocast, as ours.
     assert "explained: dynamo.repro_tolerance: 0.0001 vs null" in out
+    assert ("explained: inductor.cpp.vec_isa_ok: null vs true" in out) == (given == "1")
     inference, training = (json.loads((keep / f"case-{index}" / "harness-settings.json")
                                       .read_text())["settings"] for index in (0, 1))
     assert inference["grad_enabled"] is False and inference["autocast.cpu.enabled"] is False
