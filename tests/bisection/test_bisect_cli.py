@@ -202,13 +202,15 @@ def test_versions_of_a_registry_package_in_their_environments(tmp_path):
     output = tmp_path / "out"
     sweep = [arg.replace("{tree}", str(tree)).replace("launches", "uses_six")
              for arg in (*SWEEP, *EAGER, *BY_OUTCOME)]
-    done = run_bisect(output, "--package", "six", "--versions", "1.14.0,1.15.0,1.16.0,1.17.0",
+    # Three versions (the issue's least): an environment, a probe and a server template a
+    # point, about 10 CPU-s each here; the searches of several steps are the commits' tests.
+    done = run_bisect(output, "--package", "six", "--versions", "1.15.0,1.16.0,1.17.0",
                       *ONE_PROCESS, sweep=sweep)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "first bad: six==1.16.0" in done.stdout
     assert "last good: six==1.15.0" in done.stdout
     lines = results_lines(output)
-    assert {line["experiment"]["point"] for line in lines} <= {
-        "six==1.14.0", "six==1.15.0", "six==1.16.0", "six==1.17.0"}
+    assert {line["experiment"]["point"] for line in lines} == {
+        "six==1.15.0", "six==1.16.0", "six==1.17.0"}
     failed = [line for line in lines if line["status"] != "ok"]
     assert failed and all("is too new" in json.dumps(line) for line in failed)
