@@ -76,12 +76,16 @@ FOLDER_CHECK_SECONDS = 2.0
 #: Set by each runner for its own children (and so its server), never read at import.
 PER_RUNNER_VARIABLES = frozenset({"TMPDIR", TOKEN_VARIABLE})
 #: Variables that no library a template preloads reads at import (a forked server takes its
-#: runner's values, as it takes TMPDIR): the proxies (read when a request is made), Ray's
-#: (a Ray worker's, its temporary folder and its usage reports; the templates import no
-#: Ray) and pytest's. A template keyed without them serves runners that differ only there,
-#: as the runners of each test against a Ray cluster of its own do.
+#: runner's values, as it takes TMPDIR): the proxies (read when a request is made), the
+#: shell's own (the command it ran, the working folder, the nesting: the same runner started
+#: from another folder, or as `experiment-runner` rather than `python experiment_runner.py`,
+#: started a template of its own), Ray's (a Ray worker's, its temporary folder and its usage
+#: reports; the templates import no Ray) and pytest's. A template keyed without them serves
+#: runners that differ only there, as the runners of each test against a Ray cluster of its
+#: own do.
 NOT_READ_AT_IMPORT = frozenset({f"{name}_proxy" for name in ("http", "https", "no", "all")}
-                               | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "NO", "ALL")})
+                               | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "NO", "ALL")}
+                               | {"_", "PWD", "OLDPWD", "SHLVL"})
 NOT_READ_AT_IMPORT_PREFIXES = ("RAY_", "PYTEST_")
 #: Read at import, but applied again by each forked server from its runner's environment
 #: (backends/runtimes/inductor_host.py): the probe's outcomes for inductor.

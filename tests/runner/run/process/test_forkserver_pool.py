@@ -129,9 +129,11 @@ def test_another_environment_gets_another_template(shared_pool):
         before = templates(shared_pool)
         servers.server_for([], environment(TMPDIR="/elsewhere"))  # per-runner: the same
         assert templates(shared_pool) == before
-        # Read by nothing at import: a Ray worker's, the proxies, pytest's. The same.
+        # Read by nothing at import: a Ray worker's, the proxies, the shell's, pytest's.
         servers.server_for([], environment(RAY_TMPDIR="/tmp/ray-of-a-test",
                                            https_proxy="http://127.0.0.1:9",
+                                           _="/usr/bin/time", PWD="/elsewhere",
+                                           OLDPWD="/before", SHLVL="3",
                                            PYTEST_CURRENT_TEST="test_x (call)"))
         assert templates(shared_pool) == before
         servers.server_for([], environment(FORK_PROBE="another"))
