@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional
 import psutil
 
 from core.config import RunSettings, knobs
+from core.host.machine import cache_root
 from core.fields import Field, FieldError, flagged_fields, none_if_none_string
 from models import suite_names
 from models.reduced import SMALL_MODELS_ENV, parse_reduced_setting
@@ -341,7 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "importing torch again; a template ends when unused for 10 "
                             "minutes or when a file it loaded changes. The figures are the "
                             "same (docs/running.md). Default: $" + SERVER_POOL_VARIABLE +
-                            ", else None (servers of the run's own)")
+                            ", else the folder servers in the user's cache folder "
+                            "(~/.cache/experiment-runner); None: servers of the run's own, "
+                            "which end with it")
     scale.add_argument("--devices", type=device_list, default=[],
                        help="comma-separated CUDA devices (as CUDA_VISIBLE_DEVICES names them), "
                             "one job each")
@@ -438,12 +441,18 @@ def _folder_from_environment(knob) -> Optional[str]:
     return _folder_from_variable(knob.environment) if knob.environment else None
 
 
-def _folder_from_variable(variable: str) -> Optional[str]:
-    """The folder a variable names (None where unset, empty or None); UsageError naming the
-    variable where it is no folder."""
+def default_server_pool() -> str:
+    """The server pool of runs that name none: the user's cache folder's (the templates of
+    every run of one user and environment, ended 10 minutes after their last use)."""
+    return str(cache_root() / "servers")
+
+
+def _folder_from_variable(variable: str, default: Optional[str] = None) -> Optional[str]:
+    """The folder a variable names (`default` where unset or empty, None where None);
+    UsageError naming the variable where it is no folder."""
     text = os.environ.get(variable, "")
     if not text:
-        return None
+        return default
     try:
         return folder_parser(variable)(text)
     except argparse.ArgumentTypeError as error:
@@ -528,7 +537,7 @@ def scale_options(args: argparse.Namespace) -> ScaleOptions:
     check_executor_flags(args)
     pool = args.server_pool
     if pool is _NOT_GIVEN:
-        pool = _folder_from_variable(SERVER_POOL_VARIABLE)
+        pool = _folder_from_variable(SERVER_POOL_VARIABLE, default_server_pool())
     return ScaleOptions(jobs=args.jobs, devices=tuple(args.devices),
                         per_gpu=args.experiments_per_gpu, start_method=args.start_method,
                         server_pool=pool,

@@ -32,19 +32,27 @@ FOLDER_FLAGS = [
     pytest.param("--server-pool", SERVER_POOL_VARIABLE,
                  lambda args: scale_options(args).server_pool, id="server-pool"),
 ]
+#: What each flag of FOLDER_FLAGS gives where neither it nor its variable is set, under the
+#: user's cache folder CACHE: the compile caches are each experiment's own, the server
+#: pool is the user's.
+FOLDER_DEFAULTS = {"--compile-cache": lambda cache: None,
+                   "--server-pool": lambda cache: str(cache / "experiment-runner" / "servers")}
 
 
 @pytest.mark.parametrize("flag, variable, folder_of", FOLDER_FLAGS)
 def test_a_folder_comes_from_the_flag_else_its_variable(monkeypatch, tmp_path, flag, variable,
                                                         folder_of):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv(variable, str(tmp_path / "from-variable"))
     assert folder_of(_parse()) == str(tmp_path / "from-variable")
     assert folder_of(_parse(f"{flag}={tmp_path}/flag")) == str(tmp_path / "flag")
     assert folder_of(_parse(f"{flag}=None")) is None
     monkeypatch.chdir(tmp_path)
     assert folder_of(_parse(f"{flag}=caches")) == str(tmp_path / "caches")
-    monkeypatch.delenv(variable)
+    monkeypatch.setenv(variable, "None")
     assert folder_of(_parse()) is None
+    monkeypatch.delenv(variable)
+    assert folder_of(_parse()) == FOLDER_DEFAULTS[flag](tmp_path / "cache")
 
 
 @pytest.mark.parametrize("flag, variable, folder_of", FOLDER_FLAGS)
@@ -96,6 +104,7 @@ def test_a_bad_setting_is_refused_naming_the_flag(flag, message, capsys):
 
 def test_the_sweep_gets_typed_values_not_the_flags(tmp_path, monkeypatch):
     monkeypatch.delenv(SERVER_POOL_VARIABLE, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     what, settings, output, scale = sweep_flags(_parse(
         "--repeat=2", f"--output-dirname={tmp_path}", "--no-resume", "--jobs=2",
         "--memory-limit-mb=1024", "-k", "mlp"))
@@ -103,7 +112,8 @@ def test_the_sweep_gets_typed_values_not_the_flags(tmp_path, monkeypatch):
     assert settings.repeat == 2
     assert output == OutputOptions(dirname=str(tmp_path), resume=False,
                                    memory_limit_bytes=1024 * 2**20)
-    assert scale == ScaleOptions(jobs=2, start_method=scale.start_method)
+    assert scale == ScaleOptions(jobs=2, start_method=scale.start_method,
+                                 server_pool=str(tmp_path / "cache" / "experiment-runner" / "servers"))
 
 
 @pytest.mark.parametrize("flags, expected", [
