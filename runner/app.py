@@ -181,7 +181,8 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
                  "; ".join(slot.describe() for slot in slots))
     try:
         executor.start()
-        executor.prestart_servers(plan.experiments)
+        if scale.executor != "ray":  # a Ray task starts its own children, by spawn
+            executor.prestart_servers(plan.experiments)
         dispatcher = sweep_dispatcher(scale, executor, slots, plan)
         run_plan(plan, suite, dispatcher, claims, report,
                  show_progress=output.progress, no_skip=what.no_skip,

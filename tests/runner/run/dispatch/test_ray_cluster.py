@@ -295,8 +295,11 @@ def test_an_address_where_nothing_answers_is_a_usage_error(run_cli, tmp_path, mo
 def test_a_sweep_on_the_cluster_records_each_experiment_once_and_resumes(two_nodes, tmp_path):
     output = tmp_path / "output"
     args = ["--executor=ray", f"--ray-address={two_nodes.address}", *TWO_EXPERIMENTS]
-    first = run_to_end(output, *args)
+    pool = tmp_path / "pool"
+    first = run_to_end(output, *args, f"--server-pool={pool}")
     assert first.returncode == 0, first.stderr
+    # The tasks start their children; the driver starts no fork server, pooled or not.
+    assert not list(pool.glob("*.pid")), sorted(path.name for path in pool.iterdir())
     lines = first.lines()
     assert sorted(line["model"]["model_name"] for line in lines) == ["cnn", "mlp"]
     for line in lines:
