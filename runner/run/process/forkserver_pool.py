@@ -294,10 +294,14 @@ def _start_template(pool: Path, name: str, modules: Sequence[str],
     runner's may win the name) and connect to it."""
     folder = Path(pool)
     scratch = folder / "tmp"
-    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        scratch.mkdir(parents=True, exist_ok=True)
+        _make_room(folder, MAX_TEMPLATES - 1)
+    except OSError as error:  # the default pool's folder too: the runner starts its own
+        raise PoolError(f"the server pool's folder {folder} cannot be used: "
+                        f"{error.strerror or error}") from error
     variables = template_environment(environment)
     variables["TMPDIR"] = str(scratch)
-    _make_room(folder, MAX_TEMPLATES - 1)
     try:
         starter = subprocess.Popen(
             [sys.executable, "-m", "runner.run.process.forkserver_pool", str(folder), name,

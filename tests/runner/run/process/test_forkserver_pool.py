@@ -164,6 +164,20 @@ def test_the_probes_outcomes_reach_each_server_of_one_compiling_template(shared_
         servers.close()
 
 
+def test_a_pool_folder_that_cannot_be_made_leaves_the_runner_its_own_servers(tmp_path, caplog):
+    # The pool is on by default, in the user's cache folder: one that is a file, or not
+    # writable, must not stop a sweep.
+    (tmp_path / "cache").write_text("")
+    servers = ForkServers(pool=tmp_path / "cache" / "servers")
+    try:
+        server = servers.server_for([], environment())
+        assert not server.pooled and server.info["pid"] == server.pid
+        assert "cache/servers cannot be used: Not a directory" in caplog.text
+        assert "this runner starts fork servers of its own" in caplog.text
+    finally:
+        servers.close()
+
+
 def test_a_template_ends_when_a_file_it_loaded_changes_and_a_fresh_one_serves(pool, tmp_path):
     library = tmp_path / "library"
     library.mkdir()
