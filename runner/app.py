@@ -48,7 +48,7 @@ from runner.plan.parser import (
     torchbench_dir,
 )
 from runner.plan.arguments import undecodable_argument
-from runner.plan.probe import compiles_on_cpu, probe_host
+from runner.plan.probe import compiles_on_cpu, probe_host, speculative_host
 from runner.plan.resume import recorded_fingerprints
 from runner.plan.slots import Slot, SlotError, plan_slots, visible_gpus
 from runner.run.process import signals
@@ -105,6 +105,39 @@ def list_stacks() -> int:
     return 0
 
 
+def warm_templates(what: WhatToRun, suite, settings: RunSettings, output: OutputOptions,
+                   scale: ScaleOptions) -> int:
+    """While the probe runs (on a fresh host, or once its answer is a day old): start the
+    server pool's templates the sweep's timing children will most likely fork from, planned
+    against what the host most likely is (`speculative_host`), so that their imports and the
+    probe's share the seconds instead of following one another. A template the plan does
+    not use later ends unused. The number started."""
+    if not scale.server_pool or scale.start_method != "forkserver" or scale.executor == "ray" \
+            or output.dry_run:
+        return 0
+    host = speculative_host()
+    request, single = what.request, what.single
+    if single is not None:
+        plan = single_plan(suite, single.model_config, single.experiment_config, request, host)
+    else:
+        plan = build_plan(suite, request, host)
+    executor = ExperimentExecutor(
+        ExecutorOptions(output_dir=Path(output.dirname), start_method=scale.start_method,
+                        server_pool=Path(scale.server_pool),
+                        sweep_preloads=sweep_preloads(plan)),
+        settings, SweepInfo(run_id="warm"))
+    started = executor.warm_templates(plan.experiments)
+    if started:
+        log.info("started %d server template(s) while the probe runs", started)
+    return started
+
+
+def sweep_preloads(plan) -> frozenset[tuple[str, ...]]:
+    """The preloads `plan`'s experiments ask of the sweep's servers (Stack.preload_for)."""
+    return frozenset(backends.get_stack(planned.experiment.stack).preload_for(planned.experiment)
+                     for planned in plan.experiments)
+
+
 def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
               scale: ScaleOptions, argv: Sequence[str]) -> int:
     """Plan the experiments the flags ask for, run them and record their lines."""
@@ -121,7 +154,8 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
         check_output(paths, output.dirname)
     host = probe_host(use_cache=output.probe_cache,
                       with_compiler_checks=single is not None
-                      or compiles_on_cpu(dict(request.dimensions)))
+                      or compiles_on_cpu(dict(request.dimensions)),
+                      while_probing=lambda: warm_templates(what, suite, settings, output, scale))
     if host.torch_error:
         log.warning("PyTorch is not usable here: %s", host.torch_error)
     results = ResultsFile(results_path)
@@ -162,9 +196,7 @@ def run_sweep(what: WhatToRun, settings: RunSettings, output: OutputOptions,
             start_method=scale.start_method,
             server_pool=Path(scale.server_pool) if scale.server_pool else None,
             host_variables=tuple(sorted(host.child_environment.items())),
-            sweep_preloads=frozenset(
-                backends.get_stack(planned.experiment.stack).preload_for(planned.experiment)
-                for planned in plan.experiments),
+            sweep_preloads=sweep_preloads(plan),
         ),
         settings,
         SweepInfo(run_id=uuid.uuid4().hex[:12], command=shlex.join(["experiment-runner", *argv]),

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Collection, Iterator, Optional, Sequence
+from typing import Any, Callable, Collection, Iterator, Optional, Sequence
 
 import psutil
 from filelock import FileLock, Timeout
@@ -320,14 +320,27 @@ def compiles_on_cpu(dimensions: dict[str, tuple]) -> bool:
             and (not dynamos or "inductor" in dynamos))
 
 
+def speculative_host() -> HostCapabilities:
+    """What a runner takes this host to be before the probe answers, to start meanwhile
+    what its sweep will most likely need: the installed packages (from their metadata),
+    torch at its installed version, a CUDA device where the CUDA device nodes are, and
+    every dynamo backend. Never a basis for what runs: the probe's answer decides."""
+    packages = installed_packages()
+    return HostCapabilities(python=platform.python_version(), torch_version=packages.get("torch"),
+                            cuda_available=bool(glob.glob("/dev/nvidia[0-9]*")),
+                            packages=packages)
+
+
 def probe_host(timeout: float = 300.0, use_cache: bool = True,
-               with_compiler_checks: bool = True) -> HostCapabilities:
+               with_compiler_checks: bool = True,
+               while_probing: Optional[Callable[[], object]] = None) -> HostCapabilities:
     """What this machine can run: the cached answer when it still holds, else the probe
     child's (failures give a torch-less answer, never cached). Runners that start together
     on one host probe once: the others wait for the first one's answer. Without compiler
-    checks, a cached answer that made them serves as well."""
+    checks, a cached answer that made them serves as well. `while_probing` is called once
+    the probe child has started (not where a cached answer serves), while it runs."""
     if not use_cache:
-        return HostCapabilities.from_dict(run_probe(timeout, with_compiler_checks))
+        return HostCapabilities.from_dict(run_probe(timeout, with_compiler_checks, while_probing))
     plain = plain_folders(import_folders())
     index = probe_cache_path(plain)
     with probing_alone(index, timeout):
@@ -336,7 +349,7 @@ def probe_host(timeout: float = 300.0, use_cache: bool = True,
         if cached is not None:
             log.debug("host capabilities from %s", path)
             return cached
-        answer = run_probe(timeout, with_compiler_checks)
+        answer = run_probe(timeout, with_compiler_checks, while_probing)
         if "torch_error" not in answer:
             keep_answer(answer_path(answer.get("top_level_modules") or (), plain), answer)
             if plain:
@@ -403,7 +416,8 @@ def probe_scratch() -> Path:
 NO_COMPILER_CHECKS = "--no-compiler-checks"
 
 
-def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict[str, Any]:
+def run_probe(timeout: float, with_compiler_checks: bool = True,
+              while_probing: Optional[Callable[[], object]] = None) -> dict[str, Any]:
     """Run the probe child: its answer, or a torch-less one saying why it gave none.
 
     The child runs in a session of its own with its temporary files in a scratch folder;
@@ -424,6 +438,8 @@ def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict[str, An
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                  env=environment, start_new_session=True)
         try:
+            if while_probing is not None:
+                _call_while_probing(while_probing)
             stdout, stderr = child.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"packages": installed_packages(),
@@ -441,6 +457,14 @@ def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict[str, An
     tail = stderr.strip()[-500:]
     return {"packages": installed_packages(),
             "torch_error": f"the probe exited with {child.returncode}: {tail}"}
+
+
+def _call_while_probing(work: Callable[[], object]) -> None:
+    """Run `work` beside the probe child; its failure costs the probe nothing (logged)."""
+    try:
+        work()
+    except Exception as error:  # what runs meanwhile is an optimization, never the answer
+        log.debug("beside the probe: %s", error, exc_info=True)
 
 
 def _kill_group(child: subprocess.Popen) -> None:

@@ -139,6 +139,21 @@ class ExperimentExecutor:
         timing shares its cores with an import)."""
         if self.options.start_method != "forkserver":
             return
+        self._servers.prestart(self._wanted_servers(experiments))
+
+    def warm_templates(self, experiments: Sequence[PlannedExperiment]) -> int:
+        """With a server pool, start the pool's templates that the timing children of
+        `experiments` would fork from, where none runs, without waiting for their imports:
+        a runner does so while it waits for something else (the host's probe), and its
+        servers come from them later (`prestart_servers`). The number started."""
+        if self.options.start_method != "forkserver":
+            return 0
+        return self._servers.warm(self._wanted_servers(experiments))
+
+    def _wanted_servers(self, experiments: Sequence[PlannedExperiment],
+                        ) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+        """The (modules, environment) of the server each timing child of `experiments`
+        forks from (none for a child that names its own folder at import)."""
         wanted = []
         placeholder = Path(self.scratch.path or ".") / "unused"  # per-child: not in the key
         for planned in experiments:
@@ -146,7 +161,7 @@ class ExperimentExecutor:
             environment = self.child_environment(planned, Role.TIME, folder, placeholder)
             if not names_own_folder(environment, [str(folder)]):
                 wanted.append((server_preload(planned, self.options.sweep_preloads), environment))
-        self._servers.prestart(wanted)
+        return wanted
 
     def _watch_server(self, server: ForkServer) -> None:
         if self.guard is not None:

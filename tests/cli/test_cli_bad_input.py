@@ -287,7 +287,7 @@ def test_fuzzed_flags_give_a_plan_or_one_error_line(tmp_path, monkeypatch, capsy
     from runner import app as cli
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "probe_host", lambda use_cache=True, with_compiler_checks=True: HostCapabilities(
+    monkeypatch.setattr(cli, "probe_host", lambda use_cache=True, with_compiler_checks=True, while_probing=None: HostCapabilities(
         python="3.11", torch_version="2.9.0", dynamo_backends=("inductor", "aot_eager")))
     monkeypatch.setattr(cli.signals, "install", lambda: None)
     argv = [f"{flag}={value}" for flag, value in arguments] + ["--dry-run", "--no-progress"]

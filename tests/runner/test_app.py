@@ -45,7 +45,7 @@ CPU_BOX = HostCapabilities(python="3.11", torch_version="2.9.0+cu128", cuda_avai
 def cli_on_a_cpu_box(monkeypatch, tmp_path):
     """app.main in-process on a CPU-only host, in tmp_path; returns (status, out, err)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(app, "probe_host", lambda use_cache=True, with_compiler_checks=True: CPU_BOX)
+    monkeypatch.setattr(app, "probe_host", lambda use_cache=True, with_compiler_checks=True, while_probing=None: CPU_BOX)
     monkeypatch.setattr(app.signals, "install", lambda: None)
 
     def run(*argv, capsys):

@@ -36,7 +36,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Mapping, Optional, Sequence
 
-from runner.run.process.forkserver_pool import PoolError, pooled_server
+from runner.run.process.forkserver_pool import PoolError, pooled_server, warm_template
 from runner.run.process.forkserver_server import MAX_MESSAGE_BYTES
 from runner.run.process.guard import PROJECT_ROOT
 
@@ -361,6 +361,26 @@ class ForkServers:
                 if self._on_start is not None:
                     self._on_start(server)
                 self._servers[key] = server
+
+    def warm(self, wanted: Sequence[tuple[Sequence[str], Mapping[str, str]]]) -> int:
+        """With a pool: start the templates of these (modules, environment) pairs whose
+        servers are not running and whose template does not run either, without waiting for
+        their imports (forkserver_pool.warm_template). The number started."""
+        if self._pool is None:
+            return 0
+        missing = {}
+        with self._lock:
+            for modules, environment in wanted:
+                key = server_key(modules, environment)
+                if key not in self._servers:
+                    missing.setdefault(key, (tuple(modules), shared_environment(environment)))
+        started = 0
+        for modules, environment in missing.values():
+            try:
+                started += warm_template(self._pool, modules, environment)
+            except PoolError as error:
+                log.debug("warming the server pool: %s", error)
+        return started
 
     def close(self) -> None:
         with self._lock:

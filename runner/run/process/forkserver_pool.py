@@ -223,12 +223,7 @@ def pooled_server(pool: Path, modules: Sequence[str], environment: Mapping[str, 
     fork from one template, and each server puts its runner's folders on its import path.
     A folder that does hold one (a checkout of torch) keys a template of its own."""
     modules, own = split_project_modules(modules)
-    # Before a template says what it imported: what this runner did (its own code) and
-    # the modules to preload.
-    key, name = _without_shadows(pool, modules, environment, top_level_modules(sys.modules))
-    imported = template_modules(pool, name)
-    if imported is not None:
-        key, name = _without_shadows(pool, modules, environment, imported)
+    key, name = _template_for(pool, modules, environment)
     request = json.dumps({"op": "server", "runner": os.getpid(),
                           "cores": sorted(os.sched_getaffinity(0)),
                           "environment": dict(environment), "modules": own}).encode("utf-8")
@@ -262,6 +257,32 @@ def pooled_server(pool: Path, modules: Sequence[str], environment: Mapping[str, 
             raise PoolError(f"the server pool's template could not fork: {reply['error']}")
     raise PoolError(f"the server pool's template {name} ended before it answered "
                     f"(its log: {Path(pool) / (name + '.log')})")
+
+
+def warm_template(pool: Path, modules: Sequence[str], environment: Mapping[str, str]) -> bool:
+    """Start the template that `pooled_server` would fork a server of `modules` under
+    `environment` from, where none listens, and return once it listens (before its imports):
+    True where one was started. PoolError where the pool cannot be used."""
+    modules, _ = split_project_modules(modules)
+    key, name = _template_for(pool, modules, environment)
+    connection = _connect(name)
+    started = connection is None
+    if started:
+        connection = _start_template(pool, name, modules, key)
+    connection.close()
+    return started
+
+
+def _template_for(pool: Path, libraries: Sequence[str], environment: Mapping[str, str],
+                  ) -> tuple[dict[str, str], str]:
+    """The key environment and name of the template for `libraries` under `environment`."""
+    # Before a template says what it imported: what this runner did (its own code) and
+    # the modules to preload.
+    key, name = _without_shadows(pool, libraries, environment, top_level_modules(sys.modules))
+    imported = template_modules(pool, name)
+    if imported is not None:
+        key, name = _without_shadows(pool, libraries, environment, imported)
+    return key, name
 
 
 def _without_shadows(pool: Path, modules: Sequence[str], environment: Mapping[str, str],

@@ -37,8 +37,9 @@ def counted_probe(monkeypatch):
     asked: list[dict] = []
     real = probe.run_probe
 
-    def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict:
-        asked.append(real(timeout, with_compiler_checks) if not asked
+    def run_probe(timeout: float, with_compiler_checks: bool = True,
+                  while_probing=None) -> dict:
+        asked.append(real(timeout, with_compiler_checks, while_probing) if not asked
                      else json.loads(json.dumps(asked[0])))
         return asked[-1]
 
@@ -249,7 +250,8 @@ def stand_in_probe(monkeypatch):
 
     ran: list[int] = []
 
-    def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict:
+    def run_probe(timeout: float, with_compiler_checks: bool = True,
+                  while_probing=None) -> dict:
         ran.append(threading.get_ident())
         time.sleep(0.5)
         return {"python": platform.python_version(), "torch_version": "9.9.9",
@@ -367,9 +369,10 @@ def test_a_sweep_that_cannot_compile_on_the_cpu_is_probed_without_the_compiler_c
     asked: list[bool] = []
     real = probe.run_probe
 
-    def run_probe(timeout: float, with_compiler_checks: bool = True) -> dict:
+    def run_probe(timeout: float, with_compiler_checks: bool = True,
+                  while_probing=None) -> dict:
         asked.append(with_compiler_checks)
-        return real(timeout, with_compiler_checks)
+        return real(timeout, with_compiler_checks, while_probing)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(probe, "run_probe", run_probe)

@@ -289,3 +289,42 @@ def test_plain_folders_on_pythonpath_share_a_template_and_each_child_imports_fro
     finally:
         for server in servers:
             server.close()
+
+
+def test_a_runner_on_a_fresh_host_starts_its_template_while_the_probe_runs(pool, tmp_path):
+    """A fresh host (no probe answer kept): the runner plans against what the host most
+    likely is and starts the template its children will fork from beside the probe child,
+    not after it; the probe's answer still decides, and that template serves the sweep."""
+    from tests.conftest import cli_command, cli_environment
+
+    cache = tmp_path / "cache"
+    environment = {**cli_environment(), "XDG_CACHE_HOME": str(cache),
+                   "EXPERIMENT_RUNNER_SERVER_POOL": str(pool)}
+    done = subprocess.run(
+        cli_command(tmp_path / "out", "-k", "^mlp$", "--accelerator=cpu", "--dynamo=None",
+                    "--xla=None", "--torch-xla2=None", "--test=eval", "--repeat=2",
+                    "--warmup=1"),
+        capture_output=True, text=True, env=environment, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (line,) = [json.loads(text) for text in (tmp_path / "out" / "results.jsonl").read_text()
+               .splitlines()]
+    assert line["status"] == "ok"
+    # The answer is kept (once the probe child has ended) under one path or two.
+    answered = min(path.stat().st_mtime for path in (cache / "experiment-runner" / "host")
+                   .glob("*.json"))
+    (pid,) = templates(pool).values()  # the one it started is the one it used
+    started = psutil.Process(pid).create_time() - process_clock_offset()
+    assert started < answered - 0.5, "the template started after the probe answered"
+    assert "started 1 server template(s) while the probe runs" in done.stderr
+
+
+def process_clock_offset() -> float:
+    """How far a process's start time, as psutil reads it (the boot time plus clock ticks),
+    lies from the wall clock here: a process started now, less the time now."""
+    before = time.time()
+    process = subprocess.Popen(["sleep", "5"])
+    try:
+        return psutil.Process(process.pid).create_time() - before
+    finally:
+        process.kill()
+        process.wait()
