@@ -23,7 +23,8 @@ A template:
 - ends when unused for IDLE_SECONDS; when MAX_TEMPLATES others were used since it was
   (a runner that starts a template ends the least recently used); and when a file of a
   module it loaded has changed since it loaded it (the asking runner then starts a fresh
-  one): a pool never serves code older than what is on disk;
+  one): a pool never serves code older than what is on disk. A file of the project with a
+  new time and the same content (a checkout copied again) has not changed;
 - ends when the pool's folder is removed;
 - keeps its log (its import's failure, say) in DIR/NAME.log and its pid in DIR/NAME.pid.
 
@@ -54,6 +55,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -363,26 +365,62 @@ def _make_room(folder: Path, keep: int) -> None:
 # The template's side.
 
 
-def _loaded_files() -> dict[str, tuple[int, int]]:
-    """The modification time and size of every loaded module's file."""
+@dataclass
+class LoadedFile:
+    """A loaded module's file as the template loaded it: its modification time and size,
+    and for the project's own modules a digest of its content."""
+
+    mtime_ns: int
+    size: int
+    digest: Optional[bytes] = None
+
+
+def _digest(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return hashlib.blake2b(handle.read(), digest_size=16).digest()
+
+
+def _is_project_source(path: str) -> bool:
+    """Whether `path` is a Python source of the project's own (not of a virtual environment
+    kept in the project's folder)."""
+    return (path.endswith(".py") and path.startswith(os.path.join(PROJECT_ROOT, ""))
+            and not path.startswith(os.path.join(sys.prefix, "")))
+
+
+def _loaded_files() -> dict[str, LoadedFile]:
+    """Every loaded module's file, with the digests of the project's own sources (80 files,
+    5 ms, for a compiling stack's template)."""
     found = {}
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if path:
             with contextlib.suppress(OSError):
                 info = os.stat(path)
-                found[path] = (info.st_mtime_ns, info.st_size)
+                found[path] = LoadedFile(info.st_mtime_ns, info.st_size,
+                                         _digest(path) if _is_project_source(path) else None)
     return found
 
 
-def _changed(files: Mapping[str, tuple[int, int]]) -> Optional[str]:
+def _changed(files: Mapping[str, LoadedFile]) -> Optional[str]:
+    """The first file whose content may differ from what was loaded, else None. A project
+    file with a new time but the same content (a checkout copied afresh, a branch checked
+    out and back) has not changed: its new time is kept, so the next check is a stat again."""
     for path, seen in files.items():
         try:
             info = os.stat(path)
         except OSError:
             return path
-        if (info.st_mtime_ns, info.st_size) != seen:
+        if (info.st_mtime_ns, info.st_size) == (seen.mtime_ns, seen.size):
+            continue
+        if seen.digest is None or info.st_size != seen.size:
             return path
+        try:
+            same = _digest(path) == seen.digest
+        except OSError:
+            return path
+        if not same:
+            return path
+        seen.mtime_ns = info.st_mtime_ns
     return None
 
 

@@ -198,6 +198,82 @@ def test_a_template_ends_when_a_file_it_loaded_changes_and_a_fresh_one_serves(po
         fresh.close()
 
 
+#: A runner of a copy of the project: asks the pool for a server, prints its template's pid.
+COPY_RUNNER = """
+import sys
+from runner.run.process.forkserver_client import ForkServer
+server = ForkServer([], dict(__import__("os").environ), pool=sys.argv[1])
+print(server.info["template"], flush=True)
+server.close()
+"""
+
+
+def test_a_project_copied_again_keeps_its_template_and_a_changed_one_gets_a_fresh_one(
+        pool, tmp_path):
+    """A checkout copied afresh (new times, the same content: a GPU host that receives the
+    project for each command) keeps its template; a project file whose content changed ends
+    it, as any changed file does."""
+    copy = tmp_path / "project"
+    for package in ("api", "backends", "bisection", "child", "core", "models", "observers",
+                    "reports", "runner", "verifier"):
+        shutil.copytree(PROJECT_ROOT / package, copy / package)
+    variables = environment(PYTHONPATH=str(copy))
+
+    def template_of_a_runner() -> int:
+        done = subprocess.run([sys.executable, "-c", COPY_RUNNER, str(pool)], cwd=copy,
+                              env=variables, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return int(done.stdout.split()[-1])
+
+    first = template_of_a_runner()
+    later = time.time() + 60
+    for path in copy.rglob("*.py"):
+        path.write_bytes(path.read_bytes())
+        os.utime(path, (later, later))
+    assert template_of_a_runner() == first
+    worker = copy / "child" / "worker.py"
+    worker.write_text(worker.read_text() + "# changed\n")
+    fresh = template_of_a_runner()
+    assert fresh != first and wait_until(lambda: gone(first))
+    log = "".join(path.read_text() for path in pool.glob("*.log"))
+    assert f"{worker} changed since it was loaded" in log
+
+
+def test_a_project_file_is_judged_by_its_content_where_only_its_time_moved(tmp_path,
+                                                                         monkeypatch):
+    """In the template itself: a new time alone is no change (and is kept), the same size
+    with other content is one, and a library's file is judged by its time and size."""
+    import importlib.util
+
+    from runner.run.process import forkserver_pool
+
+    monkeypatch.setattr(forkserver_pool, "PROJECT_ROOT", tmp_path / "project")
+    paths = {}
+    for name, folder in (("pool_own_module", "project"), ("pool_library_module", "library")):
+        path = tmp_path / folder / f"{name}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("VALUE = 1\n")
+        spec = importlib.util.spec_from_file_location(name, path)
+        monkeypatch.setitem(sys.modules, name, importlib.util.module_from_spec(spec))
+        paths[folder] = path
+    loaded = forkserver_pool._loaded_files()
+    files = {str(path): loaded[str(path)] for path in paths.values()}
+    own, library = paths["project"], paths["library"]
+    assert files[str(own)].digest is not None and files[str(library)].digest is None
+    later = time.time() + 60
+    os.utime(own, (later, later))
+    assert forkserver_pool._changed(files) is None
+    assert files[str(own)].mtime_ns == own.stat().st_mtime_ns
+    own.write_text("VALUE = 2\n")
+    os.utime(own, (later + 1, later + 1))
+    assert forkserver_pool._changed(files) == str(own)
+    own.write_text("VALUE = 1\n")
+    os.utime(own, (later + 2, later + 2))
+    assert forkserver_pool._changed(files) is None
+    os.utime(library, (later, later))
+    assert forkserver_pool._changed(files) == str(library)
+
+
 RUNNER = """
 import sys, time
 from runner.run.process.forkserver_client import ForkServer
