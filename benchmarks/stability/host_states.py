@@ -19,6 +19,8 @@ figure over all runs (the median of its processes' medians), and the same figure
 runs whose pulse was at most `--fast-bound` ms (the host's fast state), with their share, and
 over the others. Without `--fast-bound` the bound is 1.25 times the 10th percentile of every
 run's pulse in the files given (on the lent H200 hosts, 0.6 ms fast and 1.0 to 1.3 ms slow).
+Last, the figure with every run scaled to the low pulse (the bound over 1.25), on host-bound
+lines (core/host/host_state.py: `at_low_pulse`).
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def process_rows(line: dict[str, Any]) -> list[list[str]]:
 
 
 PULSE_HEADER = ("model", "test", "runs", "r(time, pulse)", "all runs ms", "fast ms",
-                "fast share", "slow ms", "processes fast/slow")
+                "fast share", "slow ms", "processes fast/slow", "at low pulse ms")
 
 
 def pulse_row(line: dict[str, Any], fast_bound: float) -> Optional[list[str]]:
@@ -109,7 +111,8 @@ def pulse_row(line: dict[str, Any], fast_bound: float) -> Optional[list[str]]:
     return [line["model"]["model_name"], line["experiment"]["test"], str(len(runs)),
             _number(correlation, 2), _ms(everything["median_per_iter_time"]),
             _ms(fast["median_per_iter_time"]), _share(fast["share"]),
-            _ms(slow["median_per_iter_time"]), f"{fast['processes']}/{slow['processes']}"]
+            _ms(slow["median_per_iter_time"]), f"{fast['processes']}/{slow['processes']}",
+            _ms(states["at_low_pulse"]["median_per_iter_time"])]
 
 
 def fast_bound_of(lines: list[dict[str, Any]]) -> float:

@@ -26,6 +26,10 @@ The bound is `FAST_BOUND_OVER_LOW` times the host's low pulse: the 10th percenti
 host's recent per-process pulses (runner/run/record/slow_periods.py keeps them) or of the
 line's own runs' pulses, whichever is lower. With the line's alone, a line timed wholly in a
 slow period would call its best slow runs fast; the host's history knows its fast state.
+
+`pulse_states.at_low_pulse` is the line's figure with every run scaled to the low pulse
+(`at_low_pulse`): all runs count, each as fast as the host's fast state would have made it.
+Only where the host sets the time: a line not host-bound (summary.host_bound false) has none.
 """
 
 from __future__ import annotations
@@ -240,4 +244,36 @@ def pulse_states(metrics: Mapping[str, Any], summary: Mapping[str, Any],
         figure, processes = _state_figure(chosen)
         states[name] = {"median_per_iter_time": figure, "runs": len(chosen),
                         "share": len(chosen) / len(runs), "processes": processes}
+    states["at_low_pulse"] = (
+        at_low_pulse(runs, bound / FAST_BOUND_OVER_LOW, _busy_seconds(summary))
+        if summary.get("host_bound") is not False else
+        {"median_per_iter_time": None, "reason": "not host-bound: the card sets the time"})
     return states
+
+
+def _busy_seconds(summary: Mapping[str, Any]) -> list[Optional[float]]:
+    """Each process's device busy time per iteration in seconds (summary.device_busy), by
+    process number from 1; empty where the line has none."""
+    busy = summary.get("device_busy")
+    values = busy.get("processes_ms") if isinstance(busy, dict) else None
+    if not isinstance(values, list):
+        values = [summary.get("device_busy_ms")]
+    return [value / 1e3 if _a_time(value) else None for value in values]
+
+
+def at_low_pulse(runs: Sequence[tuple[int, float, float]], low_ms: float,
+                 busy: Sequence[Optional[float]] = ()) -> dict[str, Any]:
+    """The line's figure as if the host had run at its low pulse throughout: each run's time
+    scaled by the low pulse over the pulse read after it, never below its process's device
+    busy time per iteration (the card's part does not follow the host), then the median per
+    process and over processes, as the line's figure is made. Where the host's launching
+    sets an iteration, its time follows the host's speed as the pulse does."""
+    medians = []
+    for process in sorted({run[0] for run in runs}):
+        floor = busy[process - 1] if process - 1 < len(busy) else None
+        scaled = [max(time * low_ms / pulse, floor or 0.0)
+                  for owner, time, pulse in runs if owner == process]
+        medians.append(statistics.median(scaled))
+    figure = statistics.median(medians) if medians else None
+    return {"median_per_iter_time": figure, "pulse_ms": low_ms, "processes": medians,
+            "spread": (max(medians) - min(medians)) / figure if figure else None}

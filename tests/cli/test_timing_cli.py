@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import statistics
 import os
+import statistics
 import time
 
 import pytest
@@ -187,6 +187,15 @@ def test_several_timing_processes_and_the_reference_workload_reach_the_line(run_
         assert figure is None or min(runs) <= figure <= max(runs), states
     if states["fast"]["runs"] == 6:
         assert states["fast"]["median_per_iter_time"] == summary["processes"]["median"]
+    # Every run at the low pulse: a CPU line is never card-bound, so it has the figure, each
+    # process's the median of its runs' times scaled by the low pulse over each one's pulse.
+    scaled, low = states["at_low_pulse"], states["fast_bound_ms"] / FAST_BOUND_OVER_LOW
+    assert scaled["pulse_ms"] == pytest.approx(low)
+    for process, (first, last) in enumerate(((0, 3), (3, 6))):
+        expected = statistics.median(time * low / pulse for time, pulse
+                                     in zip(timed[first:last], pulses[first:last]))
+        assert scaled["processes"][process] == pytest.approx(expected), scaled
+    assert scaled["median_per_iter_time"] == pytest.approx(statistics.median(scaled["processes"]))
 
 
 def child_torch_settings(run, name: str) -> dict:

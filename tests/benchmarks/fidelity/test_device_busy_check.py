@@ -82,12 +82,13 @@ def test_by_pulse_gives_each_lines_figure_over_all_runs_and_in_each_state(tmp_pa
     assert host_states.main([str(results), "--by-pulse", "--fast-bound", "0.8"]) == 0
     out = capsys.readouterr().out
     # All runs: the processes' medians 4.15 and 5.75 ms; fast: 4.05 and 4.40 (7 of 12 runs);
-    # slow: only process 2 has three slow runs (7.20 ms).
+    # slow: only process 2 has three slow runs (7.20 ms). At the low pulse (0.8 / 1.25 =
+    # 0.64 ms), every run scaled: the processes' medians 4.27 and 4.33 ms.
     assert "fast state: a pulse of at most 0.800 ms" in out
     row = next(text for text in out.splitlines() if text.startswith("| mobilevit_s"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[:3] == ["mobilevit_s", "eval", "12"] and float(cells[3]) > 0.9
-    assert cells[4:] == ["4.95", "4.22", "58%", "7.20", "2/1"]
+    assert cells[4:] == ["4.95", "4.22", "58%", "7.20", "2/1", "4.30"]
     # Without a bound: 1.25 times the pulses' 10th percentile (0.6 ms here).
     assert host_states.fast_bound_of([per_run_line()]) == 1.25 * 0.6
 

@@ -72,6 +72,29 @@ def test_each_state_has_the_lines_figure_over_its_runs_and_their_share():
                               "share": 5 / 12, "processes": 1}
 
 
+def test_at_the_low_pulse_every_run_counts_scaled_to_the_hosts_fast_speed():
+    # A host-bound model whose time is 6.5 pulses a run, whatever the state: one process
+    # mostly fast, the other mostly slow. Their medians are 1.5x apart; scaled, they agree.
+    pulses = ((0.6, 0.6, 0.62, 0.6, 1.1), (1.1, 1.0, 1.2, 0.6, 1.1))
+    metrics = {"per_iter_time": [9.0, *(6.5e-3 * p for p in pulses[0]),
+                                 *(6.5e-3 * p for p in pulses[1])],
+               "process": [1] * 6 + [2] * 5}
+    summary = {"cold_start_entries": 1, "host_bound": True,
+               "reference_processes": [{"during": {"pulses_ms": list(p)}} for p in pulses]}
+    states = pulse_states(metrics, summary, host_low_ms=0.5)
+    scaled = states["at_low_pulse"]
+    assert scaled["pulse_ms"] == pytest.approx(0.5)  # the host's low pulse, not the line's
+    assert scaled["median_per_iter_time"] == pytest.approx(3.25e-3)
+    assert scaled["processes"] == [pytest.approx(3.25e-3)] * 2 and scaled["spread"] < 1e-9
+    # The card's busy time per iteration is a floor: its part does not follow the host.
+    summary["device_busy"] = {"processes_ms": [3.5, 3.0]}
+    scaled = pulse_states(metrics, summary, host_low_ms=0.5)["at_low_pulse"]
+    assert scaled["processes"] == [pytest.approx(3.5e-3), pytest.approx(3.25e-3)]
+    # Where the card, not the host, sets the time, scaling by the host's speed would be wrong.
+    summary["host_bound"] = False
+    assert pulse_states(metrics, summary)["at_low_pulse"]["median_per_iter_time"] is None
+
+
 def test_a_host_whose_fast_state_is_known_keeps_a_slow_line_slow():
     # Every run of this line was slow: against its own low pulse (1.1 ms) its best runs
     # would count as fast; the host's history knows a fast state of 0.6 ms.
