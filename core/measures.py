@@ -155,6 +155,12 @@ MEASURES: tuple[Measure, ...] = (
                  "line holds ms): a figure the host's speed does not move"),
     Measure("device_busy_reason", ("summary.device_busy.reason",), str, csv=None, key=None,
             help="why a line has no device busy time"),
+    Measure("at_low_pulse", ("summary.pulse_states.at_low_pulse.median_per_iter_time",),
+            unit="s", prints=TIME, lower_is_better=True, csv="at_low_pulse_s", key="alp",
+            positive=True,
+            help="host-bound lines: the figure with each timed run scaled to the host's low "
+                 "pulse (core/host/host_state.py), as if the host ran at its fast speed "
+                 "throughout: a figure the host's two states do not move"),
     Measure("cpu_time", ("summary.cpu_time_ms",), unit="s", prints=TIME, lower_is_better=True,
             csv="cpu_time_s", key="ct", positive=True, sql="{value} / 1e3",
             help="CPU: the timing thread's CPU time per iteration where that thread did the "

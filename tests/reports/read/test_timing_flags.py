@@ -98,3 +98,18 @@ def test_the_device_busy_time_in_the_record_the_table_the_csv_and_the_dashboard(
     assert float(rows["mlp"]["device_busy_s"]) == 0.000731 and rows["cnn"]["device_busy_s"] == ""
     payload = {row["m"]: row for row in build_payload("t", [], report)["rows"]}
     assert payload["builtin/mlp"]["db"] == 0.000731 and payload["builtin/cnn"]["db"] is None
+
+
+def test_the_figure_at_the_low_pulse_in_the_record_the_csv_and_the_dashboard(write_results):
+    lines = [_line("mlp"), _line("cnn")]
+    lines[0]["summary"]["pulse_states"] = {"at_low_pulse": {
+        "median_per_iter_time": 0.0031, "pulse_ms": 0.6, "processes": [0.0031], "spread": 0.0}}
+    lines[1]["summary"]["pulse_states"] = {"at_low_pulse": {
+        "median_per_iter_time": None, "reason": "not host-bound: the card sets the time"}}
+    records = {r.model: r for r in _records(write_results, lines)}
+    assert records["mlp"].at_low_pulse == 0.0031 and records["cnn"].at_low_pulse is None
+    report = build_report(list(records.values()), None)
+    rows = {row["model"]: row for row in csv.DictReader(io.StringIO(render_csv(report)))}
+    assert float(rows["mlp"]["at_low_pulse_s"]) == 0.0031 and rows["cnn"]["at_low_pulse_s"] == ""
+    payload = {row["m"]: row for row in build_payload("t", [], report)["rows"]}
+    assert payload["builtin/mlp"]["alp"] == 0.0031 and payload["builtin/cnn"]["alp"] is None
