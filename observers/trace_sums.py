@@ -55,6 +55,19 @@ class TraceSummary:
     operators: Tally = field(default_factory=Tally)
     graph_launches: int = 0
     host_us: float = 0.0
+    #: Per kernel name, how many launches had each shape ("grid [x, y, z] block [x, y, z]",
+    #: where the trace gives them): a kernel whose tuning picked another configuration
+    #: keeps its name and launches with another shape.
+    shapes: dict[str, Counter] = field(default_factory=dict)
+
+
+def launch_shape(event: dict[str, Any]) -> Optional[str]:
+    """A kernel event's grid and block as text, or None where the trace holds neither."""
+    args = event.get("args") or {}
+    grid, block = args.get("grid"), args.get("block")
+    if grid is None and block is None:
+        return None
+    return f"grid {grid} block {block}"
 
 
 def trace_events(trace: Any) -> list[dict[str, Any]]:
@@ -76,6 +89,9 @@ def summarize(trace: Any) -> TraceSummary:
         duration = _number(event, "dur")
         if category == KERNEL:
             summary.kernels.add(name, duration)
+            shape = launch_shape(event)
+            if shape is not None:
+                summary.shapes.setdefault(name, Counter())[shape] += 1
         elif category == MEMCPY:
             summary.memcpy.add(name, duration)
         elif category == MEMSET:

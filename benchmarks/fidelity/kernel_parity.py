@@ -13,14 +13,17 @@ warm-up, followed by a synchronization:
 - ours through its own profiled run (--dump-pytorch-profiles, one iteration per run), once
   with --dynamo=None (eager) and once with inductor.
 
-From each Chrome trace it reads: every device kernel (name, count, summed device time),
-memcpy and memset (count, time, by kind), CUDA-graph launches (cudaGraphLaunch calls), the
-host operators (name, count) and the host time of the iteration (from the first host event
-to the end of the last, the synchronization included). Then it prints, for eager and for
-compiled, both tools' totals side by side and what differs: kernels one side runs and the
-other not, count differences, and the kernels whose summed time differs most (--top, default
-15). --traces compares two traces already made (one kind). Its real use is on CUDA; on the
-CPU the traces hold host operators only.
+From each Chrome trace it reads: every device kernel (name, count, summed device time, the
+grid and block of each launch), memcpy and memset (count, time, by kind), CUDA-graph launches
+(cudaGraphLaunch calls), the host operators (name, count) and the host time of the iteration
+(from the first host event to the end of the last, the synchronization included). Then it
+prints, for eager and for compiled, both tools' totals side by side and what differs: kernels
+one side runs and the other not, count differences, the kernels whose summed time differs most
+(--top, default 15), and the kernels both run alike but launch with other grids or blocks:
+the same generated kernel tuned to another configuration (inductor times a kernel's candidate
+configurations at its first launch, in every compile, so two compiles of one graph may run
+the same kernels at different speeds). --traces compares two traces already made (one kind).
+Its real use is on CUDA; on the CPU the traces hold host operators only.
 """
 
 from __future__ import annotations
@@ -93,6 +96,35 @@ def tally_differences(label: str, theirs: Tally, ours: Tally, top: int,
     return lines
 
 
+def shape_differences(theirs: TraceSummary, ours: TraceSummary, top: int) -> list[str]:
+    """The kernels both sides run, the same number of times, but launched with other grids or
+    blocks: the same generated kernel with another tuned configuration (inductor picks a
+    kernel's configuration by timing its candidates at its first launch)."""
+    both = [name for name in set(theirs.shapes) & set(ours.shapes)
+            if theirs.kernels.counts[name] == ours.kernels.counts[name]
+            and theirs.shapes[name] != ours.shapes[name]]
+    if not both:
+        return []
+    both.sort(key=lambda n: -abs(theirs.kernels.time_us[n] - ours.kernels.time_us[n]))
+    compared = sum(1 for name in set(theirs.shapes) & set(ours.shapes)
+                   if theirs.kernels.counts[name] == ours.kernels.counts[name])
+
+    def time_of(summary: TraceSummary) -> float:
+        return sum(summary.kernels.time_us[name] for name in both) / 1e3
+
+    def shapes(counter: Counter) -> str:
+        return "; ".join(shape if count == 1 else f"{shape} x{count}"
+                         for shape, count in sorted(counter.items()))
+
+    lines = [f"kernels launched with other grids or blocks: {len(both)} of {compared} names "
+             f"run alike, {time_of(theirs):.3f} vs {time_of(ours):.3f} ms (harness vs ours)"]
+    for name in both[:top]:
+        lines.append(f"    {name}: {theirs.kernels.time_us[name] / 1e3:.3f} vs "
+                     f"{ours.kernels.time_us[name] / 1e3:.3f} ms, "
+                     f"{shapes(theirs.shapes[name])} vs {shapes(ours.shapes[name])}")
+    return lines
+
+
 def differences(theirs: TraceSummary, ours: TraceSummary, top: int = DEFAULT_TOP) -> list[str]:
     """Every difference between two summaries, as lines of text."""
     lines = []
@@ -102,6 +134,7 @@ def differences(theirs: TraceSummary, ours: TraceSummary, top: int = DEFAULT_TOP
             ("memset", theirs.memset, ours.memset, True),
             ("host operators", theirs.operators, ours.operators, False)):
         lines += tally_differences(label, their_tally, our_tally, top, timed)
+    lines += shape_differences(theirs, ours, top)
     if theirs.graph_launches != ours.graph_launches:
         lines.append(f"CUDA-graph launches: {theirs.graph_launches} vs {ours.graph_launches}")
     return lines

@@ -72,3 +72,32 @@ def test_two_traces_compare_from_the_command_line(tmp_path, capsys):
     assert parity.main(["--traces", str(plain), str(tmp_path / "none.json")]) == 2
     assert parity.main(["--case", "timm m 8 fp8 default eval"]) == 2
     assert json.loads(plain.read_text())["traceEvents"]
+
+
+def test_a_kernel_tuned_to_another_launch_shape_is_named_with_both_shapes():
+    def launch(name, start, duration, grid, block=(128, 1, 1)):
+        return {"ph": "X", "cat": "kernel", "name": name, "ts": start, "dur": duration,
+                "args": {"grid": list(grid), "block": list(block)}}
+
+    harness = parity.summarize({"traceEvents": [
+        launch("triton_red_fused_mean_0", 0, 54, (288, 1, 1), (512, 1, 1)),
+        launch("triton_poi_fused_add_1", 60, 9, (13, 120, 1)),
+        launch("gemm", 70, 30, (64, 1, 1))]})
+    ours = parity.summarize({"traceEvents": [
+        launch("triton_red_fused_mean_0", 0, 303, (9216, 1, 1), (512, 1, 1)),
+        launch("triton_poi_fused_add_1", 310, 34, (1, 7680, 1)),
+        launch("gemm", 350, 31, (64, 1, 1))]})
+    assert harness.shapes["gemm"] == {"grid [64, 1, 1] block [128, 1, 1]": 1}
+    found = parity.differences(harness, ours)
+    assert ("kernels launched with other grids or blocks: 2 of 3 names run alike, "
+            "0.063 vs 0.337 ms (harness vs ours)") in found
+    first = found.index("kernels launched with other grids or blocks: 2 of 3 names run alike, "
+                        "0.063 vs 0.337 ms (harness vs ours)") + 1
+    assert found[first] == ("    triton_red_fused_mean_0: 0.054 vs 0.303 ms, grid [288, 1, 1] "
+                            "block [512, 1, 1] vs grid [9216, 1, 1] block [512, 1, 1]")
+    assert found[first + 1].startswith("    triton_poi_fused_add_1: 0.009 vs 0.034 ms")
+    assert not any("gemm:" in line and "grid" in line for line in found)
+    assert parity.shape_differences(harness, harness, 15) == []
+    no_args = parity.summarize({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "gemm", "ts": 0, "dur": 30}]})
+    assert no_args.shapes == {} and parity.shape_differences(no_args, ours, 15) == []
