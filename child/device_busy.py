@@ -7,7 +7,10 @@ synchronization and marked by an annotation, and sums the durations of the kerne
 iteration ran (observers/trace_sums.py, the sums benchmarks/fidelity/kernel_parity.py reads the two
 tools' traces with). The line's `summary.device_busy_ms` is the median over those
 iterations (over processes, the median of the processes'), `summary.device_busy` keeps each
-iteration's sum, the kernel count and what the probe cost.
+iteration's sum, the kernel count and what the probe cost, and `digests` of what the first
+probed iteration launched (`kernels`: the kernels' names and counts; `launches`: with each
+launch's grid and block), which tell two lines' compiled code apart: the same `kernels` with
+other `launches` is the same code tuned otherwise (reports/analyse/compare.py says so).
 
 Kernels that overlap (several streams) are each counted whole: the sum is the device's work,
 not the span it covered. Copies and memsets are kept apart (`memcpy_ms`, `memset_ms`).
@@ -24,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from observers.trace_sums import KERNEL, MEMCPY, MEMSET, iteration_tallies
+from observers.trace_sums import KERNEL, MEMCPY, MEMSET, iteration_tallies, kernel_digests
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +102,9 @@ def busy_from_trace(trace: Any, activity: BusyActivity = CUDA_KERNELS) -> dict[s
               for kind in (MEMCPY, MEMSET)} if activity.names is None else {}
     return {"ms": statistics.median(sums), "iterations_ms": sums,
             "kernels": statistics.median(tally.count for tally in tallies),
-            "memcpy_ms": copies.get(MEMCPY), "memset_ms": copies.get(MEMSET), "reason": None}
+            "memcpy_ms": copies.get(MEMCPY), "memset_ms": copies.get(MEMSET),
+            "digests": kernel_digests(trace, MARK) if activity.names is None else None,
+            "reason": None}
 
 
 def measure_device_busy(run_once: Callable[[], Any], iterations: int = ITERATIONS,

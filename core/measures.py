@@ -155,6 +155,12 @@ MEASURES: tuple[Measure, ...] = (
                  "line holds ms): a figure the host's speed does not move"),
     Measure("device_busy_reason", ("summary.device_busy.reason",), str, csv=None, key=None,
             help="why a line has no device busy time"),
+    Measure("kernels_digest", ("summary.device_busy.digests.kernels",), str, csv=None,
+            key=None, help="CUDA: a digest of the kernels one iteration launched (names, "
+                           "counts): the same compiled code gives the same"),
+    Measure("launches_digest", ("summary.device_busy.digests.launches",), str, csv=None,
+            key=None, help="CUDA: the same with each launch's grid and block: it moves where "
+                           "the compile's tuning kept another configuration for a kernel"),
     Measure("at_low_pulse", ("summary.pulse_states.at_low_pulse.median_per_iter_time",),
             unit="s", prints=TIME, lower_is_better=True, csv="at_low_pulse_s", key="alp",
             positive=True,

@@ -10,6 +10,7 @@ the same sums, so that both read a trace alike.
 from __future__ import annotations
 
 import bisect
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
@@ -107,6 +108,40 @@ def summarize(trace: Any) -> TraceSummary:
     if first is not None and last is not None:
         summary.host_us = last - first
     return summary
+
+
+def _digest(counts: Counter) -> str:
+    text = "\n".join(f"{key}\t{count}" for key, count in sorted(counts.items()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def kernel_digests(trace: Any, mark: str) -> Optional[dict[str, Any]]:
+    """What the first marked iteration launched, as two digests: `kernels` of the kernels'
+    names and counts, `launches` of their names, grids and blocks. Two compiles of one graph
+    give the same `kernels`; their `launches` differ where the tuning kept another
+    configuration for a kernel. None where that iteration launched no kernel with a shape."""
+    events = trace_events(trace)
+    marks = sorted(_number(event, "ts") for event in events
+                   if event.get("cat") == USER_ANNOTATION
+                   and str(event.get("name", "")).startswith(mark)
+                   and str(event["name"])[len(mark):].isdigit())
+    if not marks:
+        return None
+    start, end = marks[0], (marks[1] if len(marks) > 1 else float("inf"))
+    names, launches = Counter(), Counter()
+    for event in events:
+        if event.get("cat") != KERNEL or not start <= _number(event, "ts") < end:
+            continue
+        shape = launch_shape(event)
+        if shape is None:
+            continue
+        name = str(event.get("name", ""))
+        names[name] += 1
+        launches[f"{name} {shape}"] += 1
+    if not launches:
+        return None
+    return {"kernels": _digest(names), "launches": _digest(launches),
+            "count": sum(names.values())}
 
 
 def iteration_tallies(trace: Any, mark: str, categories: Iterable[str] = (KERNEL,),

@@ -20,6 +20,12 @@ Besides the time, every measured figure where less (or more) is better (core.mea
 that ran on both sides: those that moved by more than the threshold are listed, better or
 worse, and never change the verdict.
 
+Where both lines of a CUDA experiment hold the digests of the kernels one iteration launched
+(`summary.device_busy.digests`), a change's note says when they differ: other kernels (the
+compiled code differs), or the same kernels launched with other grids or blocks, which is the
+compile's own tuning (each compile times the candidates again: a card-bound figure moved 6%
+between two compiles so). The verdict stays the figure's.
+
 On a host-bound line (`summary.host_bound`, either side: the host's launching, not the
 device, set the time) the latency is the host's speed, which moves between runs by tens of
 percent. There the gate judges the device's busy time per iteration instead (CUDA's kernels,
@@ -246,6 +252,29 @@ def _judge(change: Change, threshold: float, alpha: float, count_unreliable: boo
     elif base.contended or new.contended:
         _judge_by_cpu_time(change, threshold, decides=count_unreliable or not flagged,
                            counted=count_unreliable)
+    _note_compiled_code(change)
+
+
+def compiled_code_note(base: Record, new: Record) -> str:
+    """What the two lines' kernel digests say of their compiled code (summary.device_busy.
+    digests): other kernels, or the same kernels tuned to other launch shapes (a compile's
+    own draw: inductor times each kernel's candidate configurations at its first launch);
+    '' where they agree or a side lacks them."""
+    if not (base.kernels_digest and new.kernels_digest):
+        return ""
+    if base.kernels_digest != new.kernels_digest:
+        return "other kernels (the compiled code differs)"
+    if base.launches_digest and new.launches_digest and \
+            base.launches_digest != new.launches_digest:
+        return "the same kernels tuned otherwise (other launch shapes)"
+    return ""
+
+
+def _note_compiled_code(change: Change) -> None:
+    # First: the console's note column shows a change's first 60 characters.
+    note = compiled_code_note(change.base, change.new)
+    if note:
+        change.reason = f"{note}; {change.reason}" if change.reason else note
 
 
 def _judge_by_device_busy(change: Change, threshold: float) -> None:

@@ -45,6 +45,36 @@ def test_each_iterations_kernels_are_summed_from_a_recorded_trace():
     assert busy["reason"] is None
     unmarked = busy_from_trace({"traceEvents": trace["traceEvents"][:1]})
     assert unmarked["ms"] is None and "marked" in unmarked["reason"]
+    assert busy["digests"] is None  # these kernels carry no grid or block
+
+
+def launched(name, start, duration, grid, block=(128, 1, 1)):
+    return {**event("kernel", name, start, duration),
+            "args": {"grid": list(grid), "block": list(block)}}
+
+
+def test_the_first_iterations_kernels_and_their_launch_shapes_are_digested():
+    """Two compiles of one graph launch the same kernels (one `kernels` digest); where the
+    tuning kept another configuration for a kernel its grid or block differs (`launches`)."""
+    def trace(reduction_grid, extra=()):
+        return {"traceEvents": [
+            launched("warm_up", 5, 100, (1, 1, 1)),  # before the first mark: not digested
+            event("user_annotation", f"{MARK}0", 1000, 500),
+            launched("triton_red_fused_mean_0", 1020, 54, reduction_grid, (512, 1, 1)),
+            launched("gemm", 1100, 30, (64, 1, 1)), *extra,
+            event("user_annotation", f"{MARK}1", 2000, 400),
+            launched("triton_red_fused_mean_0", 2020, 54, reduction_grid, (512, 1, 1)),
+            launched("gemm", 2100, 30, (64, 1, 1)),
+            launched("only_in_the_second_iteration", 2200, 5, (1, 1, 1))]}
+
+    first = busy_from_trace(trace((288, 1, 1)))["digests"]
+    assert first["count"] == 2 and len(first["kernels"]) == len(first["launches"]) == 16
+    assert busy_from_trace(trace((288, 1, 1)))["digests"] == first
+    retuned = busy_from_trace(trace((9216, 1, 1)))["digests"]
+    assert retuned["kernels"] == first["kernels"] and retuned["launches"] != first["launches"]
+    other = busy_from_trace(trace((288, 1, 1), [launched("gemm", 1200, 30, (64, 1, 1))]))
+    assert other["digests"]["kernels"] != first["kernels"] and other["digests"]["count"] == 3
+    assert busy_from_trace(trace((288, 1, 1)), CPU_MATMULS)["digests"] is None
 
 
 def test_a_real_models_profiled_iterations_are_summed_one_by_one():

@@ -98,6 +98,10 @@ def _device_busy(results: Sequence[ChildResult]) -> dict[str, Any]:
     combined = {**next(b for b in busy if _busy_ms(b) is not None), "ms": middle,
                 "processes_ms": values, "low": min(values), "high": max(values),
                 "spread": _relative_range(values)}
+    launches = [((b.get("digests") or {}).get("launches") if isinstance(b, dict) else None)
+                for b in busy]
+    if any(launches):
+        combined["processes_launches"] = launches
     found: dict[str, Any] = {"device_busy": combined, "device_busy_ms": middle}
     if eager:
         combined["eager"] = {**combined.get("eager", {}), "ms": statistics.median(eager),

@@ -271,3 +271,31 @@ def test_a_contended_cpu_line_is_gated_by_its_timing_threads_cpu_time(write_resu
     # Neither side contended: the latency decides.
     mlp, _ = verdict(lines(1.3, 0.50, contended=False))
     assert mlp.verdict == REGRESSED and mlp.cpu_ratio is None
+
+def test_a_change_says_when_the_compiled_kernels_or_their_tuning_differ(write_results):
+    """Two compiles of one graph launch the same kernels; their tuning may keep other launch
+    shapes (a card-bound figure moved 6% so). The note tells that from other code."""
+    def lines(scale, kernels, launches):
+        made = _lines(_scaled({"mlp": scale}), accelerator="cuda")
+        for line in made:
+            line["summary"]["device_busy"] = {"ms": 0.5, "reason": None, "digests": {
+                "kernels": kernels, "launches": launches, "count": 12}}
+        return made
+
+    base = write_results(lines(1.0, "k1", "l1"))
+
+    def change(new_lines):
+        result = compare(load([base]).records, load([write_results(new_lines)]).records)
+        return next(c for c in result.changes if c.base.model == "mlp")
+
+    tuned = change(lines(1.2, "k1", "l2"))
+    assert tuned.verdict == REGRESSED
+    assert tuned.reason == "the same kernels tuned otherwise (other launch shapes)"
+    other = change(lines(1.2, "k2", "l2"))
+    assert other.verdict == REGRESSED and other.reason == "other kernels (the compiled code differs)"
+    assert change(lines(1.2, "k1", "l1")).reason == ""
+    # A side without digests (a CPU line, a line written before them) says nothing of it.
+    plain = _lines(_scaled({"mlp": 1.2}), accelerator="cuda")
+    assert change(plain).reason == ""
+    noted = change(lines(1.01, "k1", "l2"))
+    assert noted.verdict == UNCHANGED and noted.reason.startswith("the same kernels tuned")

@@ -141,6 +141,15 @@ def test_the_device_busy_time_is_the_median_of_the_processes_with_its_spread():
     assert summary["device_busy"]["processes_ms"] == [2.0, 2.2, 2.1]
     assert summary["device_busy"]["spread"] == pytest.approx(0.2 / 2.1)
     assert summary["device_busy"]["eager"]["processes_ms"] == [5.0, 5.5, 5.2]
+    assert "processes_launches" not in summary["device_busy"]
+    # Each process's launch digest: processes that share the first one's caches agree;
+    # one compiled afresh (--process-caches=fresh) may have tuned otherwise.
+    tuned = [timing_result([1.0], device_busy={**busy(2.0, 5.0), "digests": {
+        "kernels": "k", "launches": launches, "count": 40}}, device_busy_ms=2.0)
+        for launches in ("a", "a", "b")]
+    combined = combine(tuned, 3).summary["device_busy"]
+    assert combined["processes_launches"] == ["a", "a", "b"]
+    assert combined["digests"] == {"kernels": "k", "launches": "a", "count": 40}
     cpu = {"ms": None, "reason": "no device kernels to sum on cpu"}
     none = combine([timing_result([1.0], device_busy=cpu, device_busy_ms=None),
                     timing_result([2.0], device_busy=cpu, device_busy_ms=None)], 2).summary
