@@ -1,5 +1,6 @@
-"""A results line's timed runs and its figure, its median time per iteration (pure: read by
-core.schema, core.host.peaks, the runner's summary and the benchmarks alike)."""
+"""A results line's timed runs and its figure, its median time per iteration, and its compiled
+code's kernel digests (pure: read by core.schema, core.host.peaks, the runner's summary, the
+reports and the benchmarks alike)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,35 @@ def median_time(line: Mapping[str, Any]) -> Optional[float]:
     timed = [t for t in timed_values(line, "per_iter_time")
              if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
     return statistics.median(timed) if timed else None
+
+
+# The compiled code, told apart by the digests of the kernels one iteration launched
+# (`summary.device_busy.digests`, child/device_busy.py): `kernels` digests the kernels' names
+# and counts, `launches` the same with each launch's grid and block. Two compiles of one graph
+# launch the same kernels; inductor tunes each kernel at its first launch in every compile,
+# and where it kept another configuration the launches differ.
+
+OTHER_KERNELS = "other kernels (the compiled code differs)"
+TUNED_OTHERWISE = "the same kernels tuned otherwise (other launch shapes)"
+
+
+def kernel_digests_of(line: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
+    """A results line's kernel digests, or None where it has none (off CUDA, older lines, a
+    digest of the kernels missing)."""
+    busy = (line.get("summary") or {}).get("device_busy")
+    digests = busy.get("digests") if isinstance(busy, Mapping) else None
+    return digests if isinstance(digests, Mapping) and digests.get("kernels") else None
+
+
+def compiled_code_difference(first: Optional[Mapping[str, Any]],
+                             second: Optional[Mapping[str, Any]]) -> str:
+    """What two lines' digests say of their compiled code: OTHER_KERNELS, TUNED_OTHERWISE, or
+    '' where they agree or either lacks them."""
+    if not (first and second and first.get("kernels") and second.get("kernels")):
+        return ""
+    if first["kernels"] != second["kernels"]:
+        return OTHER_KERNELS
+    if first.get("launches") and second.get("launches") and \
+            first["launches"] != second["launches"]:
+        return TUNED_OTHERWISE
+    return ""

@@ -49,6 +49,7 @@ from tabulate import tabulate
 
 from benchmarks.table_inputs import exists, open_run
 from benchmarks.timed_sweep import timed_sweep
+from core.figures import compiled_code_difference, kernel_digests_of
 from core.files.results_file import read_results
 from core.figures import median_time, timed_values
 from core.schema import stack_label_of
@@ -233,7 +234,23 @@ def compare(first_path: Path, second_path: Path, within: float) -> int:
         print_table(first, second, within, "the host pulse during their timed runs (the "
                     "host's single-thread speed while each was timed)", host_pulse_figure)
     print_cpu_tables(first, second, within)
+    print_compiled_code(first, second)
     return 0
+
+
+def print_compiled_code(first: dict[tuple, dict], second: dict[tuple, dict]) -> None:
+    """Where both lines of an experiment hold kernel digests (CUDA): whether their compiled
+    code is the same, tuned otherwise, or other kernels (core/figures.py)."""
+    rows = []
+    for experiment in sorted(set(first) & set(second)):
+        digests = kernel_digests_of(first[experiment]), kernel_digests_of(second[experiment])
+        if all(digests):
+            rows.append([*experiment[:3],
+                         compiled_code_difference(*digests) or "the same launches"])
+    if rows:
+        print("\ntheir compiled code: the kernels one iteration launched, and their grids and "
+              "blocks (a compile's tuning; docs/timing.md)")
+        print(tabulate(rows, headers=["model", "stack", "test", "compiled code"]))
 
 
 def main() -> int:

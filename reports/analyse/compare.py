@@ -58,6 +58,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from core.figures import compiled_code_difference
 from core.measures import Measure, compared_measures
 from core.schema import error_headline
 from reports.read.record import Record
@@ -256,18 +257,12 @@ def _judge(change: Change, threshold: float, alpha: float, count_unreliable: boo
 
 
 def compiled_code_note(base: Record, new: Record) -> str:
-    """What the two lines' kernel digests say of their compiled code (summary.device_busy.
-    digests): other kernels, or the same kernels tuned to other launch shapes (a compile's
-    own draw: inductor times each kernel's candidate configurations at its first launch);
-    '' where they agree or a side lacks them."""
-    if not (base.kernels_digest and new.kernels_digest):
-        return ""
-    if base.kernels_digest != new.kernels_digest:
-        return "other kernels (the compiled code differs)"
-    if base.launches_digest and new.launches_digest and \
-            base.launches_digest != new.launches_digest:
-        return "the same kernels tuned otherwise (other launch shapes)"
-    return ""
+    """What the two lines' kernel digests say of their compiled code (core/figures.py):
+    other kernels, or the same kernels tuned otherwise; '' where they agree or a side lacks
+    them."""
+    return compiled_code_difference(
+        {"kernels": base.kernels_digest, "launches": base.launches_digest},
+        {"kernels": new.kernels_digest, "launches": new.launches_digest})
 
 
 def _note_compiled_code(change: Change) -> None:

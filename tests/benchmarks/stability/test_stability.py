@@ -59,6 +59,42 @@ def test_compare_shows_the_paired_eager_figures_apart(tmp_path, capsys):
     assert "+0.0%" in eager and "1 of 1 experiments agree within 3%" in eager
 
 
+def with_digests(path: Path, digests: dict[str, dict]) -> Path:
+    """The file's lines, each with these kernel digests (by model) where given."""
+    lines = [json.loads(text) for text in path.read_text().splitlines()]
+    for line in lines:
+        found = digests.get(line["model"]["model_name"])
+        if found is not None:
+            line["summary"]["device_busy"] = {"ms": 1.0, "reason": None, "digests": found}
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_compare_says_whether_the_compiled_code_or_only_its_tuning_differs(tmp_path, capsys):
+    medians = {"mlp": [0.010] * 3, "cnn": [0.020] * 3, "gru": [0.030] * 3, "rnn": [0.040] * 3}
+    first = with_digests(results_file(tmp_path / "a.jsonl", medians), {
+        "mlp": {"kernels": "k", "launches": "l"}, "cnn": {"kernels": "k", "launches": "l"},
+        "gru": {"kernels": "k", "launches": "l"}})
+    second = with_digests(results_file(tmp_path / "b.jsonl", medians), {
+        "mlp": {"kernels": "k", "launches": "l"}, "cnn": {"kernels": "k", "launches": "m"},
+        "gru": {"kernels": "j", "launches": "m"}, "rnn": {"kernels": "k", "launches": "l"}})
+    assert stability.main_with(["--compare", str(first), str(second)]) == 0
+    table = capsys.readouterr().out.split("their compiled code:")[1]
+    rows = {line.split()[0]: line for line in table.splitlines()[3:] if line.strip()}
+    assert set(rows) == {"mlp", "cnn", "gru"}  # rnn: digests on one side only
+    assert rows["mlp"].endswith("the same launches")
+    assert rows["cnn"].endswith("the same kernels tuned otherwise (other launch shapes)")
+    assert rows["gru"].endswith("other kernels (the compiled code differs)")
+    plain = results_file(tmp_path / "c.jsonl", medians)
+    assert stability.main_with(["--compare", str(plain), str(plain)]) == 0
+    assert "their compiled code" not in capsys.readouterr().out
+    # Digests of a wrong shape, or lacking a kernels digest, count as none.
+    odd = with_digests(results_file(tmp_path / "d.jsonl", medians), {
+        "mlp": ["k", "l"], "cnn": {"kernels": None, "launches": "m"}})
+    assert stability.main_with(["--compare", str(first), str(odd)]) == 0
+    assert "their compiled code" not in capsys.readouterr().out
+
+
 def test_compare_says_when_the_sweeps_timed_on_different_cores(tmp_path, capsys):
     first = results_file(tmp_path / "a.jsonl", {"mlp": [0.010]}, timing_core="fastest")
     second = results_file(tmp_path / "b.jsonl", {"mlp": [0.010]})  # before it was recorded
