@@ -23,6 +23,13 @@ With no FILE, every tests/**/test_*.py file, in the order of their names.
 the suite's order: long tests first), and reads the busy time around each test
 (benchmarks/cost/per_test_cpu.py): it prints the N tests that cost most (default 30). A
 module's shared fixture counts in the first test that asks for it.
+
+`--by-process` runs the files in one pytest as `make test` runs its main part (pytest-xdist,
+a worker more than the cores, a file per worker at a time) while a thread reads /proc every
+0.2 s, and prints the CPU-seconds by kind of process: the pool's templates and what they
+fork, fork servers, spawned children, runner invocations, probes, the xdist workers' own
+work, C/C++ builds, Ray, Chromium, pip and uv, git. A process that lives under 0.2 s may go
+unseen; the machine's busy time over the run is printed beside the sum.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +155,157 @@ def per_test_table(costs: Sequence[PerTestCost], top: int, cores: int, bound: fl
             f"CPU-s: these take {total_cpu / allowed:.2f}x that.")
 
 
+#: How often --by-process reads /proc.
+POLL_SECONDS = 0.2
+COMPILERS = frozenset({"cc1plus", "cc1", "gcc", "g++", "c++", "cc", "as", "ld", "collect2"})
+
+
+@dataclass
+class SeenProcess:
+    """A process the poller saw: its command, its parent, its CPU-seconds when first seen
+    (before the run: not counted) and the most it had."""
+
+    pid: int
+    parent: int
+    name: str
+    command: str
+    cpu_at_first_sight: float
+    cpu: float
+
+
+def process_kind(seen: SeenProcess, parent: Optional[SeenProcess]) -> str:
+    """What a process was, from its command (a forked process keeps its parent's)."""
+    command, name = seen.command, seen.name
+    forked = parent is not None and parent.command == command
+    if name in COMPILERS:
+        return "C/C++ builds"
+    if "raylet" in command or "gcs_server" in command or name.startswith("ray::") \
+            or "/ray/" in command:
+        return "Ray"
+    if "chrom" in name.lower():
+        return "Chromium"
+    if "runner.run.process.forkserver_pool" in command:
+        return "forked from the pool's templates" if forked else "the pool's templates"
+    if "runner.run.process.forkserver_server" in command:
+        return "forked from fork servers" if forked else "fork servers"
+    if "child.worker" in command or "child/worker.py" in command:
+        return "spawned experiment children"
+    if "runner.plan.probe" in command or "runner/plan/probe.py" in command:
+        return "probes"
+    if "experiment_runner.py" in command or "experiment-runner" in command:
+        return "runner invocations"
+    if "import sys;exec(eval(sys.stdin" in command:
+        return "pytest-xdist workers (the tests' own work)"
+    if " -m pytest" in command:
+        return "pytest"
+    if name == "uv" or any(part == "pip" or part.endswith(("/pip", "pip/__main__.py"))
+                           for part in command.split()[:3]):
+        return "pip and uv"
+    if name == "git":
+        return "git"
+    if name.startswith("python"):
+        return "other Python"
+    return "other"
+
+
+def read_process(pid: str) -> Optional[tuple[int, str, float, int]]:
+    """A process's parent, name, CPU-seconds and start time (/proc/PID/stat), or None where
+    it ended."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    name = stat[stat.find("(") + 1:stat.rfind(")")]
+    fields = stat[stat.rfind(")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[1]), name, (int(fields[11]) + int(fields[12])) / ticks, int(fields[19])
+
+
+class ProcessPoller(threading.Thread):
+    """Reads every process's CPU-seconds from /proc until stopped."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.seen: dict[tuple[int, int], SeenProcess] = {}
+        self._stop_event = threading.Event()
+        self._first = True
+
+    def run(self) -> None:
+        while True:
+            self.poll()
+            self._first = False
+            if self._stop_event.wait(POLL_SECONDS):
+                self.poll()
+                return
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join()
+
+    def poll(self) -> None:
+        for pid in (entry for entry in os.listdir("/proc") if entry.isdigit()):
+            read = read_process(pid)
+            if read is None or int(pid) == os.getpid():
+                continue
+            parent, name, cpu, started = read
+            key = (int(pid), started)
+            seen = self.seen.get(key)
+            if seen is None:
+                try:
+                    raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    raw = b""
+                command = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+                self.seen[key] = SeenProcess(int(pid), parent, name, command,
+                                             cpu if self._first else 0.0, cpu)
+            else:
+                seen.cpu = max(seen.cpu, cpu)
+
+
+def by_process_table(processes: Sequence[SeenProcess], busy: float, wall: float) -> str:
+    """CPU-seconds by kind of process, with the machine's busy time beside their sum."""
+    by_pid = {process.pid: process for process in processes}
+    cpu: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for process in processes:
+        spent = process.cpu - process.cpu_at_first_sight
+        if spent <= 0:
+            continue
+        kind = process_kind(process, by_pid.get(process.parent))
+        cpu[kind] = cpu.get(kind, 0.0) + spent
+        count[kind] = count.get(kind, 0) + 1
+    total = sum(cpu.values())
+    rows = [(kind, count[kind], f"{spent:.1f}", f"{spent / total:.0%}" if total else "-")
+            for kind, spent in sorted(cpu.items(), key=lambda item: -item[1])]
+    text = tabulate(rows, headers=("processes", "count", "CPU s", "share"), tablefmt="github")
+    return (f"{text}\n\nseen: {total:.0f} CPU-s; the machine was busy {busy:.0f} CPU-s over "
+            f"{wall:.0f} s of wall (the rest: processes shorter than {POLL_SECONDS} s, the "
+            f"kernel, anything else running).")
+
+
+def run_by_process(paths: Sequence[str], cache: Path, marker: Optional[str],
+                   workers: int) -> tuple[str, int, str]:
+    """Run pytest once on `paths` as `make test` runs its main part, reading /proc meanwhile:
+    pytest's summary, its exit status and the table (`by_process_table`)."""
+    environment = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n",
+               str(workers), "--dist", "loadfile", *paths]
+    if marker:
+        command += ["-m", marker]
+    poller = ProcessPoller()
+    poller.start()
+    before, started = busy_seconds(), time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True,
+                              text=True)
+    finally:
+        poller.stop()
+    wall, busy = time.monotonic() - started, busy_seconds() - before
+    return (pytest_summary(done.stdout), done.returncode,
+            by_process_table(list(poller.seen.values()), busy, wall))
+
+
 def test_files(root: Path = ROOT) -> list[str]:
     return sorted(str(path.relative_to(root)) for path in (root / "tests").rglob("test_*.py"))
 
@@ -189,6 +348,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--per-test", type=int, nargs="?", const=30, default=None, metavar="N",
                         help="one pytest, a test at a time: print the N tests that cost most "
                              "(default N: 30)")
+    parser.add_argument("--by-process", action="store_true",
+                        help="one pytest as make test runs it: CPU-seconds by kind of process")
     args = parser.parse_args(argv)
     files = args.files or test_files()
     missing = [name for name in files if not (ROOT / name).is_file()]
@@ -202,6 +363,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cache = Path(tempfile.mkdtemp(prefix=TESTS_CACHE_PREFIX))
     if args.per_test is not None:
         return per_test_main(files, cache, args)
+    if args.by_process:
+        return by_process_main(files, cache, args)
     costs: list[FileCost] = []
     stopped = False
     try:
@@ -240,6 +403,18 @@ def per_test_main(files: Sequence[str], cache: Path, args: argparse.Namespace) -
     if stopped:
         print(f"stopped after {len(costs)} tests", file=sys.stderr)
         return 130
+    print(f"pytest: {summary or 'no summary (exit ' + str(returncode) + ')'}", file=sys.stderr)
+    return 0 if returncode in (0, 5) else 1
+
+
+def by_process_main(files: Sequence[str], cache: Path, args: argparse.Namespace) -> int:
+    """--by-process: one pytest over `files`; print the CPU-seconds by kind of process."""
+    try:
+        summary, returncode, text = run_by_process(files, cache, args.marker, args.cores + 1)
+    finally:
+        end_templates(cache / "servers")
+        shutil.rmtree(cache, ignore_errors=True)
+    print(text)
     print(f"pytest: {summary or 'no summary (exit ' + str(returncode) + ')'}", file=sys.stderr)
     return 0 if returncode in (0, 5) else 1
 

@@ -119,3 +119,46 @@ def test_per_test_refuses_a_count_below_one(capsys):
         main(["--per-test", "0", "--idle", "0"])
     assert stopped.value.code == 2
     assert "--per-test 0" in capsys.readouterr().err
+
+
+def test_processes_are_told_apart_by_their_command_and_a_fork_by_its_parents():
+    from benchmarks.cost.suite_cost import SeenProcess, process_kind
+
+    def seen(command, name="python", pid=2, parent=1):
+        return SeenProcess(pid, parent, name, command, 0.0, 1.0)
+
+    template = seen("python -m runner.run.process.forkserver_pool POOL NAME 600 torch", pid=1)
+    assert process_kind(template, None) == "the pool's templates"
+    assert process_kind(seen(template.command), template) == "forked from the pool's templates"
+    assert process_kind(seen("python experiment_runner.py --suite-name=builtin"), None) == \
+        "runner invocations"
+    assert process_kind(seen("python -m runner.plan.probe --no-compiler-checks"), None) == \
+        "probes"
+    assert process_kind(seen("", name="cc1plus"), None) == "C/C++ builds"
+    assert process_kind(seen("python -m pip install -q x"), None) == "pip and uv"
+    assert process_kind(seen("python -c print(1)"), None) == "other Python"
+    assert process_kind(seen("sleep 1", name="sleep"), None) == "other"
+
+
+BURNS_IN_A_CHILD = '''
+import subprocess
+import sys
+
+
+def test_starts_a_child_that_burns():
+    subprocess.run([sys.executable, "-c", "import time\\n"
+                    "deadline = time.process_time() + 0.8\\n"
+                    "while time.process_time() < deadline:\\n    pass"], check=True)
+'''
+
+
+@pytest.mark.e2e
+def test_by_process_counts_a_tests_child_in_its_kind(tmp_path, capsys):
+    test_file = tmp_path / "test_child.py"
+    test_file.write_text(BURNS_IN_A_CHILD)
+    assert main([str(test_file), "--idle", "0", "--cores", "1", "--by-process"]) == 0
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if "other Python" in line)
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert int(cells[1]) >= 1 and float(cells[2]) >= 0.6
+    assert "pytest-xdist workers" in printed and "the machine was busy" in printed
