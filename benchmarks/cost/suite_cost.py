@@ -28,8 +28,9 @@ module's shared fixture counts in the first test that asks for it.
 a worker more than the cores, a file per worker at a time) while a thread reads /proc every
 0.2 s, and prints the CPU-seconds by kind of process: the pool's templates and what they
 fork, fork servers, spawned children, runner invocations, probes, the xdist workers' own
-work, C/C++ builds, Ray, Chromium, pip and uv, git. A process that lives under 0.2 s may go
-unseen; the machine's busy time over the run is printed beside the sum.
+work, the reference tools, benchmark scripts, C/C++ builds, Ray, Chromium, pip and uv, git.
+A process that lives under 0.2 s may go unseen; the machine's busy time over the run is
+printed beside the sum.
 """
 
 from __future__ import annotations
@@ -158,6 +159,9 @@ def per_test_table(costs: Sequence[PerTestCost], top: int, cores: int, bound: fl
 #: How often --by-process reads /proc.
 POLL_SECONDS = 0.2
 COMPILERS = frozenset({"cc1plus", "cc1", "gcc", "g++", "c++", "cc", "as", "ld", "collect2"})
+#: What the reference tools' commands hold (the harness runs from its own folder).
+REFERENCE_TOOLS = ("dynamobench", "pytorch_xla_benchmarks", "huggingface.py", "timm_models.py",
+                   "torchbench.py", "result_analyzer.py", "aggregate.py")
 
 
 @dataclass
@@ -198,6 +202,10 @@ def process_kind(seen: SeenProcess, parent: Optional[SeenProcess]) -> str:
         return "pytest-xdist workers (the tests' own work)"
     if " -m pytest" in command:
         return "pytest"
+    if any(part in command for part in REFERENCE_TOOLS):
+        return "the reference tools (the harness, the analyzer)"
+    if " -m benchmarks." in command or "/benchmarks/" in command:
+        return "benchmark scripts (fidelity checks, costs)"
     if name == "uv" or any(part == "pip" or part.endswith(("/pip", "pip/__main__.py"))
                            for part in command.split()[:3]):
         return "pip and uv"

@@ -136,6 +136,12 @@ def test_processes_are_told_apart_by_their_command_and_a_fork_by_its_parents():
         "probes"
     assert process_kind(seen("", name="cc1plus"), None) == "C/C++ builds"
     assert process_kind(seen("python -m pip install -q x"), None) == "pip and uv"
+    assert process_kind(seen("python -m benchmarks.fidelity.graph_parity --side ours"),
+                        None) == "benchmark scripts (fidelity checks, costs)"
+    for harness in ("python huggingface.py --performance --only x",
+                    "python /x/reference/pytorch_xla_benchmarks/result_analyzer.py"):
+        assert process_kind(seen(harness), None) == \
+            "the reference tools (the harness, the analyzer)"
     assert process_kind(seen("python -c print(1)"), None) == "other Python"
     assert process_kind(seen("sleep 1", name="sleep"), None) == "other"
 
