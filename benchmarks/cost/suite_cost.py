@@ -81,6 +81,13 @@ def pytest_summary(output: str) -> str:
     return ""
 
 
+def failed_tests(output: str) -> list[str]:
+    """The tests pytest's short summary names as failed or in error ("FAILED path::test -
+    reason"), in its order."""
+    return [line.strip() for line in output.splitlines()
+            if line.startswith(("FAILED ", "ERROR "))]
+
+
 def run_file(path: str, cache: Path, marker: Optional[str]) -> FileCost:
     """Run pytest on `path` (absolute, or under the repository) alone, with the shared
     tests' cache `cache`."""
@@ -310,8 +317,8 @@ def run_by_process(paths: Sequence[str], cache: Path, marker: Optional[str],
     finally:
         poller.stop()
     wall, busy = time.monotonic() - started, busy_seconds() - before
-    return (pytest_summary(done.stdout), done.returncode,
-            by_process_table(list(poller.seen.values()), busy, wall))
+    summary = "\n".join([pytest_summary(done.stdout), *failed_tests(done.stdout)])
+    return summary, done.returncode, by_process_table(list(poller.seen.values()), busy, wall)
 
 
 def test_files(root: Path = ROOT) -> list[str]:

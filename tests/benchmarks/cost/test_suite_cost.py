@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from benchmarks.cost.suite_cost import busy_seconds, main, pytest_summary
+from benchmarks.cost.suite_cost import busy_seconds, failed_tests, main, pytest_summary
 
 BURNS_AND_WAITS = '''
 import time
@@ -34,6 +34,14 @@ def test_pytest_summary_is_the_counting_line():
     output = "....\n== 1 failed, 3 passed, 2 deselected in 4.20s ==\n"
     assert pytest_summary(output) == "1 failed, 3 passed, 2 deselected in 4.20s"
     assert pytest_summary("no tests ran\n") == ""
+
+
+def test_failed_tests_are_the_short_summarys_names():
+    output = ("F.E\n= short test summary info =\nFAILED tests/a.py::test_x - assert 1 == 2\n"
+              "ERROR tests/b.py::test_y - OSError\n= 1 failed, 1 passed, 1 error in 2s =\n")
+    assert failed_tests(output) == ["FAILED tests/a.py::test_x - assert 1 == 2",
+                                    "ERROR tests/b.py::test_y - OSError"]
+    assert failed_tests("...\n= 3 passed in 1s =\n") == []
 
 
 @pytest.mark.e2e
@@ -159,11 +167,14 @@ def test_starts_a_child_that_burns():
 
 
 @pytest.mark.e2e
-def test_by_process_counts_a_tests_child_in_its_kind(tmp_path, capsys):
+def test_by_process_counts_a_tests_child_in_its_kind_and_names_a_failed_test(tmp_path, capsys):
     test_file = tmp_path / "test_child.py"
-    test_file.write_text(BURNS_IN_A_CHILD)
-    assert main([str(test_file), "--idle", "0", "--cores", "1", "--by-process"]) == 0
-    printed = capsys.readouterr().out
+    test_file.write_text(BURNS_IN_A_CHILD + "\n\ndef test_that_fails():\n    assert 1 == 2\n")
+    assert main([str(test_file), "--idle", "0", "--cores", "1", "--by-process"]) == 1
+    captured = capsys.readouterr()
+    assert "1 failed, 1 passed" in captured.err
+    assert "FAILED" in captured.err and "test_child.py::test_that_fails" in captured.err
+    printed = captured.out
     row = next(line for line in printed.splitlines() if "other Python" in line)
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert int(cells[1]) >= 1 and float(cells[2]) >= 0.6
