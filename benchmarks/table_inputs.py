@@ -7,7 +7,8 @@ the same inputs of all its runs in three files, each row naming the run (`part`:
 it came from, relative to the table, "" for the table's own):
 
     ours.jsonl.gz   our results lines, each with `table_part`; without the timed runs one by
-                    one (`metrics.*` lists) and the per-process CPU and card readings
+                    one (`metrics.*` lists, the host's readings per timed run
+                    `summary.host_windows`) and the per-process CPU and card readings
                     (`summary.cpu_processes`, `summary.gpu_processes`), which no table reads
     harness.csv     the harness's rows: part, case (the CSV's name less `peer-`), kind
                     (`_compilation_metrics` for the compile-times CSV), then its columns
@@ -46,8 +47,9 @@ PART_KEY = "table_part"
 #: The companion CSV of the harness's compile times, and the one column of it kept.
 METRICS_KIND = "_compilation_metrics"
 COMPILE_COLUMN = "_compile.compile_inner"
-#: The per-process readings no table reads, dropped from a compact table's lines.
-DROPPED_SUMMARY = ("cpu_processes", "gpu_processes")
+#: The per-process and per-timed-run readings no table reads, dropped from a compact
+#: table's lines (the host's summary of its windows, `summary.host_state`, stays).
+DROPPED_SUMMARY = ("cpu_processes", "gpu_processes", "host_windows")
 
 
 @dataclass

@@ -17,7 +17,8 @@ METRICS = "dev,name,batch_size,_compile.compile_inner,bytecode_tracing\n"
 
 def a_line(model: str, median: float) -> dict:
     return {"model": {"model_name": model}, "experiment": {"test": "eval"}, "status": "ok",
-            "summary": {"processes": {"medians": [median]}, "cpu_processes": [{"busy": 1}]},
+            "summary": {"processes": {"medians": [median]}, "cpu_processes": [{"busy": 1}],
+                        "host_windows": {"steal": [0.0, 0.1]}, "host_state": {"runs": 2}},
             "metrics": {"per_iter_time": [median, median], "error": None}}
 
 
@@ -64,8 +65,9 @@ def test_each_run_of_a_compact_table_reads_as_its_folder(source, tmp_path):
     # The timed runs one by one and the per-process readings are left out; figures stay.
     line = open_run(table / "again" / "run1").lines()[0]
     assert line["metrics"] == {"error": None}
-    assert "cpu_processes" not in line["summary"]
+    assert "cpu_processes" not in line["summary"] and "host_windows" not in line["summary"]
     assert line["summary"]["processes"]["medians"] == [0.02]
+    assert line["summary"]["host_state"] == {"runs": 2}
 
 
 def test_an_unknown_run_is_named_with_the_runs_the_table_holds(source, tmp_path):
