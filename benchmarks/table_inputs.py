@@ -18,6 +18,7 @@ A path names a run either way: an OUT_DIR, or TABLE/PART (`benchmarks/tables/X/c
 is no folder on disk). `open_run` tells them apart; the table tools read through it.
 
     python -m benchmarks.table_inputs compact SOURCE_DIR TABLE_DIR   # fidelity.sh folders -> table
+    python -m benchmarks.table_inputs add SOURCE_DIR TABLE_DIR       # more runs, the others kept
     python -m benchmarks.table_inputs lines TABLE/PART > results.jsonl   # a part's lines, as a results file
     python -m benchmarks.table_inputs parts TABLE_DIR                 # the runs a table holds
     python -m benchmarks.table_inputs unpack TABLE/PART OUT_DIR       # a run as fidelity.sh left it
@@ -218,17 +219,14 @@ def _part_of(folder: Path, source: Path) -> str:
     return "" if relative == "." else relative
 
 
-def compact(source: Path, table: Path) -> None:
-    """Write the compact table `table` from the fidelity.sh folders under `source`."""
-    table.mkdir(parents=True, exist_ok=True)
+def _gathered(source: Path) -> tuple[list[dict[str, Any]], list[str], list[dict[str, str]],
+                                      list[dict[str, str]]]:
+    """The compact inputs of the fidelity.sh folders under `source`: our lines, the harness's
+    columns and rows, the walls."""
     lines = []
     for results in sorted(source.glob(f"**/{OUR_RESULTS}")):
         part = _part_of(results.parent.parent, source)
         lines += [compact_line(line, part) for line in read_results(results).lines]
-    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
-    with open(table / OURS, "wb") as raw, gzip.GzipFile(
-            filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as handle:
-        handle.write(text.encode("utf-8"))
     rows, columns = [], ["part", "case", "kind"]
     for path in sorted(source.glob("**/peer-*.csv")):
         kind = METRICS_KIND if path.stem.endswith(METRICS_KIND) else ""
@@ -242,12 +240,45 @@ def compact(source: Path, table: Path) -> None:
                 columns += [key for key in row if key not in columns]
                 rows.append({"part": _part_of(path.parent, source), "case": case, "kind": kind,
                              **row})
-    _write_csv(table / HARNESS, columns, rows)
     walls = [{"part": _part_of(path.parent, source), "name": path.stem,
               "words": " ".join(path.read_text().split())}
              for path in sorted(source.glob("**/*.wall"))]
+    return lines, columns, rows, walls
+
+
+def _write(table: Path, lines: list[dict[str, Any]], columns: list[str],
+           rows: list[dict[str, str]], walls: list[dict[str, str]]) -> None:
+    table.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+    with open(table / OURS, "wb") as raw, gzip.GzipFile(
+            filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as handle:
+        handle.write(text.encode("utf-8"))
+    _write_csv(table / HARNESS, columns, rows)
     if walls:
         _write_csv(table / WALLS, ["part", "name", "words"], walls)
+
+
+def compact(source: Path, table: Path) -> None:
+    """Write the compact table `table` from the fidelity.sh folders under `source`."""
+    _write(table, *_gathered(source))
+
+
+def add(source: Path, table: Path) -> list[str]:
+    """Add the fidelity.sh folders under `source` to the compact table `table` as runs of
+    their own, leaving its runs as they are (what each kept; compacting them again could
+    drop more): the runs added. Raises ValueError where `table` holds one of them already."""
+    kept = Table.read(table)
+    lines, columns, rows, walls = _gathered(source)
+    added = list(dict.fromkeys([line[PART_KEY] for line in lines]
+                               + [row["part"] for row in rows + walls]))
+    clash = [part for part in added if part in kept.parts()]
+    if clash:
+        raise ValueError(f"{table} holds {', '.join(map(repr, clash))} already: name the "
+                         "new runs' folders otherwise")
+    old_columns = ["part", "case", "kind"] + [key for row in kept.harness for key in row]
+    merged = list(dict.fromkeys(old_columns + columns))
+    _write(table, kept.lines + lines, merged, kept.harness + rows, kept.walls + walls)
+    return added
 
 
 def _write_csv(path: Path, columns: list[str], rows: Iterable[dict[str, str]]) -> None:
@@ -288,6 +319,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     make = commands.add_parser("compact", help="write a compact table from fidelity.sh folders")
     make.add_argument("source", type=Path)
     make.add_argument("table", type=Path)
+    more = commands.add_parser("add", help="add fidelity.sh folders to a compact table")
+    more.add_argument("source", type=Path)
+    more.add_argument("table", type=Path)
     show = commands.add_parser("lines", help="a run's lines, as a results file")
     show.add_argument("run", type=Path)
     show.add_argument("--below", action="store_true", help="with the runs under it")
@@ -302,6 +336,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             if not options.source.is_dir():
                 parser.error(f"no such folder: {options.source}")
             compact(options.source, options.table)
+        elif options.command == "add":
+            if not options.source.is_dir():
+                parser.error(f"no such folder: {options.source}")
+            if not is_table(options.table):
+                parser.error(f"not a compact table: {options.table}")
+            for part in add(options.source, options.table):
+                print(f"added {part!r}")
         elif options.command == "lines":
             sys.stdout.write(lines_text(open_run(options.run), options.below))
         elif options.command == "unpack":
@@ -310,7 +351,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             if not is_table(options.table):
                 parser.error(f"not a compact table: {options.table}")
             print("\n".join(repr(part) for part in Table.read(options.table).parts()))
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:
         parser.error(str(error))
     return 0
 

@@ -89,3 +89,33 @@ def test_a_run_unpacked_is_an_out_dir_again(source, tmp_path, capsys):
     printed = [json.loads(text) for text in capsys.readouterr().out.splitlines()]
     assert [line["model"]["model_name"] for line in printed] == ["resnet50"]
     assert "table_part" not in printed[0]
+
+
+def test_runs_added_to_a_table_leave_its_runs_as_they_were(source, tmp_path, capsys):
+    table = tmp_path / "table"
+    compact(source, table)
+    # A run kept otherwise than compact keeps it (its timed runs one by one) stays so.
+    kept = table_inputs.Table.read(table)
+    kept.lines[0]["metrics"]["per_iter_time"] = [0.02, 0.02]
+    columns = list(dict.fromkeys(key for row in kept.harness for key in row))
+    table_inputs._write(table, kept.lines, columns, kept.harness, kept.walls)
+    more = tmp_path / "more"
+    fidelity_folder(more / "later", "vit_small", 0.03, "12.5")
+    assert table_inputs.main(["add", str(more), str(table)]) == 0
+    assert "added 'later'" in capsys.readouterr().out
+    assert open_run(table / "again" / "run1").lines()[0]["metrics"]["per_iter_time"] == [
+        0.02, 0.02]
+    later = open_run(table / "later")
+    assert later.lines()[0]["metrics"] == {"error": None}
+    assert later.harness_rows("peer-timm-vit_small-bs8-amp-default-eval")[0]["abs_latency"] == \
+        "12.5"
+    assert later.walls["ours-lanes"] == "100 200 2 6"
+    assert open_run(table).harness_rows("peer-timm-resnet18-bs8-amp-default-eval")[0][
+        "abs_latency"] == "4.5"
+    # The same runs again are refused by name, and the table is left as it was.
+    before = (table / "ours.jsonl.gz").read_bytes()
+    with pytest.raises(SystemExit):
+        table_inputs.main(["add", str(more), str(table)])
+    refused = capsys.readouterr().err
+    assert "'later'" in refused and "already" in refused
+    assert (table / "ours.jsonl.gz").read_bytes() == before
