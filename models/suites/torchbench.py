@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import logging
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -56,7 +57,7 @@ def find_checkout(torchbench_dir: Optional[str] = None) -> Path:
     """The directory that holds the torchbenchmark package, or SuiteUnavailableError."""
     given = torchbench_dir or None
     if given:
-        path = Path(given).expanduser().resolve()
+        path = Path(os.path.expanduser(given)).resolve()
         if (path / PACKAGE / "models").is_dir():
             return path
         if path.name == PACKAGE and (path / "models").is_dir():

@@ -41,7 +41,7 @@ def output_paths(dirname: str, basename: str) -> OutputPaths:
                               "contains a NUL character")
     if Path(basename).is_absolute():
         raise OutputPathError(f"{flag} must be relative to --output-dirname")
-    folder = Path(os.path.normpath(Path(dirname or ".").expanduser().absolute()))
+    folder = Path(os.path.normpath(Path(os.path.expanduser(dirname or ".")).absolute()))
     results = Path(os.path.normpath(folder / basename))
     if results == folder or not str(results).startswith(str(folder).rstrip(os.sep) + os.sep):
         raise OutputPathError(f"{flag} leads outside --output-dirname {dirname!r}")

@@ -88,7 +88,7 @@ def folder_parser(flag: str):
             return None
         if not text.strip():
             raise argparse.ArgumentTypeError(f"{flag} needs a folder (or None), not {text!r}")
-        path = Path(text).expanduser().absolute()
+        path = Path(os.path.expanduser(text)).absolute()
         if path.exists() and not path.is_dir():
             raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
         return str(path)
@@ -484,7 +484,7 @@ def torchbench_dir(args: argparse.Namespace) -> Optional[str]:
         given, source = os.environ[TORCHBENCH_DIR_ENV], TORCHBENCH_DIR_ENV
     if not given:
         return None
-    path = Path(given).expanduser().resolve()
+    path = Path(os.path.expanduser(given)).resolve()
     if not path.is_dir():
         raise UsageError(f"{source} {given!r} is not a folder")
     return str(path)

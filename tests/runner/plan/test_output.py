@@ -41,6 +41,15 @@ def test_a_results_name_inside_the_output_folder_is_fine(tmp_path):
     assert paths.results.parent.is_dir() and not paths.results.exists()
 
 
+def test_a_tilde_folder_is_the_home_or_taken_as_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert output_paths("~/out", "r.jsonl").results == tmp_path / "home" / "out" / "r.jsonl"
+    # "~name" of no user on this machine is a folder of that name, as a shell leaves it.
+    monkeypatch.chdir(tmp_path)
+    unknown = "~no-such-user-here0"
+    assert output_paths(unknown, "r.jsonl").results == tmp_path / unknown / "r.jsonl"
+
+
 def test_folders_files_and_special_files_are_refused(tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")

@@ -161,3 +161,12 @@ def test_help_gives_each_default_once_and_never_backwards():
     flag = text.index("--disable-fp16-bf16-reduction-math-sdp full-precision")
     assert "(default: True)" not in text[flag:flag + 250]
     assert "--repeat REPEAT" in text and "(default: 10)" in text  # values keep theirs
+
+
+def test_a_folder_flag_of_an_unknown_users_home_is_the_folder_as_written(tmp_path, monkeypatch):
+    from runner.plan.parser import folder_parser
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    parse = folder_parser("--compile-cache")
+    assert parse("~/cache") == str(tmp_path / "home" / "cache")
+    assert parse("~no-such-user-here0/cache") == str(tmp_path / "~no-such-user-here0" / "cache")
