@@ -132,7 +132,7 @@ def run_per_test(paths: Sequence[str], cache: Path, marker: Optional[str],
         run.send_signal(signal.SIGINT)
         run.communicate()
         raise
-    return pytest_summary(output), run.returncode
+    return "\n".join([pytest_summary(output), *failed_tests(output)]), run.returncode
 
 
 def read_test_costs(record: Path) -> list[PerTestCost]:

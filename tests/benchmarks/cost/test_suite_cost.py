@@ -99,16 +99,22 @@ def test_per_test_counts_each_test_its_own_cpu_and_names_the_costliest(tmp_path,
 
 def test_waits():
     time.sleep(0.5)
+
+
+def test_fails():
+    assert 1 == 2
 ''')
     assert main([str(test_file), "--idle", "0", "--per-test", "1", "--cores", "2",
-                 "--bound", "10"]) == 0
-    printed = capsys.readouterr().out
+                 "--bound", "10"]) == 1
+    captured = capsys.readouterr()
+    assert "test_two.py::test_fails" in captured.err and "1 failed, 2 passed" in captured.err
+    printed = captured.out
     rows = [line for line in printed.splitlines() if "test_two.py::" in line]
     assert len(rows) == 1 and "test_burns_then_waits" in rows[0]  # the top 1 only
     cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
     cpu, wall = float(cells[1]), float(cells[2])
     assert cpu >= 0.6 and wall >= 1.6  # the machine's: the suite's other workers count too
-    assert printed.count("2 tests: ") == 1 and "the 1 above take" in printed
+    assert printed.count("3 tests: ") == 1 and "the 1 above take" in printed
 
 
 def test_per_test_table_ranks_by_cpu_and_sums_all():
