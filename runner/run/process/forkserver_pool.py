@@ -81,13 +81,17 @@ PER_RUNNER_VARIABLES = frozenset({"TMPDIR", TOKEN_VARIABLE})
 #: runner's values, as it takes TMPDIR): the proxies (read when a request is made), the
 #: shell's own (the command it ran, the working folder, the nesting: the same runner started
 #: from another folder, or as `experiment-runner` rather than `python experiment_runner.py`,
-#: started a template of its own), Ray's (a Ray worker's, its temporary folder and its usage
-#: reports; the templates import no Ray) and pytest's. A template keyed without them serves
-#: runners that differ only there, as the runners of each test against a Ray cluster of its
-#: own do.
+#: started a template of its own), the login session's (an SSH connection's addresses and
+#: port, its terminal, the session's and a terminal multiplexer's pane ids: each new login
+#: started one), Ray's (a Ray worker's, its temporary folder and its usage reports; the
+#: templates import no Ray) and pytest's. A template keyed without them serves runners that
+#: differ only there, as the runners of each test against a Ray cluster of its own do.
 NOT_READ_AT_IMPORT = frozenset({f"{name}_proxy" for name in ("http", "https", "no", "all")}
                                | {f"{name}_PROXY" for name in ("HTTP", "HTTPS", "NO", "ALL")}
-                               | {"_", "PWD", "OLDPWD", "SHLVL"})
+                               | {"_", "PWD", "OLDPWD", "SHLVL"}
+                               | {"SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK",
+                                  "XDG_SESSION_ID", "TERM_SESSION_ID", "WINDOWID", "TMUX_PANE",
+                                  "STY", "WINDOW"})
 NOT_READ_AT_IMPORT_PREFIXES = ("RAY_", "PYTEST_")
 #: Read at import, but applied again by each forked server from its runner's environment
 #: (backends/runtimes/inductor_host.py): the probe's outcomes for inductor.

@@ -129,11 +129,16 @@ def test_another_environment_gets_another_template(shared_pool):
         before = templates(shared_pool)
         servers.server_for([], environment(TMPDIR="/elsewhere"))  # per-runner: the same
         assert templates(shared_pool) == before
-        # Read by nothing at import: a Ray worker's, the proxies, the shell's, pytest's.
+        # Read by nothing at import: a Ray worker's, the proxies, the shell's, the login
+        # session's (another SSH connection, terminal, pane), pytest's.
         servers.server_for([], environment(RAY_TMPDIR="/tmp/ray-of-a-test",
                                            https_proxy="http://127.0.0.1:9",
                                            _="/usr/bin/time", PWD="/elsewhere",
                                            OLDPWD="/before", SHLVL="3",
+                                           SSH_CLIENT="127.0.0.1 50022 22",
+                                           SSH_CONNECTION="127.0.0.1 50022 127.0.0.1 22",
+                                           SSH_TTY="/dev/pts/7", XDG_SESSION_ID="41",
+                                           TMUX_PANE="%3",
                                            PYTEST_CURRENT_TEST="test_x (call)"))
         assert templates(shared_pool) == before
         servers.server_for([], environment(FORK_PROBE="another"))
