@@ -7,6 +7,13 @@ Two comparisons:
   PyTorch/XLA's `benchmarks/experiment_runner.py` (XLA_RUNNER_DIR, a copy of that folder),
   one after the other, A B A B over `--rounds`, on this machine's CPU. Each tool's figure is
   the median wall time of its whole process, start-up included.
+- `gpu-per-case`: what checking one model costs: each case of the file an invocation of
+  each tool of its own on the first GPU, one tool after the other (the harness first in the
+  even cases, ours in the odd ones, so that neither always meets the host after the other),
+  into OUT_DIR/caseN, the harness run once, plainly and cold. A case folder holding `done`
+  is left as it is, so the same command goes on where a time limit (`--budget` seconds: no
+  case is started with less than `--case-at-least` left, and a tool still running at the
+  budget's end is stopped) cut it.
 - `gpu`: the cases of a cases file (benchmarks/fidelity/fidelity.sh's format) run by PyTorch's
   dynamo harness and by ours side by side, each tool on its own GPUs and cores, through
   benchmarks/fidelity/fidelity.sh (HARNESS_GPUS, OUR_GPUS; ours at its defaults, so 3 timing
@@ -44,6 +51,7 @@ lanes per GPU), and the report adds each tool's whole run: its GPUs times its sp
     python -m benchmarks.cost.sweep_cost cpu XLA_RUNNER_DIR [--rounds 5] [--case FLAGS ...]
     HARNESS_GPUS=0,1 OUR_GPUS=2,3 python -m benchmarks.cost.sweep_cost gpu HARNESS_DIR OUT_DIR CASES
     python -m benchmarks.cost.sweep_cost gpu HARNESS_DIR OUT_DIR CASES      # one GPU
+    python -m benchmarks.cost.sweep_cost gpu-per-case HARNESS_DIR OUT_DIR CASES [--budget S]
     python -m benchmarks.cost.sweep_cost gpu-report OUT_DIR [OUT_DIR ...]   # the table again
     python -m benchmarks.cost.sweep_cost parts RESULTS.jsonl [--runner-wall OUT_DIR]
 
@@ -54,7 +62,10 @@ benchmarks/table_inputs.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -519,6 +530,85 @@ def gpu(options: argparse.Namespace) -> int:
     return gpu_report([options.out])
 
 
+#: What gpu-per-case writes in a case's folder once both tools ran it to their end.
+CASE_DONE = "done"
+
+
+def case_lines(cases: Path) -> list[str]:
+    """The cases of a fidelity.sh cases file, one line each (comments and blanks left out)."""
+    return [line.strip() for line in cases.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def stop_group(process: subprocess.Popen, grace: float = 10.0) -> None:
+    """End `process` and everything it started (its own process group): SIGTERM, so that
+    fidelity.sh removes the harness's cache folders, then SIGKILL after `grace` seconds."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=grace)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    with contextlib.suppress(ProcessLookupError):  # what outlived the script, too
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def per_case(harness: Path, out: Path, cases: Path, budget: float, case_at_least: float,
+             script: Optional[Path] = None) -> list[Path]:
+    """Run each case of `cases` as gpu-per-case says, within `budget` seconds: the case
+    folders done, in order (those done before included)."""
+    script = script or ROOT / "benchmarks" / "fidelity" / "fidelity.sh"
+    deadline = time.monotonic() + budget
+    done = []
+    for index, line in enumerate(case_lines(cases)):
+        folder = out / f"case{index}"
+        if (folder / CASE_DONE).exists():
+            done.append(folder)
+            continue
+        if deadline - time.monotonic() < case_at_least:
+            print(f"{deadline - time.monotonic():.0f} s left: case {index} and after wait for "
+                  "the same command again", file=sys.stderr)
+            break
+        if folder.exists():
+            shutil.rmtree(folder)  # a case cut at a limit runs again whole
+        folder.mkdir(parents=True)
+        (folder / "case.txt").write_text(line + "\n")
+        order = ("harness", "ours") if index % 2 == 0 else ("ours", "harness")
+        finished = True
+        for tool in order:
+            print(f"case {index} ({line.split()[1]}): {tool}", file=sys.stderr, flush=True)
+            environment = dict(os.environ, TOOLS=tool, HARNESS_RUNS="1", PER_CASE="1")
+            left = deadline - time.monotonic()
+            with open(folder / f"{tool}.log", "w") as log:
+                ran = subprocess.Popen(["bash", str(script), str(harness), str(folder),
+                                        str(folder / "case.txt")], cwd=ROOT, env=environment,
+                                       stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+                try:
+                    finished = ran.wait(timeout=max(1.0, left)) == 0 and finished
+                except subprocess.TimeoutExpired:
+                    stop_group(ran)
+                    print(f"case {index}: {tool} stopped at the budget's end", file=sys.stderr)
+                    return done
+        if finished:
+            (folder / CASE_DONE).write_text("")
+            done.append(folder)
+    return done
+
+
+def gpu_per_case(options: argparse.Namespace) -> int:
+    if not options.cases.is_file():
+        raise SystemExit(f"no cases file {options.cases}")
+    done = per_case(options.directory, options.out, options.cases, options.budget,
+                    options.case_at_least)
+    total = len(case_lines(options.cases))
+    print(f"{len(done)} of {total} cases done in {options.out}", file=sys.stderr)
+    if not done:
+        return 1
+    status = gpu_report(done)
+    return status if len(done) == total else 3
+
+
 def parts(options: argparse.Namespace) -> int:
     found = [c for c in map(case_of, read_results(options.results).lines) if c is not None]
     if options.runner_wall:
@@ -549,6 +639,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     on_gpu.add_argument("cases", type=Path,
                         help="a cases file (benchmarks/fidelity/fidelity.sh's format)")
     on_gpu.set_defaults(run=gpu)
+    each = commands.add_parser("gpu-per-case", help="an invocation of each tool per case, "
+                               "the tools in turn, resumable")
+    each.add_argument("directory", type=Path, help="PyTorch's benchmarks/dynamo folder")
+    each.add_argument("out", type=Path)
+    each.add_argument("cases", type=Path, help="a cases file (fidelity.sh's format)")
+    each.add_argument("--budget", type=float, default=float("inf"),
+                      help="seconds this command may take (default: no limit)")
+    each.add_argument("--case-at-least", type=float, default=150.0,
+                      help="seconds left under which no case is started (default 150)")
+    each.set_defaults(run=gpu_per_case)
     report = commands.add_parser("gpu-report", help="the gpu table of earlier OUT_DIRs")
     report.add_argument("outs", type=Path, nargs="+")
     report.set_defaults(run=lambda o: gpu_report(o.outs))

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from benchmarks.cost.sweep_cost import PARTS, attribute, case_of, main
@@ -208,3 +209,47 @@ def test_a_case_the_harness_failed_is_not_compared(tmp_path, capsys):
     assert f"\n{count - 1} cases run by both" in after
     row = next(line for line in after.splitlines() if line.startswith("| timm-vit_base"))
     assert row.split("|")[3].strip() == "-"
+
+
+#: A stand-in for fidelity.sh (which needs a GPU): it notes which tool ran which case, in
+#: order, and sleeps where the case's model says so; SLOW's tool outlives any budget.
+FAKE_FIDELITY = r'''
+read -r suite model rest < "$3"
+echo "$model $TOOLS $HARNESS_RUNS $PER_CASE" >> "$(dirname "$2")/order.txt"
+case "$model" in SLOW) sleep 30 & echo $! > "$2/sleeper.pid"; wait ;; esac
+exit 0
+'''
+
+
+@pytest.mark.e2e
+def test_per_case_takes_the_tools_in_turn_and_goes_on_where_a_budget_cut_it(tmp_path):
+    from benchmarks.cost.sweep_cost import CASE_DONE, per_case
+
+    script = tmp_path / "fidelity.sh"
+    script.write_text(FAKE_FIDELITY)
+    cases = tmp_path / "cases.txt"
+    cases.write_text("# suite model batch precision mode test\n"
+                     "timm A 8 amp default eval\n\nhuggingface B 1 fp16 cudagraphs train\n"
+                     "timm SLOW 4 bf16 default eval\ntimm D 2 fp32 default eval\n")
+    out = tmp_path / "out"
+    started = time.monotonic()
+    done = per_case(tmp_path, out, cases, budget=3, case_at_least=0.5, script=script)
+    assert time.monotonic() - started < 20  # SLOW's tool stopped at the budget, whole group
+    assert done == [out / "case0", out / "case1"]
+    order = (out / "order.txt").read_text().splitlines()
+    assert order == ["A harness 1 1", "A ours 1 1", "B ours 1 1", "B harness 1 1",
+                     "SLOW harness 1 1"]
+    assert not (out / "case2" / CASE_DONE).exists()
+    assert (out / "case1" / "case.txt").read_text() == "huggingface B 1 fp16 cudagraphs train\n"
+    sleeper = int((out / "case2" / "sleeper.pid").read_text())
+    assert not psutil.pid_exists(sleeper) or psutil.Process(sleeper).status() == "zombie"
+    # Again: the done cases stay, the cut one runs again whole; no case starts with too little left.
+    (out / "order.txt").unlink()
+    cases.write_text(cases.read_text().replace("SLOW", "C"))
+    done = per_case(tmp_path, out, cases, budget=60, case_at_least=0.5, script=script)
+    assert done == [out / f"case{index}" for index in range(4)]
+    assert (out / "order.txt").read_text().splitlines() == [
+        "C harness 1 1", "C ours 1 1", "D ours 1 1", "D harness 1 1"]
+    assert not (out / "case2" / "sleeper.pid").exists()
+    assert per_case(tmp_path, out / "other", cases, budget=0.1, case_at_least=1,
+                    script=script) == []
