@@ -590,6 +590,9 @@ def per_case(harness: Path, out: Path, cases: Path, budget: float, case_at_least
                     stop_group(ran)
                     print(f"case {index}: {tool} stopped at the budget's end", file=sys.stderr)
                     return done
+                except BaseException:  # Ctrl-C: its own session never saw the signal
+                    stop_group(ran)
+                    raise
         if finished:
             (folder / CASE_DONE).write_text("")
             done.append(folder)
@@ -599,8 +602,12 @@ def per_case(harness: Path, out: Path, cases: Path, budget: float, case_at_least
 def gpu_per_case(options: argparse.Namespace) -> int:
     if not options.cases.is_file():
         raise SystemExit(f"no cases file {options.cases}")
-    done = per_case(options.directory, options.out, options.cases, options.budget,
-                    options.case_at_least)
+    try:
+        done = per_case(options.directory, options.out, options.cases, options.budget,
+                        options.case_at_least)
+    except KeyboardInterrupt:
+        print("stopped: the same command goes on where it stopped", file=sys.stderr)
+        return 130
     total = len(case_lines(options.cases))
     print(f"{len(done)} of {total} cases done in {options.out}", file=sys.stderr)
     if not done:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -253,3 +254,27 @@ def test_per_case_takes_the_tools_in_turn_and_goes_on_where_a_budget_cut_it(tmp_
     assert not (out / "case2" / "sleeper.pid").exists()
     assert per_case(tmp_path, out / "other", cases, budget=0.1, case_at_least=1,
                     script=script) == []
+
+
+@pytest.mark.e2e
+def test_ctrl_c_in_per_case_stops_the_tool_it_runs(tmp_path):
+    script = tmp_path / "fidelity.sh"
+    script.write_text(FAKE_FIDELITY)
+    cases = tmp_path / "cases.txt"
+    cases.write_text("timm SLOW 4 bf16 default eval\n")
+    out = tmp_path / "out"
+    code = ("import sys\nfrom pathlib import Path\n"
+            "from benchmarks.cost.sweep_cost import per_case\n"
+            f"per_case(Path({str(tmp_path)!r}), Path({str(out)!r}), Path({str(cases)!r}), "
+            f"budget=120, case_at_least=1, script=Path({str(script)!r}))\n")
+    runner = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=cli_environment(),
+                              stderr=subprocess.PIPE, text=True)
+    pid_file = out / "case0" / "sleeper.pid"
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    sleeper = int(pid_file.read_text())
+    runner.send_signal(signal.SIGINT)
+    _, err = runner.communicate(timeout=60)
+    assert runner.returncode != 0 and "KeyboardInterrupt" in err
+    assert not psutil.pid_exists(sleeper) or psutil.Process(sleeper).status() == "zombie"
