@@ -26,7 +26,9 @@ A template:
   one): a pool never serves code older than what is on disk. A file of the project with a
   new time and the same content (a checkout copied again) has not changed;
 - ends when the pool's folder is removed;
-- keeps its log (its import's failure, say) in DIR/NAME.log and its pid in DIR/NAME.pid.
+- keeps its log (its import's failure, say) in DIR/NAME.log, its pid in DIR/NAME.pid, and
+  what it is keyed on in DIR/NAME.key (each value as a digest): a runner that starts a
+  template logs what the nearest running one of the same modules differs in.
 
 A template imports the libraries among the modules to preload; the project's own modules
 (a suite's builder, which imports its libraries lazily) are imported by each server forked
@@ -44,6 +46,7 @@ import contextlib
 import hashlib
 import importlib
 import json
+import logging
 import os
 import resource
 import select
@@ -101,6 +104,9 @@ APPLIED_BY_EACH_SERVER = PROBE_OUTCOME_VARIABLES
 LISTEN_TIMEOUT_SECONDS = 30.0
 ANSWER_TIMEOUT_SECONDS = 300.0
 _CREDENTIALS = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
+
+
+log = logging.getLogger(__name__)
 
 
 class PoolError(RuntimeError):
@@ -328,6 +334,10 @@ def _start_template(pool: Path, name: str, modules: Sequence[str],
         raise PoolError(f"the server pool's folder {folder} cannot be used: "
                         f"{error.strerror or error}") from error
     variables = template_environment(environment)
+    fingerprint = template_fingerprint(modules, environment)
+    log.info("server pool: a template for %s starts (%s)", ",".join(modules) or "no modules",
+             nearest_difference(folder, fingerprint))
+    write_json_atomically(folder / f"{name}.key", fingerprint)
     variables["TMPDIR"] = str(scratch)
     try:
         starter = subprocess.Popen(
@@ -343,6 +353,56 @@ def _start_template(pool: Path, name: str, modules: Sequence[str],
         raise PoolError(f"the server pool's template {name} does not listen "
                         f"(its log: {folder / (name + '.log')})")
     return connection
+
+
+def _short_digest(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=6).hexdigest()
+
+
+def template_fingerprint(modules: Sequence[str], environment: Mapping[str, str],
+                         ) -> dict[str, Any]:
+    """What a template is keyed on, each variable's and inherited setting's value as a short
+    digest (DIR/NAME.key: the values themselves, a token say, stay out of the pool's folder)."""
+    return {"modules": sorted(modules), "interpreter": sys.executable,
+            "project": str(PROJECT_ROOT),
+            "variables": {name: _short_digest(value)
+                          for name, value in template_environment(environment).items()},
+            "inherited": {name: _short_digest(value)
+                          for name, value in inherited_context().items()}}
+
+
+def fingerprint_difference(one: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """What two templates' fingerprints differ in: `interpreter`, `project`, each variable
+    by name, each inherited setting as `inherited:NAME`."""
+    found = [part for part in ("interpreter", "project") if one.get(part) != other.get(part)]
+    for section, prefix in (("variables", ""), ("inherited", "inherited:")):
+        mine, theirs = one.get(section) or {}, other.get(section) or {}
+        found += [prefix + name for name in sorted(set(mine) | set(theirs))
+                  if mine.get(name) != theirs.get(name)]
+    return found
+
+
+def nearest_difference(folder: Path, fingerprint: Mapping[str, Any]) -> str:
+    """Why the pool has no template for `fingerprint`: what the nearest running template of
+    the same modules was keyed on otherwise, or that none imports them."""
+    nearest: Optional[list[str]] = None
+    for key_file in folder.glob("*.key"):
+        if not key_file.with_suffix(".pid").exists():
+            continue
+        try:
+            other = json.loads(key_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(other, dict) or other.get("modules") != fingerprint["modules"]:
+            continue
+        found = fingerprint_difference(fingerprint, other)
+        if nearest is None or len(found) < len(nearest):
+            nearest = found
+    if nearest is None:
+        return "no running template of the pool imports these modules"
+    return ("the nearest running template of these modules differs in: "
+            + (", ".join(nearest) or "nothing it records"))
 
 
 def _make_room(folder: Path, keep: int) -> None:
@@ -596,6 +656,8 @@ def main(argv: list[str]) -> int:
             pid_file.unlink()
         with contextlib.suppress(OSError):
             (folder / f"{name}.modules").unlink()
+        with contextlib.suppress(OSError):
+            (folder / f"{name}.key").unlink()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ serving each runner as a server of its own would."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -122,7 +123,7 @@ def test_the_projects_modules_are_imported_by_each_server_and_leave_the_template
     assert templates(shared_pool) == before
 
 
-def test_another_environment_gets_another_template(shared_pool):
+def test_another_environment_gets_another_template(shared_pool, caplog):
     servers = ForkServers(pool=shared_pool)
     try:
         servers.server_for([], environment())
@@ -141,8 +142,16 @@ def test_another_environment_gets_another_template(shared_pool):
                                            TMUX_PANE="%3",
                                            PYTEST_CURRENT_TEST="test_x (call)"))
         assert templates(shared_pool) == before
+        caplog.set_level(logging.INFO, logger="runner.run.process.forkserver_pool")
         servers.server_for([], environment(FORK_PROBE="another"))
         assert len(templates(shared_pool)) == len(before) + 1
+        # The runner says why: what the running template of the same modules differs in.
+        started = [r.getMessage() for r in caplog.records if "template for" in r.getMessage()]
+        assert started == ["server pool: a template for no modules starts (the nearest running "
+                           "template of these modules differs in: FORK_PROBE)"]
+        (new,) = set(templates(shared_pool)) - set(before)
+        key = json.loads((shared_pool / f"{new}.key").read_text())
+        assert "FORK_PROBE" in key["variables"] and "another" not in json.dumps(key)
     finally:
         servers.close()
 
