@@ -409,17 +409,22 @@ def probe_as_runners_key_it():
 @pytest.fixture
 def probed_compiler(monkeypatch):
     """For a test that compiles with inductor in its own process: what the runner's probe
-    hands every child for inductor (runner/plan/probe.py: the CPU's vector-ISA check made
-    once for the host). Without it the first such compile of each pytest worker checked the
-    ISAs again (a C++ build and a Python child that imports torch, per ISA), which no child
-    of the runner does; the same kernels are built either way."""
+    hands every child for inductor (runner/plan/probe.py: the CPU's vector-ISA checks made
+    once for the host), its outcomes answered in this process as a compiling fork server
+    answers them (backends/runtimes/inductor_host.py). Without them the first such compile
+    of each pytest worker checked the ISAs again (a C++ build and a Python child that
+    imports torch, per check: 7 children, 14 CPU-s a suite), which no child of the runner
+    does; the same kernels are built either way."""
     from torch._inductor import config
+
+    from backends.runtimes.inductor_host import ISA_CHECKS_VARIABLE, settle_isa_checks
 
     variables = probe_as_runners_key_it().child_environment
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     checked = variables.get("TORCHINDUCTOR_VEC_ISA_OK") == "1"
     with config.patch({"cpp.vec_isa_ok": True} if checked else {}):
+        settle_isa_checks(variables.get(ISA_CHECKS_VARIABLE))
         yield variables
 
 

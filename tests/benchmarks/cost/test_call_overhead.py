@@ -10,7 +10,7 @@ from benchmarks.cost import call_overhead
 
 
 @pytest.mark.e2e  # (tests/conftest.py: the end-to-end tier) dynamo may start a process
-def test_both_calls_return_the_models_output_and_a_row_is_printed(capsys):
+def test_both_calls_return_the_models_output_and_a_row_is_printed(capsys, probed_compiler):
     module_step, our_step = call_overhead.callables("builtin", "cnn", 2)
     expected, ours = module_step(), our_step()
     assert expected.shape == ours.shape == (2, 10)
