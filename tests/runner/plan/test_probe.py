@@ -29,6 +29,22 @@ def own_cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def own_cache_holding_the_checks(tmp_path, monkeypatch):
+    """own_cache, holding the vector-ISA checks' outcome that the tests' shared cache keeps
+    (made there first where no probe had made it yet): a probe asked with the checks takes
+    it instead of building their programs and loading each in a Python child (about 8
+    CPU-s a test). Making the checks is tested where the runner is killed during them,
+    and keeping them, with a stand-in, in test_the_vector_isa_checks_are_kept_for_a_day."""
+    probe.compiler_checks()
+    shared = probe.isa_checks_path()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    own = probe.isa_checks_path()
+    own.parent.mkdir(parents=True)
+    shutil.copy2(shared, own)
+    return tmp_path / "cache"
+
+
+@pytest.fixture
 def counted_probe(monkeypatch):
     """The probe child runs once; every later ask is counted and given a copy of its answer
     (the first ask checks the child; the later ones are about when the runner asks)."""
@@ -48,19 +64,21 @@ def counted_probe(monkeypatch):
 
 
 @pytest.mark.e2e
-def test_the_answer_is_kept_and_used_until_it_is_a_day_old(own_cache, counted_probe):
+def test_the_answer_is_kept_and_used_until_it_is_a_day_old(own_cache_holding_the_checks,
+                                                          counted_probe):
     fresh = probe_host()
     assert len(counted_probe) == 1
     assert fresh.torch_version and fresh.torch_error is None
     if platform.machine() == "x86_64" and shutil.which("g++"):
-        # Every vector ISA an x86 CPU lists builds with g++: inductor's checks are made here,
-        # once, and no child repeats them (tests/backends/test_inductor_host.py).
+        # Every vector ISA an x86 CPU lists builds with g++: inductor's checks are made once
+        # for the host (here, kept from the tests' shared cache), and no child repeats them
+        # (tests/backends/test_inductor_host.py).
         assert set(fresh.child_environment) == {"TORCHINDUCTOR_VEC_ISA_OK", ISA_CHECKS_VARIABLE}
         assert fresh.child_environment["TORCHINDUCTOR_VEC_ISA_OK"] == "1"
         outcomes = json.loads(fresh.child_environment[ISA_CHECKS_VARIABLE])
         assert outcomes and all(outcomes.values())
     path = answer_path()
-    assert path.is_relative_to(own_cache / "experiment-runner" / "host")
+    assert path.is_relative_to(own_cache_holding_the_checks / "experiment-runner" / "host")
     kept = json.loads(path.read_text())
     assert kept["torch_version"] == fresh.torch_version
     kept["torch_version"] = "0.0.0+cached"
@@ -360,7 +378,8 @@ def test_a_runner_killed_during_the_probe_takes_its_probe_child_along(tmp_path, 
 
 
 @pytest.mark.e2e
-def test_a_sweep_that_cannot_compile_on_the_cpu_is_probed_without_the_compiler_checks(own_cache):
+def test_a_sweep_that_cannot_compile_on_the_cpu_is_probed_without_the_compiler_checks(
+        own_cache_holding_the_checks):
     """The checks take seconds (a C++ build and a Python child per vector ISA): a CUDA or an
     eager sweep's probe leaves them out; a later CPU-inductor sweep asks again, with them, and
     its answer then serves both."""
