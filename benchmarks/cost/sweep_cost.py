@@ -542,7 +542,9 @@ def case_lines(cases: Path) -> list[str]:
 
 def stop_group(process: subprocess.Popen, grace: float = 10.0) -> None:
     """End `process` and everything it started (its own process group): SIGTERM, so that
-    fidelity.sh removes the harness's cache folders, then SIGKILL after `grace` seconds."""
+    fidelity.sh removes the harness's cache folders, then SIGKILL after `grace` seconds;
+    return once no process of the group runs (within `grace` more seconds), since a killed
+    process ends when the kernel next schedules it, not when the signal is sent."""
     try:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=grace)
@@ -551,6 +553,25 @@ def stop_group(process: subprocess.Popen, grace: float = 10.0) -> None:
     with contextlib.suppress(ProcessLookupError):  # what outlived the script, too
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+    deadline = time.monotonic() + grace
+    while group_runs(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def group_runs(group: int) -> bool:
+    """Whether a process of process group `group` runs (a zombie, ended but not yet reaped
+    by its parent, does not)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] not in ("Z", "X") and int(fields[2]) == group:
+            return True
+    return False
 
 
 def per_case(harness: Path, out: Path, cases: Path, budget: float, case_at_least: float,
