@@ -254,10 +254,14 @@ def write_rewritten_test_modules(config) -> None:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked `long` (minutes of compiling, or sweeps of many children) go first, then
-    the rest of the end-to-end tier, then the unit tier, so that under pytest-xdist no worker
-    starts a long one when the others are nearly done (--dist loadfile: a file goes where its
-    first test goes)."""
+    those marked `waits`, then the rest of the end-to-end tier, then the unit tier, so that
+    under pytest-xdist no worker starts a long one when the others are nearly done (--dist
+    loadfile: a file goes where its first test goes). A test that waits on purpose (a 40 s
+    timeout, a hanging child) then waits while the other workers compile: in the end-to-end
+    tier's order, three such files met near its end and left both cores nearly idle for
+    about 15 s of a `make test` (the machine's busy time read every 5 s)."""
     items.sort(key=lambda item: (item.get_closest_marker("long") is None,
+                                 item.get_closest_marker("waits") is None,
                                  item.get_closest_marker("e2e") is None))
 
 

@@ -186,6 +186,7 @@ def gated_child(tmp_path) -> tuple[str, "os.PathLike[str]", dict[str, str]]:
 
 
 @pytest.mark.e2e
+@pytest.mark.waits
 def test_a_childs_timeout_leaves_its_waits_for_the_gpu_out(tmp_path):
     """The gate is held (by another child, as it were) for longer than the child's timeout:
     the runner's supervisor does not kill the waiting child, which then runs to its end."""

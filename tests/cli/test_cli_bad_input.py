@@ -225,6 +225,7 @@ def stopped_before_the_script_ran(returncode: int, stderr: str) -> bool:
 
 
 @pytest.mark.e2e
+@pytest.mark.waits
 def test_ctrl_c_at_any_moment_stops_cleanly_and_keeps_whole_lines(tmp_path):
     """SIGINT at moments spread over a short sweep: starting, probing, planning, running a
     child, appending; every stop is 0 or 130, silent of tracebacks, with whole lines."""

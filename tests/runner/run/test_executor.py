@@ -37,6 +37,7 @@ def fault_sweep(tmp_path_factory):
 
 
 @pytest.mark.e2e
+@pytest.mark.waits
 def test_every_fault_gives_exactly_one_failed_line_and_the_sweep_goes_on(fault_sweep):
     run, lines = fault_sweep
     assert run.returncode == 0, run.stderr

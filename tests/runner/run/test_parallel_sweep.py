@@ -61,6 +61,7 @@ def test_devices_on_a_cpu_sweep_are_refused_before_anything_runs(run_cli):
 
 @pytest.mark.e2e
 @needs_two_cores
+@pytest.mark.waits
 def test_a_hanging_experiment_does_not_hold_up_the_other_job(run_cli):
     run = run_cli("--suite-name=faults", "-k", "^(hang|raises)$", *EAGER, "--jobs=2",
                   "--subprocess-timeout=14")

@@ -228,6 +228,7 @@ def test_the_claim_of_a_killed_runner_is_taken_over(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.waits
 def test_a_runner_waits_for_the_experiment_a_live_runner_runs(tmp_path):
     output = tmp_path / "output"
     # Long enough that the second runner, however slowly it starts on a loaded machine,
