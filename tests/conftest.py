@@ -254,15 +254,32 @@ def write_rewritten_test_modules(config) -> None:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked `long` (minutes of compiling, or sweeps of many children) go first, then
-    those marked `waits`, then the rest of the end-to-end tier, then the unit tier, so that
-    under pytest-xdist no worker starts a long one when the others are nearly done (--dist
-    loadfile: a file goes where its first test goes). A test that waits on purpose (a 40 s
-    timeout, a hanging child) then waits while the other workers compile: in the end-to-end
-    tier's order, three such files met near its end and left both cores nearly idle for
-    about 15 s of a `make test` (the machine's busy time read every 5 s)."""
+    the rest of the end-to-end tier, then the unit tier, so that under pytest-xdist no worker
+    starts a long one when the others are nearly done (--dist loadfile: a file goes where its
+    first test goes). The files of tests marked `waits` are spread evenly among the other
+    end-to-end files: each then waits while the other workers compile. In the tier's file
+    order three of them met near its end, and all together right after the long ones: both
+    times both cores were nearly idle for 15 to 35 s of a `make test` (the machine's busy
+    time read every 5 s)."""
     items.sort(key=lambda item: (item.get_closest_marker("long") is None,
-                                 item.get_closest_marker("waits") is None,
                                  item.get_closest_marker("e2e") is None))
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0], []).append(item)
+    def kind(group: list) -> str:
+        if any(item.get_closest_marker("long") for item in group):
+            return "long"
+        if any(item.get_closest_marker("waits") for item in group):
+            return "waits"
+        return "e2e" if any(item.get_closest_marker("e2e") for item in group) else "unit"
+    by_kind: dict[str, list] = {"long": [], "waits": [], "e2e": [], "unit": []}
+    for group in files.values():
+        by_kind[kind(group)].append(group)
+    spread, waiting = list(by_kind["e2e"]), by_kind["waits"]
+    step = len(spread) // (len(waiting) + 1) if waiting else 0
+    for index, group in enumerate(waiting):
+        spread.insert((index + 1) * step + index, group)
+    items[:] = [item for group in (*by_kind["long"], *spread, *by_kind["unit"]) for item in group]
 
 
 def pytest_unconfigure(config) -> None:
